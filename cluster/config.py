@@ -1,0 +1,175 @@
+"""The run's config: one frozen dataclass per role, combined into `RunConfig`.
+
+Loaded from YAML, then `key=value` overrides (dotted paths, values parsed as YAML).
+Every key and value is checked at start; a bad one is refused with its field's name,
+never half-applied. Imports only the standard library and PyYAML, so every role may
+read its own section.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Literal
+
+import yaml
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    group_size: int = 8            # G samples per task
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 16
+    dtype: str = "float32"
+    enforce_eager: bool = True     # skip compilation: engine start matters more than peak speed here
+    max_num_seqs: int = 256
+    max_tasks_in_flight: int = 64  # tasks handed to the engine at once
+    tensor_parallel_size: int = 1
+    kv_cache_gib: int = 1          # VLLM_CPU_KVCACHE_SPACE on the CPU
+    num_cpus: float = 1.0          # Ray resources per generator actor
+    num_gpus: float = 0.0
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    reward: Literal["ground_truth", "majority_vote", "jury"] = "jury"
+    fallback: Literal["reszero", "zero", "mv"] = "reszero"  # JURY-RL when the proof gate is inconclusive
+    reszero_c: float = 0.01
+    gate: Literal["arith", "lean", "none"] = "arith"
+    pool_workers: int = 1          # processes for checks
+    check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
+    cache_size: int = 100_000
+    num_cpus: float = 0.5
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    kl_coef: float = 0.0           # k3 KL to a frozen reference; 0 = no reference model
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    advantage: Literal["grpo", "drgrpo", "rloo"] = "grpo"
+    adv_eps: float = 1e-6
+    loss_agg: Literal["token-mean", "seq-mean", "drgrpo"] = "token-mean"
+    tis_cap: float = 0.0           # >0: truncated importance weight to the behaviour policy
+    micro_batch: int = 64          # samples per forward/backward
+    zero_stage: int = 0
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    threads: int = 1               # torch threads on the CPU
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: str = "tiny"            # "tiny": build (or reuse) the local tiny model; otherwise a HF folder
+    dataset: str = "synthetic"     # "synthetic" or a MATH-shaped JSONL path
+    seed: int = 0
+    steps: int = 60                # learner steps
+    batch_groups: int = 8          # groups (prompts) per learner step
+    max_staleness: int = 1         # 0 = synchronous on-policy
+    sync_every: int = 1            # learner steps between weight syncs
+    num_generators: int = 1
+    num_verifiers: int = 1
+    max_model_len: int = 256
+    max_prompt_tokens: int = 128   # longer prompts are refused by the feeder (counted)
+    weight_backend: Literal["gloo", "nccl"] = "gloo"
+    bucket_mb: int = 64
+    run_dir: str = ""              # default: runs/<timestamp>
+    group_timeout_s: float = 600.0  # the learner gives up waiting for a batch after this
+    progress: bool = True
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    verifier: VerifierConfig = field(default_factory=VerifierConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+
+    def __post_init__(self):
+        positive = ["steps", "batch_groups", "sync_every", "num_generators", "num_verifiers",
+                    "max_model_len", "max_prompt_tokens", "bucket_mb"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_staleness < 0:
+            raise ConfigError(f"max_staleness must be >= 0, got {self.max_staleness}")
+        if self.max_staleness < self.sync_every - 1:
+            # generators only see a new version every sync_every steps, so groups are
+            # necessarily up to sync_every - 1 versions old; a tighter bound would deadlock
+            raise ConfigError(f"max_staleness ({self.max_staleness}) must be >= sync_every - 1 ({self.sync_every - 1})")
+        if self.generator.group_size < 1:
+            raise ConfigError(f"generator.group_size must be >= 1, got {self.generator.group_size}")
+        if self.max_prompt_tokens + self.generator.max_new_tokens > self.max_model_len:
+            raise ConfigError(
+                f"max_prompt_tokens + generator.max_new_tokens ({self.max_prompt_tokens} + "
+                f"{self.generator.max_new_tokens}) exceeds max_model_len ({self.max_model_len})")
+        if self.verifier.check_timeout_s <= 0:
+            raise ConfigError("verifier.check_timeout_s must be > 0")
+
+
+def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig:
+    """YAML file (optional) then `a.b=value` overrides; refuses unknown keys and bad values."""
+    data: dict = {}
+    if path:
+        with open(path, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f)
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+        data = loaded or {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value")
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {p} is not a section")
+        node[leaf] = yaml.safe_load(raw) if raw else ""
+    return _build(RunConfig, data, "")
+
+
+def _build(cls, data: dict, prefix: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown config key {prefix}{unknown[0]} (known: {', '.join(sorted(fields))})")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _value(hints[name], value, prefix + name)
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:
+        raise ConfigError(f"{prefix}{e}" if prefix else str(e)) from None
+
+
+def _value(hint, value, name):
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, name + ".")
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ConfigError(f"{name} must be one of {list(choices)}, got {value!r}")
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):  # YAML 1.1 reads "1e-5" as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if hint in (int, float, str, bool) and type(value) is hint:
+        return value
+    raise ConfigError(f"{name} must be {hint.__name__}, got {value!r}")
+
+
+def to_dict(cfg) -> dict:
+    return dataclasses.asdict(cfg)

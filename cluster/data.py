@@ -1,0 +1,88 @@
+"""Problems: a seeded synthetic arithmetic task and a loader for MATH-shaped JSONL.
+
+The synthetic task is what the embedded default trains on: short closed-form
+arithmetic whose answers are written in `\\boxed{}`. Its statements contain exactly
+one expression, so the label-free arithmetic proof gate can formalise them.
+"""
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+PROMPT_SUFFIX = "\n"  # the model answers on the next line
+
+
+@dataclass(frozen=True)
+class Problem:
+    problem: str
+    answer: str  # ground truth; only reward schemes that are allowed to read it do
+    source: str
+
+
+MAX_OPERAND = 30  # small enough for a 1M-parameter model to learn in minutes
+
+
+def synthetic_problem(rng: random.Random) -> Problem:
+    """One problem: addition or subtraction of operands up to MAX_OPERAND, or a product of small ones."""
+    kind = rng.random()
+    a, b = rng.randint(0, MAX_OPERAND), rng.randint(0, MAX_OPERAND)
+    if kind < 0.4:
+        expr, value = f"{a}+{b}", a + b
+    elif kind < 0.8:
+        expr, value = f"{a}-{b}", a - b
+    else:
+        a, b = rng.randint(2, 9), rng.randint(2, 12)
+        expr, value = f"{a}*{b}", a * b
+    return Problem(problem=f"Compute {expr}.", answer=str(value), source="synthetic")
+
+
+def synthetic_solution(p: Problem) -> str:
+    """The completion the warm-up teaches (and a correct sample looks like)."""
+    return f"\\boxed{{{p.answer}}}"
+
+
+def synthetic_problems(seed: int) -> Iterator[Problem]:
+    """An endless, reproducible stream."""
+    rng = random.Random(seed)
+    while True:
+        yield synthetic_problem(rng)
+
+
+def load_jsonl(path: str | Path) -> list[Problem]:
+    """Problems in the MATH shape: one JSON object per line with "problem" and "answer".
+
+    A line that is not such an object is refused with its line number: a half-read
+    dataset would silently change what an experiment trains on.
+    """
+    problems = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+            if not isinstance(row, dict) or not isinstance(row.get("problem"), str) or "answer" not in row:
+                raise ValueError(f'{path}:{lineno}: expected {{"problem": str, "answer": ...}}, got {line[:80]!r}')
+            problems.append(Problem(row["problem"], str(row["answer"]), source=str(path)))
+    if not problems:
+        raise ValueError(f"{path}: no problems")
+    return problems
+
+
+def problem_stream(dataset: str, seed: int) -> Iterator[Problem]:
+    """`synthetic` or a path to a JSONL file (cycled, reshuffled each epoch by seed)."""
+    if dataset == "synthetic":
+        yield from synthetic_problems(seed)
+        return
+    problems = load_jsonl(dataset)
+    rng = random.Random(seed)
+    while True:
+        order = list(range(len(problems)))
+        rng.shuffle(order)
+        for i in order:
+            yield problems[i]

@@ -1,0 +1,64 @@
+"""The prompt feeder: admission control is the staleness budget.
+
+Batch s of the learner is the tasks with admission index in [s·B, (s+1)·B). A task
+of batch s is admitted only while the generators' policy version v satisfies
+s - v <= max_staleness, so no sample can be more than max_staleness versions older
+than the learner that consumes it. With max_staleness 0 only the current batch is
+ever in flight: synchronous on-policy training.
+"""
+from __future__ import annotations
+
+import logging
+
+from jury.cluster.data import PROMPT_SUFFIX, Problem, problem_stream
+from jury.cluster.messages import PromptTask
+from jury.cluster.transport import Sender
+
+log = logging.getLogger(__name__)
+
+
+class Feeder:
+    def __init__(self, dataset: str, seed: int, batch_groups: int, max_staleness: int, host: str,
+                 *, tokenizer=None, max_prompt_tokens: int = 0):
+        self.problems = problem_stream(dataset, seed)
+        self.seed, self.batch_groups, self.max_staleness = seed, batch_groups, max_staleness
+        self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
+        self.admitted = 0
+        self.refused_too_long = 0
+        # the bound admits at most (max_staleness + 1) · B tasks ahead, so this HWM never blocks
+        cap = (max_staleness + 2) * batch_groups
+        self.sender = Sender(bind_host=host, hwm=cap, maxsize=cap, name="feeder")
+        self.endpoint = self.sender.endpoint
+
+    def limit(self, version: int) -> int:
+        """Tasks that may have been admitted in total while the generators hold `version`."""
+        return (version + self.max_staleness + 1) * self.batch_groups
+
+    def admit(self, version: int, stop_at: int) -> int:
+        """Admit every task the budget allows (never past `stop_at` tasks in total); returns how many."""
+        n = 0
+        while self.admitted < min(self.limit(version), stop_at):
+            self.sender.send(self._task(self._next_problem(), version))
+            self.admitted += 1
+            n += 1
+        return n
+
+    def _next_problem(self) -> Problem:
+        for p in self.problems:
+            if self.tokenizer is None or self.max_prompt_tokens <= 0:
+                return p
+            n = len(self.tokenizer(p.problem + PROMPT_SUFFIX)["input_ids"])
+            if n <= self.max_prompt_tokens:
+                return p
+            self.refused_too_long += 1
+            log.warning("feeder: prompt of %d tokens is over max_prompt_tokens=%d, skipped: %.60r",
+                        n, self.max_prompt_tokens, p.problem)
+        raise RuntimeError("the dataset ran out of problems")
+
+    def _task(self, p: Problem, version: int) -> PromptTask:
+        return PromptTask(task_id=f"s{self.seed}-{self.admitted}", index=self.admitted,
+                          prompt=p.problem + PROMPT_SUFFIX, label=p.answer, source=p.source,
+                          admitted_version=version)
+
+    def close(self):
+        self.sender.close()

@@ -1,0 +1,260 @@
+"""Every message that crosses a queue, and the MessagePack codec that carries them.
+
+One module, imported by every role; it needs only the standard library, msgpack and
+numpy (torch only when a torch tensor is actually encoded or decoded).
+
+Wire format: a multipart ZeroMQ message. Frame 0 is a MessagePack map
+`{"t": type name, "f": fields}`; every array in the fields is replaced by an ext
+record `(dtype, shape, frame index)` and its bytes travel as a frame of their own,
+so token ids and log-probs are never pickled, never copied into the header, and
+decode as zero-copy views. Decoding checks the type name against the registry
+below and every field against its annotation: an unknown type, a missing or
+unexpected field, a wrong type or a buffer of the wrong size is a `DecodeError`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import msgpack
+import numpy as np
+
+WIRE_VERSION = 1
+_ARRAY_EXT = 1
+_NUMPY_DTYPES = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "float16", "float32", "float64", "bool"}
+_TORCH_DTYPES = {"torch.bfloat16", "torch.float16", "torch.float32", "torch.int32", "torch.int64"}
+
+
+class DecodeError(ValueError):
+    """A frame that is not a valid message of a known type."""
+
+
+# ── messages ────────────────────────────────────────────────────────────────
+@dataclass
+class PromptTask:
+    """One problem to sample a group for. Filled by the feeder."""
+    task_id: str
+    index: int                 # admission order; the learner consumes batch s = indices [s·B, (s+1)·B)
+    prompt: str
+    label: str | None          # ground truth; only label-reading reward schemes look at it
+    source: str
+    kind: str = "original"     # DeRL: "original" | "diversify"
+    admitted_version: int = 0  # generator policy version when the feeder admitted it
+    max_new_tokens: int = 0    # 0 = the generator's default
+
+
+@dataclass
+class Sample:
+    """One completion. Filled by the generator (answer by the verifier)."""
+    token_ids: np.ndarray      # (T,) int32, completion only
+    logprobs: np.ndarray       # (T,) float32, behaviour log-prob of each sampled token
+    text: str
+    finish_reason: str         # "stop" | "length" | "abort"
+    answer: str | None = None
+
+
+@dataclass
+class RolloutGroup:
+    """The G samples of one task. Filled by the generator."""
+    task: PromptTask
+    prompt_ids: np.ndarray     # (P,) int32
+    samples: list[Sample]
+    version_start: int         # generator policy version when generation started
+    version_end: int           # ... and when the last sample finished
+    actor_id: str
+    generate_s: float
+    error: str | None = None   # set when the engine refused the task (e.g. prompt too long); samples is empty then
+
+
+@dataclass
+class Verdict:
+    """The verifier's decision about one sample."""
+    kind: str                  # correct | incorrect | no_answer | inconclusive | timeout | error
+    verifier: str
+    latency_s: float
+    cache_hit: bool = False
+
+
+@dataclass
+class ScoredGroup:
+    """A group with its verdicts and rewards. Filled by a verifier worker."""
+    group: RolloutGroup
+    verdicts: list[Verdict]
+    rewards: np.ndarray        # (G,) float32
+    scheme: str
+    majority_answer: str | None
+    vote_share: float
+    gate: str | None           # proof gate outcome for the majority answer: proved | inconclusive | None
+    num_distinct: int
+    verify_s: float
+    worker_id: str = ""
+    stats: dict[str, float] = field(default_factory=dict)  # scheme-specific numbers for the metrics
+
+
+@dataclass
+class WeightUpdate:
+    """The one control message of a weight sync: what the broadcast buckets hold."""
+    version: int
+    names: list[str]
+    dtypes: list[str]          # torch dtype names, e.g. "torch.float32"
+    shapes: list[list[int]]
+    buckets: list[list[int]]   # indices into names, one list per broadcast
+
+
+@dataclass
+class Shutdown:
+    """Stop after the current item; nothing after it is read."""
+    reason: str = ""
+
+
+MESSAGE_TYPES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (PromptTask, Sample, RolloutGroup, Verdict, ScoredGroup, WeightUpdate, Shutdown)
+}
+Message = Union[PromptTask, RolloutGroup, ScoredGroup, WeightUpdate, Shutdown]
+
+
+# ── encoding ────────────────────────────────────────────────────────────────
+def encode(msg: Any) -> list:
+    """A message as frames: [header, buffer, buffer, ...]."""
+    name = type(msg).__name__
+    if MESSAGE_TYPES.get(name) is not type(msg):
+        raise TypeError(f"not a message type: {type(msg)!r}")
+    buffers: list = []
+
+    def default(obj):
+        if isinstance(obj, np.ndarray):
+            if obj.dtype.name not in _NUMPY_DTYPES:
+                raise TypeError(f"array dtype {obj.dtype} cannot travel")
+            arr = np.ascontiguousarray(obj)
+            buffers.append(memoryview(arr).cast("B") if arr.size else b"")
+            return msgpack.ExtType(_ARRAY_EXT, msgpack.packb([arr.dtype.name, list(arr.shape), len(buffers)]))
+        if type(obj).__module__ == "torch" and type(obj).__name__ in ("Tensor", "Parameter"):
+            dtype = str(obj.dtype)
+            if dtype not in _TORCH_DTYPES:
+                raise TypeError(f"tensor dtype {dtype} cannot travel")
+            t = obj.detach().cpu().contiguous()
+            raw = t.view(-1).view(__import__("torch").uint8).numpy() if t.numel() else np.empty(0, np.uint8)
+            buffers.append(memoryview(raw).cast("B") if raw.size else b"")
+            return msgpack.ExtType(_ARRAY_EXT, msgpack.packb([dtype, list(t.shape), len(buffers)]))
+        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            return {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        raise TypeError(f"cannot encode {type(obj)!r}")
+
+    fields = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
+    header = msgpack.packb({"t": name, "v": WIRE_VERSION, "f": fields}, default=default, use_bin_type=True)
+    return [header, *buffers]
+
+
+def decode(frames: list) -> Any:
+    """Frames back into a message; anything malformed raises DecodeError."""
+    if not frames:
+        raise DecodeError("empty message")
+    bufs = [memoryview(f.buffer if hasattr(f, "buffer") else f) for f in frames[1:]]
+
+    def ext_hook(code, data):
+        if code != _ARRAY_EXT:
+            raise DecodeError(f"unknown ext type {code}")
+        try:
+            dtype, shape, index = msgpack.unpackb(data)
+        except Exception as e:
+            raise DecodeError(f"bad array record: {e}") from None
+        return _array(dtype, shape, index, bufs)
+
+    try:
+        head = msgpack.unpackb(memoryview(frames[0].buffer if hasattr(frames[0], "buffer") else frames[0]),
+                               ext_hook=ext_hook, raw=False, strict_map_key=True)
+    except DecodeError:
+        raise
+    except Exception as e:
+        raise DecodeError(f"header is not MessagePack: {type(e).__name__}: {e}") from None
+    if not isinstance(head, dict) or set(head) != {"t", "v", "f"}:
+        raise DecodeError("header must be a map with keys t, v, f")
+    if head["v"] != WIRE_VERSION:
+        raise DecodeError(f"wire version {head['v']!r}, expected {WIRE_VERSION}")
+    cls = MESSAGE_TYPES.get(head["t"]) if isinstance(head["t"], str) else None
+    if cls is None:
+        raise DecodeError(f"unknown message type {head['t']!r}")
+    return _build(cls, head["f"], head["t"])
+
+
+def _array(dtype, shape, index, bufs):
+    if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+        raise DecodeError(f"bad array shape {shape!r}")
+    if not (isinstance(index, int) and 1 <= index <= len(bufs)):
+        raise DecodeError(f"array refers to frame {index!r}, message has {len(bufs)} buffers")
+    buf, n = bufs[index - 1], math.prod(shape)
+    if dtype in _NUMPY_DTYPES:
+        item = np.dtype(dtype).itemsize
+        if len(buf) != n * item:
+            raise DecodeError(f"array {dtype}{shape} needs {n * item} bytes, frame has {len(buf)}")
+        return np.frombuffer(buf, dtype=dtype).reshape(shape)
+    if dtype in _TORCH_DTYPES:
+        import torch
+
+        tdtype = getattr(torch, dtype.split(".", 1)[1])
+        item = torch.empty(0, dtype=tdtype).element_size()
+        if len(buf) != n * item:
+            raise DecodeError(f"tensor {dtype}{shape} needs {n * item} bytes, frame has {len(buf)}")
+        if n == 0:
+            return torch.empty(shape, dtype=tdtype)
+        return torch.frombuffer(bytearray(buf), dtype=tdtype).reshape(shape)
+    raise DecodeError(f"array dtype {dtype!r} not allowed")
+
+
+def _build(cls, fields, path):
+    if not isinstance(fields, dict):
+        raise DecodeError(f"{path}: expected a map of fields, got {type(fields).__name__}")
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    extra = set(fields) - set(known)
+    if extra:
+        raise DecodeError(f"{path}: unexpected fields {sorted(extra)}")
+    hints = typing.get_type_hints(cls)
+    values = {}
+    for name, f in known.items():
+        if name not in fields:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise DecodeError(f"{path}: missing field {name!r}")
+            continue
+        values[name] = _coerce(fields[name], hints[name], f"{path}.{name}")
+    return cls(**values)
+
+
+def _coerce(value, hint, path):
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        for arm in typing.get_args(hint):
+            try:
+                return _coerce(value, arm, path)
+            except DecodeError:
+                continue
+        raise DecodeError(f"{path}: {type(value).__name__} is not {hint}")
+    if hint is type(None):
+        if value is None:
+            return None
+        raise DecodeError(f"{path}: expected None")
+    if origin is list:
+        if not isinstance(value, list):
+            raise DecodeError(f"{path}: expected a list, got {type(value).__name__}")
+        (arm,) = typing.get_args(hint)
+        return [_coerce(v, arm, f"{path}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise DecodeError(f"{path}: expected a map, got {type(value).__name__}")
+        karm, varm = typing.get_args(hint)
+        return {_coerce(k, karm, path): _coerce(v, varm, f"{path}[{k!r}]") for k, v in value.items()}
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, path)
+    if hint is np.ndarray:
+        if isinstance(value, np.ndarray) or type(value).__module__ == "torch":
+            return value
+        raise DecodeError(f"{path}: expected an array, got {type(value).__name__}")
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool) and type(value) is hint:
+        return value
+    raise DecodeError(f"{path}: expected {getattr(hint, '__name__', hint)}, got {type(value).__name__}")

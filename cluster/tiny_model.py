@@ -1,0 +1,186 @@
+"""`jury make-tiny-model`: a small Llama built here, since nothing can be downloaded.
+
+A byte-level BPE tokenizer trained on the synthetic task, a 4-layer Llama with
+head_dim 64 (vLLM's CPU attention refuses smaller heads), and a short supervised
+warm-up so that the sampled pass rate lands between 0 and 1: RL needs both
+successes and failures in a group to have a signal. The measured pass rate is
+written next to the weights. Building is idempotent: a stamp of the build settings
+is checked and a matching folder is reused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from jury.cluster.data import PROMPT_SUFFIX, synthetic_problem, synthetic_solution
+
+STAMP = "jury_tiny_model.json"
+
+
+@dataclass(frozen=True)
+class TinyModelSpec:
+    hidden: int = 128
+    layers: int = 4
+    heads: int = 2  # head_dim = hidden / heads = 64
+    intermediate: int = 384
+    vocab: int = 384
+    max_positions: int = 256
+    warmup_steps: int = 1500
+    warmup_batch: int = 64
+    warmup_lr: float = 1e-3
+    target_pass_rate: float = 0.35  # stop the warm-up once sampling passes this often
+    seed: int = 0
+    version: int = 1  # bump when the recipe changes, so caches rebuild
+
+
+def default_path() -> Path:
+    root = os.environ.get("JURY_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "jury-rl"))
+    return Path(root) / "tiny-model"
+
+
+def build_tokenizer(spec: TinyModelSpec, rng: random.Random):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    corpus = []
+    for _ in range(20000):
+        p = synthetic_problem(rng)
+        corpus.append(p.problem + PROMPT_SUFFIX + synthetic_solution(p))
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=spec.vocab,
+        special_tokens=["<pad>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # any text stays encodable
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus, trainer)
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
+    )
+
+
+def build_model(spec: TinyModelSpec, tokenizer):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(spec.seed)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=spec.hidden,
+        intermediate_size=spec.intermediate,
+        num_hidden_layers=spec.layers,
+        num_attention_heads=spec.heads,
+        num_key_value_heads=spec.heads,
+        max_position_embeddings=spec.max_positions,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=False,
+        torch_dtype="float32",
+    )
+    return LlamaForCausalLM(config)
+
+
+def _batch(tokenizer, problems):
+    """Token ids of prompt + solution + eos, and a loss mask on the completion only."""
+    import torch
+
+    rows, masks = [], []
+    for p in problems:
+        prompt = tokenizer(p.problem + PROMPT_SUFFIX)["input_ids"]
+        completion = tokenizer(synthetic_solution(p), add_special_tokens=False)["input_ids"]
+        ids = prompt + completion + [tokenizer.eos_token_id]
+        rows.append(ids)
+        masks.append([0] * len(prompt) + [1] * (len(completion) + 1))
+    width = max(map(len, rows))
+    pad = tokenizer.pad_token_id
+    ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+    mask = torch.tensor([m + [0] * (width - len(m)) for m in masks])
+    return ids, mask
+
+
+def sampled_pass_rate(model, tokenizer, problems, temperature: float = 1.0) -> float:
+    """Share of problems whose sampled completion boxes the right answer."""
+    import torch
+
+    from jury.verifiers.answers import extract_boxed
+
+    tokenizer.padding_side = "left"
+    prompts = [p.problem + PROMPT_SUFFIX for p in problems]
+    enc = tokenizer(prompts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        out = model.generate(
+            **enc, max_new_tokens=12, do_sample=True, temperature=temperature, top_k=0,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+    hits = sum(extract_boxed(t) == p.answer for t, p in zip(texts, problems))
+    return hits / len(problems)
+
+
+def warm_up(model, tokenizer, spec: TinyModelSpec, rng: random.Random, progress=True) -> tuple[int, float]:
+    """Supervised steps until the sampled pass rate reaches the target (or steps run out)."""
+    import torch
+    from tqdm import tqdm
+
+    opt = torch.optim.AdamW(model.parameters(), lr=spec.warmup_lr)
+    eval_set = [synthetic_problem(random.Random(10_000 + i)) for i in range(256)]
+    rate, step = 0.0, 0
+    bar = tqdm(total=spec.warmup_steps, desc="warm-up", disable=not progress)
+    for step in range(1, spec.warmup_steps + 1):
+        ids, mask = _batch(tokenizer, [synthetic_problem(rng) for _ in range(spec.warmup_batch)])
+        logits = model(input_ids=ids).logits[:, :-1]
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+        )
+        loss = (loss * mask[:, 1:].reshape(-1)).sum() / mask[:, 1:].sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss.item():.3f}", pass_rate=f"{rate:.2f}")
+        if step % 25 == 0:
+            model.eval()
+            rate = sampled_pass_rate(model, tokenizer, eval_set)
+            model.train()
+            if rate >= spec.target_pass_rate:
+                break
+    bar.close()
+    return step, rate
+
+
+def make_tiny_model(path: str | Path | None = None, spec: TinyModelSpec = TinyModelSpec(), progress=True) -> Path:
+    """Build (or reuse) the tiny model folder and return its path."""
+    path = Path(path) if path else default_path()
+    stamp = path / STAMP
+    if stamp.exists() and json.loads(stamp.read_text()).get("spec") == asdict(spec):
+        return path
+    import torch
+
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    rng = random.Random(spec.seed)
+    tokenizer = build_tokenizer(spec, rng)
+    model = build_model(spec, tokenizer)
+    steps, rate = warm_up(model, tokenizer, spec, rng, progress=progress)
+    if not 0.0 < rate < 1.0:
+        raise RuntimeError(f"warm-up ended with pass rate {rate}: RL needs it strictly between 0 and 1")
+    tmp = path.with_name(path.name + ".tmp")
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "pass_rate.json").write_text(json.dumps(
+        {"sampled_pass_rate": rate, "temperature": 1.0, "eval_problems": 256, "warmup_steps": steps}, indent=2))
+    (tmp / STAMP).write_text(json.dumps({"spec": asdict(spec)}, indent=2))
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    tmp.rename(path)  # a half-built folder is never mistaken for a cached one
+    return path

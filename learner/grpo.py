@@ -1,0 +1,111 @@
+"""GRPO on a batch of scored groups: collation, advantages, the clipped-ratio loss.
+
+Pure functions over tensors and messages; the DeepSpeed engine lives in
+`learner.py`. Every numeric step goes through the `jury.kernels` dispatcher.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from jury import kernels
+from jury.cluster.config import LearnerConfig
+from jury.cluster.messages import ScoredGroup
+
+
+@dataclass
+class Batch:
+    """The samples of one learner step, right-padded."""
+    input_ids: torch.Tensor      # (N, L) int64, prompt + completion
+    attention: torch.Tensor      # (N, L) int64
+    completion: torch.Tensor     # (N, L-1) float32, 1 where position t predicts a completion token
+    behav_logp: torch.Tensor     # (N, L-1) float32, generator log-probs aligned with `completion`
+    advantages: torch.Tensor     # (N,) float32
+    rewards: torch.Tensor        # (N,) float32
+    num_groups: int
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.completion.sum().item())
+
+
+def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int) -> Batch | None:
+    """Samples of all usable groups; None when no group has samples (all refused)."""
+    usable = [g for g in groups if g.group.samples]
+    if not usable:
+        return None
+    sizes = {len(g.group.samples) for g in usable}
+    if len(sizes) != 1:
+        raise ValueError(f"groups of different sizes in one batch: {sorted(sizes)}")
+    rewards = torch.tensor(np.stack([g.rewards for g in usable]), dtype=torch.float32)  # (num_groups, G)
+    adv = kernels.group_advantage(rewards, mode=cfg.advantage, eps=cfg.adv_eps).reshape(-1)
+    rows, behav = [], []
+    for g in usable:
+        prompt = g.group.prompt_ids.astype(np.int64)
+        for s in g.group.samples:
+            rows.append((prompt, s.token_ids.astype(np.int64)))
+            behav.append(s.logprobs.astype(np.float32))
+    width = max(len(p) + len(c) for p, c in rows)
+    n = len(rows)
+    ids = torch.full((n, width), pad_id, dtype=torch.long)
+    attn = torch.zeros((n, width), dtype=torch.long)
+    comp = torch.zeros((n, width - 1), dtype=torch.float32)
+    blp = torch.zeros((n, width - 1), dtype=torch.float32)
+    for i, ((p, c), lp) in enumerate(zip(rows, behav)):
+        ids[i, : len(p) + len(c)] = torch.from_numpy(np.concatenate([p, c]))
+        attn[i, : len(p) + len(c)] = 1
+        # position t predicts token t+1: completion token j sits at len(p)+j, predicted at len(p)+j-1
+        comp[i, len(p) - 1: len(p) - 1 + len(c)] = 1
+        blp[i, len(p) - 1: len(p) - 1 + len(c)] = torch.from_numpy(lp)
+    return Batch(ids, attn, comp, blp, adv, rewards.reshape(-1), len(usable))
+
+
+def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0):
+    """Log-probs (N, L-1) of the next token at completion positions, through the fused LM-head kernel.
+
+    Only completion rows enter the LM-head product; other positions are 0.
+    """
+    body = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    hidden = body(input_ids=input_ids, attention_mask=attention).last_hidden_state[:, :-1]  # (N, L-1, H)
+    rows = completion.bool()
+    h = hidden[rows]
+    if temperature != 1.0:
+        h = h / temperature  # logits / T = (h / T) W^T
+    targets = input_ids[:, 1:][rows]
+    logp, entropy, _ = kernels.lm_head_logprobs(h, model.get_output_embeddings().weight, targets)
+    out = torch.zeros(completion.shape, dtype=logp.dtype, device=logp.device)
+    out = out.masked_scatter(rows, logp)
+    ent = torch.zeros(completion.shape, dtype=entropy.dtype, device=entropy.device).masked_scatter(rows, entropy)
+    return out, ent
+
+
+def micro_loss(model, batch: Batch, idx: slice, cfg: LearnerConfig, *, ref_model=None,
+               total_tokens: int, total_seqs: int, max_new_tokens: int, temperature: float = 1.0):
+    """Loss of the samples `idx`, scaled so the micro-batch losses add up to the batch loss."""
+    ids, attn, comp = batch.input_ids[idx], batch.attention[idx], batch.completion[idx]
+    logp, entropy = token_logprobs(model, ids, attn, comp, temperature)
+    behav = batch.behav_logp[idx]
+    ref = None
+    if ref_model is not None:
+        with torch.no_grad():
+            ref, _ = token_logprobs(ref_model, ids, attn, comp, temperature)
+    if cfg.tis_cap > 0:  # decoupled: the proximal policy is the learner's own, behaviour gets a capped weight
+        old, behav_arg, cap = logp.detach(), behav, cfg.tis_cap
+    else:                # plain: the ratio is taken against the behaviour policy that sampled
+        old, behav_arg, cap = behav, None, None
+    n_seq = ids.shape[0]
+    if cfg.loss_agg == "token-mean":
+        agg, const, scale = "drgrpo", float(total_tokens), 1.0
+    elif cfg.loss_agg == "seq-mean":
+        agg, const, scale = "seq-mean", None, n_seq / total_seqs
+    else:
+        agg, const, scale = "drgrpo", float(max_new_tokens * total_seqs), 1.0
+    loss, stats = kernels.policy_loss(
+        logp, old, batch.advantages[idx], comp, behav_logp=behav_arg, ref_logp=ref,
+        clip_low=cfg.clip_low, clip_high=cfg.clip_high, kl_coef=cfg.kl_coef, tis_cap=cap,
+        agg=agg, agg_const=const)
+    tokens = comp.sum().clamp(min=1)
+    stats = dict(stats, entropy=((entropy * comp).sum() / tokens).detach())
+    return loss * scale, stats

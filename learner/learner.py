@@ -1,0 +1,256 @@
+"""The learner: a DeepSpeed engine over the Hugging Face model, fed by ScoredGroups.
+
+    step s:  groups = wait for the batch s = admission indices [s·B, (s+1)·B)
+             batch  = collate(groups)                    # advantages via kernels
+             for each micro-batch: loss.backward()       # clipped ratio via kernels
+             engine.step(); version = s + 1
+
+Groups arrive out of order (several generators, several verifiers); the learner
+buffers them by admission index and always trains batch s on exactly its B groups.
+With the feeder's admission rule this bounds staleness exactly, and with
+max_staleness 0 it makes a run the same as a plain synchronous loop. Duplicates (a
+group sent twice after a crash) are dropped by task id.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+
+import numpy as np
+import torch
+
+from jury.cluster.config import LearnerConfig
+from jury.cluster.messages import ScoredGroup, Shutdown, WeightUpdate
+from jury.cluster.transport import Receiver
+from jury.learner.grpo import collate, micro_loss
+from jury.learner.weight_sender import WeightSender
+
+log = logging.getLogger(__name__)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _init_distributed(backend: str):
+    import deepspeed
+
+    if not torch.distributed.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(_free_port()))
+        os.environ.setdefault("RANK", "0")
+        os.environ.setdefault("LOCAL_RANK", "0")
+        os.environ.setdefault("WORLD_SIZE", "1")
+        deepspeed.init_distributed(dist_backend=backend)
+
+
+class Learner:
+    def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, max_new_tokens: int,
+                 temperature: float, seed: int = 0, device: str = "cpu"):
+        import deepspeed
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        torch.manual_seed(seed)
+        if device == "cpu":
+            torch.set_num_threads(cfg.threads)
+        self.cfg, self.batch_groups = cfg, batch_groups
+        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.device = torch.device(device)
+        _init_distributed("gloo" if device == "cpu" else "nccl")
+        dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+        self.pad_id = AutoTokenizer.from_pretrained(model_path).pad_token_id or 0
+        self.ref_model = None
+        if cfg.kl_coef > 0:
+            self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
+            self.ref_model.requires_grad_(False)
+        ds_config = {
+            "train_micro_batch_size_per_gpu": 1,
+            "gradient_accumulation_steps": 1,  # micro-batches are marked by hand (set_gradient_accumulation_boundary)
+            "gradient_clipping": cfg.grad_clip,
+            "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "weight_decay": cfg.weight_decay,
+                                                      "torch_adam": True}},
+            "zero_optimization": {"stage": cfg.zero_stage},
+            "bf16": {"enabled": cfg.dtype == "bfloat16"},
+            "steps_per_print": 10**9,
+        }
+        self.engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
+        self.version = 0
+        self.buffer: dict[int, ScoredGroup] = {}
+        self.seen: set[str] = set()
+        self.counts = {"duplicates": 0, "refused_groups": 0, "late_groups": 0}
+        self.inbox = None
+        self.sender = None
+
+    # ── wiring ──
+    def start(self, host: str) -> str:
+        """Bind the scored-group queue on this node's address; verifiers connect to it."""
+        self.inbox = Receiver(host, hwm=1024, maxsize=1024, name="learner-scored")
+        return self.inbox.endpoint
+
+    def _take(self, timeout: float):
+        msg = self.inbox.get(timeout=timeout)
+        if msg is None or isinstance(msg, Shutdown):
+            return
+        if not isinstance(msg, ScoredGroup):
+            log.warning("learner: ignoring a %s on the scored queue", type(msg).__name__)
+            return
+        tid = msg.group.task.task_id
+        if tid in self.seen:
+            self.counts["duplicates"] += 1
+            return
+        self.seen.add(tid)
+        if msg.group.task.index < self.version * self.batch_groups:
+            self.counts["late_groups"] += 1  # its batch was already trained (only after a restart)
+            return
+        self.buffer[msg.group.task.index] = msg
+
+    def wait_batch(self, step: int, timeout_s: float) -> list[ScoredGroup]:
+        want = range(step * self.batch_groups, (step + 1) * self.batch_groups)
+        deadline = time.monotonic() + timeout_s
+        while any(i not in self.buffer for i in want):
+            if time.monotonic() > deadline:
+                missing = [i for i in want if i not in self.buffer]
+                raise TimeoutError(f"learner step {step}: groups {missing} did not arrive within {timeout_s}s")
+            self._take(timeout=0.2)
+        return [self.buffer.pop(i) for i in want]
+
+    # ── the step ──
+    def step(self, step: int, timeout_s: float = 600.0) -> dict:
+        t0 = time.perf_counter()
+        groups = self.wait_batch(step, timeout_s)
+        t1 = time.perf_counter()
+        metrics = self.train_on(groups)
+        t2 = time.perf_counter()
+        metrics.update(self._group_metrics(groups))
+        metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
+                        "learner/queue_depth": self.inbox.depth() + len(self.buffer)})
+        metrics.update({f"learner/{k}": v for k, v in self.counts.items()})
+        metrics.update(self.inbox.stats.as_dict("learner/scored"))
+        return metrics
+
+    def train_on(self, groups: list[ScoredGroup]) -> dict:
+        """One optimizer step on these groups; the version goes up by one."""
+        batch = collate(groups, self.cfg, self.pad_id)
+        self.counts["refused_groups"] += sum(1 for g in groups if not g.group.samples)
+        if batch is None:
+            self.version += 1
+            return {"learner/skipped_step": 1}
+        n, mb = batch.input_ids.shape[0], self.cfg.micro_batch
+        total_tokens = max(1, batch.num_tokens)
+        sums: dict[str, float] = {}
+        loss_total = 0.0
+        self.engine.train()
+        for start in range(0, n, mb):
+            idx = slice(start, min(n, start + mb))
+            last = start + mb >= n
+            self.engine.set_gradient_accumulation_boundary(last)
+            loss, stats = micro_loss(self.engine.module, _to(batch, self.device), idx, self.cfg,
+                                     ref_model=self.ref_model, total_tokens=total_tokens, total_seqs=n,
+                                     max_new_tokens=self.max_new_tokens, temperature=self.temperature)
+            self.engine.backward(loss, scale_wrt_gas=False)
+            loss_total += loss.item()
+            w = float(batch.completion[idx].sum())
+            for k, v in stats.items():
+                sums[k] = sums.get(k, 0.0) + float(v) * w
+        self.engine.step()
+        self.version += 1
+        out = {"learner/loss": loss_total, "learner/tokens": float(total_tokens)}
+        grad_norm = self.engine.get_global_grad_norm()
+        if grad_norm is not None:
+            out["learner/grad_norm"] = float(grad_norm)
+        for k in ("clip_frac", "approx_kl", "tis_frac", "ratio_mean", "entropy"):
+            if k in sums:
+                out[f"learner/{k}"] = sums[k] / total_tokens
+        return out
+
+    def _group_metrics(self, groups: list[ScoredGroup]) -> dict:
+        stale = [self.version - 1 - g.group.version_start for g in groups]
+        rewards = np.concatenate([g.rewards for g in groups if len(g.rewards)]) if groups else np.zeros(0)
+        lengths = [len(s.token_ids) for g in groups for s in g.group.samples]
+        pass_rates = [g.stats.get("pass_rate", float("nan")) for g in groups]
+        gates = [g.gate for g in groups if g.gate is not None]
+        return {
+            "reward/mean": float(rewards.mean()) if rewards.size else float("nan"),
+            "reward/std": float(rewards.std()) if rewards.size else float("nan"),
+            "reward/pass_rate": float(np.nanmean(pass_rates)) if pass_rates else float("nan"),
+            "reward/distinct_answers": float(np.mean([g.num_distinct for g in groups])),
+            "reward/vote_share": float(np.mean([g.vote_share for g in groups])),
+            "reward/gate_proved": float(np.mean([x == "proved" for x in gates])) if gates else float("nan"),
+            "staleness/max": float(max(stale)), "staleness/mean": float(np.mean(stale)),
+            "staleness/hist": {str(k): stale.count(k) for k in sorted(set(stale))},
+            "rollout/completion_len": float(np.mean(lengths)) if lengths else 0.0,
+            "rollout/tokens": float(sum(lengths)),
+            "rollout/generate_s": float(np.mean([g.group.generate_s for g in groups])),
+            "verifier/verify_s": float(np.mean([g.verify_s for g in groups])),
+            "verifier/verdicts": _count(v.kind for g in groups for v in g.verdicts),
+        }
+
+    # ── the weight plane ──
+    def init_weight_sender(self, host: str, world_size: int, backend: str) -> int:
+        self.sender = WeightSender(host, world_size, backend)
+        return self.sender.port
+
+    def connect_weights(self) -> bool:
+        self.sender.connect()
+        return True
+
+    def weight_update(self, bucket_mb: int) -> WeightUpdate:
+        return WeightSender.layout(self._named_weights(), self.version, bucket_mb << 20)
+
+    def broadcast(self, update: WeightUpdate) -> dict:
+        t0 = time.perf_counter()
+        tensors = dict(self._named_weights())  # ZeRO-3 gathers bucket by bucket: see weight_sender
+        gather_s = time.perf_counter() - t0
+        out = self.sender.broadcast(update, tensors)
+        out["gather_s"] = gather_s
+        return out
+
+    def _named_weights(self):
+        return [(k, v) for k, v in self.engine.module.state_dict().items()]
+
+    # ── checkpoints and probes ──
+    def save(self, path: str) -> str:
+        os.makedirs(path, exist_ok=True)
+        self.engine.module.save_pretrained(path)
+        return path
+
+    def logprobs_of(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """The learner model's log-prob of each completion token (for sync checks)."""
+        from jury.learner.grpo import token_logprobs
+
+        ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
+        comp = torch.zeros((1, ids.shape[1] - 1))
+        comp[0, len(prompt_ids) - 1:] = 1
+        self.engine.eval()
+        with torch.no_grad():
+            lp, _ = token_logprobs(self.engine.module, ids.to(self.device), torch.ones_like(ids).to(self.device),
+                                   comp.to(self.device), self.temperature)
+        return lp[0, len(prompt_ids) - 1:].tolist()
+
+    def stop(self):
+        if self.inbox:
+            self.inbox.close()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+def _to(batch, device):
+    if device.type == "cpu":
+        return batch
+    from dataclasses import replace
+
+    return replace(batch, **{k: getattr(batch, k).to(device) for k in
+                             ("input_ids", "attention", "completion", "behav_logp", "advantages", "rewards")})
+
+
+def _count(items) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out

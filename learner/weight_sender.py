@@ -1,0 +1,65 @@
+"""The sending half of the weight plane: learner rank 0 broadcasts buckets.
+
+Protocol of one sync (one control message, bucketed broadcast, version bumped only
+after every engine acknowledged):
+  1. the learner builds a WeightUpdate (names, dtypes, shapes, bucket layout);
+  2. the driver sends it to every generator as one Ray call; each generator drains
+     or pauses its engine and calls `jury_receive_weights` in its workers;
+  3. at the same time the learner broadcasts the buckets in order;
+  4. the driver waits for every generator's acknowledgement, then bumps the version.
+"""
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from jury.cluster.messages import WeightUpdate
+
+
+class WeightSender:
+    def __init__(self, host: str, world_size: int, backend: str = "gloo", port: int = 0):
+        self.store = dist.TCPStore(host, port, world_size, is_master=True, timeout=timedelta(seconds=300),
+                                   wait_for_workers=False)
+        self.host, self.port, self.world_size, self.backend = host, self.store.port, world_size, backend
+        self.pg = None
+
+    def connect(self):
+        """Join the group as rank 0; returns once every receiver has joined too."""
+        if self.backend == "gloo":
+            self.pg = dist.ProcessGroupGloo(self.store, 0, self.world_size, timedelta(seconds=300))
+        else:
+            self.pg = dist.ProcessGroupNCCL(self.store, 0, self.world_size, dist.ProcessGroupNCCL.Options())
+
+    @staticmethod
+    def layout(named_params, version: int, bucket_bytes: int = 64 << 20) -> WeightUpdate:
+        """Group consecutive tensors of one dtype into buckets of about `bucket_bytes`."""
+        names, dtypes, shapes, buckets = [], [], [], []
+        current, current_bytes, current_dtype = [], 0, None
+        for i, (name, p) in enumerate(named_params):
+            names.append(name)
+            dtypes.append(str(p.dtype))
+            shapes.append(list(p.shape))
+            size = p.numel() * p.element_size()
+            if current and (p.dtype != current_dtype or current_bytes + size > bucket_bytes):
+                buckets.append(current)
+                current, current_bytes = [], 0
+            current.append(i)
+            current_bytes += size
+            current_dtype = p.dtype
+        if current:
+            buckets.append(current)
+        return WeightUpdate(version=version, names=names, dtypes=dtypes, shapes=shapes, buckets=buckets)
+
+    def broadcast(self, update: WeightUpdate, tensors: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Broadcast every bucket of `update` from rank 0. Returns timings and bytes."""
+        opts = dist.BroadcastOptions()
+        opts.rootRank = 0
+        t0, nbytes = time.perf_counter(), 0
+        for bucket in update.buckets:
+            flat = torch.cat([tensors[update.names[i]].detach().reshape(-1) for i in bucket])
+            nbytes += flat.numel() * flat.element_size()
+            self.pg.broadcast([flat], opts).wait()
+        return {"broadcast_s": time.perf_counter() - t0, "bytes": float(nbytes)}

@@ -1,0 +1,117 @@
+"""A process pool for checks with a hard per-item timeout.
+
+`concurrent.futures` cannot stop one hung task, and symbolic math on model output
+can hang (`10^{10^{10}}`). Here each worker is a process with a pipe; an item past
+its deadline gets its process killed and replaced, and comes back as a "timeout"
+result. A process that dies mid-item (a crash, the memory limit) comes back as
+"error" and is replaced too. Nothing is ever lost: `map` returns one result per item.
+
+Functions are named as "module:function" and imported in the worker, so no code
+travels through the pipe.
+"""
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import time
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from typing import Any
+
+_MEMORY_LIMIT = 2 << 30  # bytes of address space per check process
+
+
+@dataclass
+class PoolResult:
+    status: str       # ok | timeout | error
+    value: Any
+    latency_s: float
+    detail: str = ""
+
+
+def _serve(conn, memory_limit: int):
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
+    except (ImportError, ValueError, OSError):
+        pass  # not every platform lets a process lower its limits; the timeout still holds
+    funcs = {}
+    while True:
+        try:
+            name, args = conn.recv()
+        except EOFError:
+            return
+        try:
+            if name not in funcs:
+                module, _, attr = name.partition(":")
+                funcs[name] = getattr(importlib.import_module(module), attr)
+            conn.send(("ok", funcs[name](*args)))
+        except MemoryError:
+            conn.send(("error", "MemoryError"))
+        except Exception as e:  # a bug in a check is a verdict, not a dead pool
+            conn.send(("error", f"{type(e).__name__}: {e}"[:500]))
+
+
+class _Worker:
+    def __init__(self, ctx, memory_limit: int):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, memory_limit), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class CheckPool:
+    def __init__(self, workers: int = 1, timeout_s: float = 5.0, memory_limit: int = _MEMORY_LIMIT):
+        self._ctx = mp.get_context("spawn")  # no fork: callers hold threads and sockets
+        self.timeout_s, self.memory_limit = timeout_s, memory_limit
+        self._workers = [_Worker(self._ctx, memory_limit) for _ in range(workers)]
+        self.restarts = 0
+
+    def map(self, func: str, items: list[tuple]) -> list[PoolResult]:
+        """Run func(*item) for every item, in parallel over the workers; one result per item."""
+        results: list[PoolResult | None] = [None] * len(items)
+        pending = deque(range(len(items)))
+        idle = list(self._workers)
+        running: dict[int, tuple[_Worker, int, float]] = {}  # conn fileno -> (worker, item, start)
+        while pending or running:
+            while pending and idle:
+                w, i = idle.pop(), pending.popleft()
+                w.conn.send((func, items[i]))
+                running[w.conn.fileno()] = (w, i, time.perf_counter())
+            first_deadline = min(t0 for _, _, t0 in running.values()) + self.timeout_s
+            ready = wait([w.conn for w, _, _ in running.values()], timeout=max(0.0, first_deadline - time.perf_counter()))
+            now = time.perf_counter()
+            for conn in ready:
+                w, i, t0 = running.pop(conn.fileno())
+                try:
+                    status, value = conn.recv()
+                    results[i] = PoolResult(status, value if status == "ok" else None, now - t0,
+                                            "" if status == "ok" else value)
+                    idle.append(w)
+                except (EOFError, OSError):  # the process died mid-item
+                    results[i] = PoolResult("error", None, now - t0, f"check process died (exit {w.proc.exitcode})")
+                    idle.append(self._replace(w))
+            for key, (w, i, t0) in list(running.items()):
+                if now - t0 >= self.timeout_s:
+                    del running[key]
+                    results[i] = PoolResult("timeout", None, now - t0, f"over {self.timeout_s}s")
+                    idle.append(self._replace(w))
+        return results
+
+    def _replace(self, w: _Worker) -> _Worker:
+        w.kill()
+        self.restarts += 1
+        new = _Worker(self._ctx, self.memory_limit)
+        self._workers[self._workers.index(w)] = new
+        return new
+
+    def close(self):
+        for w in self._workers:
+            w.kill()

@@ -1,0 +1,196 @@
+"""Verifier worker: RolloutGroups in, ScoredGroups out.
+
+    loop:  group = rollouts.get()               # ZeroMQ PULL, bound here; generators connect
+           verdicts = check(samples vs label)   # cache, then a process pool with a hard timeout
+           rewards = scheme(group view)         # verifiers.rewards: ground truth, vote, JURY-RL, ...
+           scored.send(ScoredGroup)             # ZeroMQ PUSH to the learner
+
+Verdicts against the label are always computed when a label exists, because the pass
+rate is a metric every run wants; whether the reward may read them is the scheme's
+business (JURY-RL and majority vote never do). A group whose scoring fails is still
+sent, with "error" verdicts and zero rewards, so the learner never waits for it.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from jury.cluster.config import VerifierConfig
+from jury.cluster.messages import RolloutGroup, ScoredGroup, Shutdown, Verdict
+from jury.cluster.transport import Receiver, Sender
+from jury.verifiers import rewards as reward_schemes
+from jury.verifiers.math_verify import answer_key, check, extract_answer, normalize, quick_check
+from jury.verifiers.pool import CheckPool
+
+log = logging.getLogger(__name__)
+CHECK_FN = "jury.verifiers.math_verify:check"
+NAME = "math"
+
+
+class VerdictCache:
+    """(normalised answer, normalised reference) -> verdict kind, least recently used out first."""
+
+    def __init__(self, size: int):
+        self.size, self._d = size, OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        kind = self._d.get(key)
+        if kind is None:
+            self.misses += 1
+            return None
+        self._d.move_to_end(key)
+        self.hits += 1
+        return kind
+
+    def put(self, key, kind: str):
+        self._d[key] = kind
+        if len(self._d) > self.size:
+            self._d.popitem(last=False)
+
+
+class VerifierWorker:
+    def __init__(self, cfg: VerifierConfig, worker_id: str, gate=None):
+        self.cfg, self.worker_id = cfg, worker_id
+        self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
+        self.cache = VerdictCache(cfg.cache_size)
+        self.gate = gate
+        self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "verify_s": 0.0,
+                                         "pool_checks": 0, "gate_calls": 0, "gate_proved": 0}
+        self.kinds: dict[str, int] = {}
+        self.rollouts = self.scored = None
+        self._thread = None
+
+    # ── wiring ──
+    def start(self, host: str, learner_endpoint: str) -> str:
+        """Bind the rollout queue on this node's address; return it for the generators."""
+        self.rollouts = Receiver(host, hwm=256, maxsize=256, name=f"{self.worker_id}-rollouts")
+        self.scored = Sender([learner_endpoint], hwm=256, maxsize=256, name=f"{self.worker_id}-scored")
+        self._thread = threading.Thread(target=self._loop, name=self.worker_id, daemon=True)
+        self._thread.start()
+        return self.rollouts.endpoint
+
+    def _loop(self):
+        while True:
+            msg = self.rollouts.get(timeout=0.5)
+            if msg is None:
+                continue
+            if isinstance(msg, Shutdown):
+                return
+            if not isinstance(msg, RolloutGroup):
+                log.warning("%s: ignoring a %s on the rollout queue", self.worker_id, type(msg).__name__)
+                continue
+            self.scored.send(self.score(msg))
+
+    # ── the work ──
+    def score(self, group: RolloutGroup) -> ScoredGroup:
+        t0 = time.perf_counter()
+        try:
+            scored = self._score(group)
+        except Exception as e:  # fail loudly in the log, convert at the boundary
+            log.exception("%s: scoring task %s failed", self.worker_id, group.task.task_id)
+            self.counts["failed_groups"] += 1
+            g = len(group.samples)
+            scored = ScoredGroup(group=group, verdicts=[Verdict("error", NAME, 0.0)] * g,
+                                 rewards=np.zeros(g, np.float32), scheme=self.cfg.reward, majority_answer=None,
+                                 vote_share=0.0, gate=None, num_distinct=0, verify_s=0.0,
+                                 stats={"error": 1.0}, worker_id=self.worker_id)
+        scored.verify_s = time.perf_counter() - t0
+        self.counts["groups"] += 1
+        self.counts["samples"] += len(group.samples)
+        self.counts["verify_s"] += scored.verify_s
+        for v in scored.verdicts:
+            self.kinds[v.kind] = self.kinds.get(v.kind, 0) + 1
+        return scored
+
+    def _score(self, group: RolloutGroup) -> ScoredGroup:
+        for s in group.samples:
+            s.answer = extract_answer(s.text)
+        label = group.task.label
+        verdicts = self._verdicts([s.answer for s in group.samples], label) if label is not None else \
+            [Verdict("inconclusive", "none", 0.0) for _ in group.samples]
+        view = reward_schemes.GroupView(
+            answer_keys=[answer_key(s.answer) for s in group.samples],
+            verdicts=[v.kind for v in verdicts] if label is not None else None,
+            token_logprobs=[s.logprobs.tolist() for s in group.samples],
+            problem=group.task.prompt,
+        )
+        result = self._reward(view, group)
+        correct = sum(v.kind == "correct" for v in verdicts)
+        stats = {"pass_rate": correct / len(verdicts) if verdicts and label is not None else float("nan")}
+        return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(result.rewards, np.float32),
+                           scheme=self.cfg.reward, majority_answer=result.majority_answer,
+                           vote_share=result.vote_share, gate=result.gate, num_distinct=result.num_distinct,
+                           verify_s=0.0, worker_id=self.worker_id, stats=stats)
+
+    def _reward(self, view, group: RolloutGroup):
+        if self.cfg.reward == "jury":
+            answers = {answer_key(s.answer): s.answer for s in group.samples if s.answer is not None}
+            return reward_schemes.jury(view, gate=lambda problem, key: self._gate(problem, answers.get(key, key)),
+                                       fallback=self.cfg.fallback, c=self.cfg.reszero_c)
+        return reward_schemes.REWARD_SCHEMES[self.cfg.reward](view)
+
+    def _gate(self, problem: str, answer: str) -> bool:
+        self.counts["gate_calls"] += 1
+        proved = bool(self.gate(problem, answer)) if self.gate else False
+        self.counts["gate_proved"] += proved
+        return proved
+
+    def _verdicts(self, answers: list[str | None], label: str) -> list[Verdict]:
+        """Cache, then the cheap in-process check, then the pool for what is left."""
+        out: list[Verdict | None] = [None] * len(answers)
+        ref = normalize(label)
+        todo = []
+        for i, a in enumerate(answers):
+            t0 = time.perf_counter()
+            if a is None:
+                out[i] = Verdict("no_answer", NAME, 0.0)
+                continue
+            key = (normalize(a), ref)
+            kind = self.cache.get(key)
+            if kind is not None:
+                out[i] = Verdict(kind, NAME, time.perf_counter() - t0, cache_hit=True)
+                continue
+            kind = quick_check(a, label)
+            if kind is not None:
+                self.cache.put(key, kind)
+                out[i] = Verdict(kind, NAME, time.perf_counter() - t0)
+                continue
+            todo.append((i, key))
+        if todo:
+            results = self.pool.map(CHECK_FN, [(answers[i], label) for i, _ in todo])
+            self.counts["pool_checks"] += len(todo)
+            for (i, key), r in zip(todo, results):
+                kind = r.value if r.status == "ok" else r.status  # "timeout" | "error" are verdicts too
+                if r.status == "ok":
+                    self.cache.put(key, kind)
+                out[i] = Verdict(kind, NAME, r.latency_s)
+        return out
+
+    # ── control ──
+    def stats(self) -> dict:
+        c = self.cache
+        out = {f"verifier/{k}": v for k, v in self.counts.items()}
+        out.update({f"verifier/verdict_{k}": v for k, v in self.kinds.items()})
+        out["verifier/cache_hit_rate"] = c.hits / max(1, c.hits + c.misses)
+        out["verifier/pool_restarts"] = self.pool.restarts
+        if self.rollouts:
+            out.update(self.rollouts.stats.as_dict("verifier/rollouts"))
+            out["verifier/queue_depth"] = self.rollouts.depth()
+        return out
+
+    def stop(self):
+        if self.rollouts:
+            self.rollouts.wake("stop")
+            self._thread.join(timeout=30)
+            self.rollouts.close()
+            self.scored.close()
+        self.pool.close()
+
+    def pid(self) -> int:
+        return os.getpid()
