@@ -14,6 +14,7 @@ unexpected field, a wrong type or a buffer of the wrong size is a `DecodeError`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 import typing
@@ -206,14 +207,19 @@ def _array(dtype, shape, index, bufs):
     raise DecodeError(f"array dtype {dtype!r} not allowed")
 
 
+@functools.cache
+def _schema(cls):
+    """Fields and resolved annotations of a message class (resolving them is slow; do it once)."""
+    return {f.name: f for f in dataclasses.fields(cls)}, typing.get_type_hints(cls)
+
+
 def _build(cls, fields, path):
     if not isinstance(fields, dict):
         raise DecodeError(f"{path}: expected a map of fields, got {type(fields).__name__}")
-    known = {f.name: f for f in dataclasses.fields(cls)}
+    known, hints = _schema(cls)
     extra = set(fields) - set(known)
     if extra:
         raise DecodeError(f"{path}: unexpected fields {sorted(extra)}")
-    hints = typing.get_type_hints(cls)
     values = {}
     for name, f in known.items():
         if name not in fields:
