@@ -5,7 +5,7 @@ so its methods run where the model lives and are called with
 `engine.collective_rpc(...)`. Tensors never travel as rpc arguments (they would
 arrive as nested lists): the rpc carries only the WeightUpdate's layout, and the
 bytes come over a process group shared with learner rank 0 (gloo on the CPU, NCCL
-on GPUs). The sending half is `jury.learner.weight_sender`.
+on GPUs). The sending half is the learner's WeightSender.
 """
 from __future__ import annotations
 
