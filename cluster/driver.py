@@ -79,7 +79,10 @@ class Pipeline:
             ray.init(address=address, include_dashboard=False, log_to_driver=True,
                      **({} if address else {"num_cpus": max(os.cpu_count() or 1, int(need + 1))}))
             self.started_ray = not address
-        host = "127.0.0.1" if self.started_ray else ray.util.get_node_ip_address()
+        # a local run binds on loopback; on a cluster every actor binds on its own node's
+        # address (host=None) and returns the endpoint, so nothing is hard-coded
+        host = "127.0.0.1" if self.started_ray else None
+        feeder_host = "127.0.0.1" if self.started_ray else ray.util.get_node_ip_address()
         env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
         cpu = cfg.learner.num_gpus == 0
         self.learner = ray.remote(Learner).options(
@@ -94,7 +97,7 @@ class Pipeline:
             .remote(cfg.verifier, f"verifier{i}", gate) for i in range(cfg.num_verifiers)]
         verifier_eps = ray.get([v.start.remote(host, learner_ep) for v in self.verifiers])
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, host,
+        self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens)
         gen_env = {**env, "VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib)}
         self.generators = [
@@ -105,12 +108,12 @@ class Pipeline:
         ray.get([g.start.remote(self.feeder.endpoint, verifier_eps) for g in self.generators])
         self._init_weight_plane(host)
 
-    def _init_weight_plane(self, host: str):
+    def _init_weight_plane(self, host: str | None):
         import ray
 
         tp = self.cfg.generator.tensor_parallel_size
         world = 1 + tp * len(self.generators)
-        port = ray.get(self.learner.init_weight_sender.remote(host, world, self.cfg.weight_backend))
+        host, port = ray.get(self.learner.init_weight_sender.remote(host, world, self.cfg.weight_backend))
         joins = [g.init_weight_group.remote(host, port, world, 1 + i * tp, self.cfg.weight_backend)
                  for i, g in enumerate(self.generators)]
         ray.get(self.learner.connect_weights.remote())

@@ -19,7 +19,7 @@ import torch
 
 from . import reference
 
-__all__ = ["backend", "group_advantage", "policy_loss", "lm_head_logprobs"]
+__all__ = ["backend", "group_advantage", "lm_head_logprobs", "policy_loss"]
 
 _BACKENDS = ("reference", "triton")
 _TRITON_MODULES = {

@@ -87,9 +87,9 @@ class Learner:
         self.sender = None
 
     # ── wiring ──
-    def start(self, host: str) -> str:
+    def start(self, host: str | None) -> str:
         """Bind the scored-group queue on this node's address; verifiers connect to it."""
-        self.inbox = Receiver(host, hwm=1024, maxsize=1024, name="learner-scored")
+        self.inbox = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored")
         return self.inbox.endpoint
 
     def _take(self, timeout: float):
@@ -191,9 +191,10 @@ class Learner:
         }
 
     # ── the weight plane ──
-    def init_weight_sender(self, host: str, world_size: int, backend: str) -> int:
-        self.sender = WeightSender(host, world_size, backend)
-        return self.sender.port
+    def init_weight_sender(self, host: str | None, world_size: int, backend: str) -> tuple[str, int]:
+        """Start the weight group's store on this node; returns where receivers find it."""
+        self.sender = WeightSender(host or _node_address(), world_size, backend)
+        return self.sender.host, self.sender.port
 
     def connect_weights(self) -> bool:
         self.sender.connect()
@@ -238,6 +239,12 @@ class Learner:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def _node_address() -> str:
+    import ray
+
+    return ray.util.get_node_ip_address()
 
 
 def _to(batch, device):

@@ -67,8 +67,12 @@ class VerifierWorker:
         self._thread = None
 
     # ── wiring ──
-    def start(self, host: str, learner_endpoint: str) -> str:
+    def start(self, host: str | None, learner_endpoint: str) -> str:
         """Bind the rollout queue on this node's address; return it for the generators."""
+        if host is None:
+            import ray  # only on a cluster: this node's address
+
+            host = ray.util.get_node_ip_address()
         self.rollouts = Receiver(host, hwm=256, maxsize=256, name=f"{self.worker_id}-rollouts")
         self.scored = Sender([learner_endpoint], hwm=256, maxsize=256, name=f"{self.worker_id}-scored")
         self._thread = threading.Thread(target=self._loop, name=self.worker_id, daemon=True)

@@ -1,0 +1,141 @@
+"""Layer 2 in Triton: clipped-ratio policy loss, its gradient and its statistics in one pass.
+
+The kernel reads each per-token input once and writes dL/dlogp (for a unit upstream
+gradient) plus one row of masked partial sums per program; the backward only scales
+the stored gradient. Aggregation enters as a per-sequence factor computed beforehand
+from the mask (reference.aggregation_row_scale), so the kernel needs no global sums.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .reference import SUM_COLUMNS, aggregation_row_scale, check_policy_args, policy_stats
+
+_NUM_SUMS = len(SUM_COLUMNS)
+
+
+@triton.jit
+def _policy_loss_kernel(
+    logp_ptr, old_ptr, adv_ptr, mask_ptr, behav_ptr, ref_ptr, scale_ptr, grad_ptr, sums_ptr,
+    T, adv_stride_b, adv_stride_t, clip_low, clip_high, dual_clip, tis_cap, kl_coef,
+    HAS_DUAL: tl.constexpr, HAS_BEHAV: tl.constexpr, HAS_CAP: tl.constexpr,
+    HAS_REF: tl.constexpr, NUM_SUMS: tl.constexpr, BLOCK_T: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    offs = row * T + cols
+    m = tl.load(mask_ptr + offs, mask=cols < T, other=0).to(tl.float32)
+    valid = m != 0
+    m = tl.where(valid, 1.0, 0.0)
+    # Padding may hold anything (even NaN): read it as 0 so exp() stays finite.
+    lp = tl.load(logp_ptr + offs, mask=valid, other=0.0).to(tl.float32)
+    old = tl.load(old_ptr + offs, mask=valid, other=0.0).to(tl.float32)
+    adv = tl.load(adv_ptr + row * adv_stride_b + cols * adv_stride_t, mask=valid,
+                  other=0.0).to(tl.float32)
+
+    ratio = tl.exp(lp - old)
+    clipped = ((adv > 0) & (ratio > 1 + clip_high)) | ((adv < 0) & (ratio < 1 - clip_low))
+    pg = -tl.where(clipped, tl.minimum(tl.maximum(ratio, 1 - clip_low), 1 + clip_high), ratio) * adv
+    dpg = tl.where(clipped, 0.0, -ratio * adv)
+    dual = tl.zeros_like(clipped)
+    if HAS_DUAL:
+        dual = (adv < 0) & (ratio > dual_clip)
+        pg = tl.where(dual, -dual_clip * adv, pg)
+        dpg = tl.where(dual, 0.0, dpg)
+
+    weight = tl.full([BLOCK_T], 1.0, tl.float32)
+    truncated = tl.zeros_like(clipped)
+    if HAS_BEHAV:
+        behav = tl.load(behav_ptr + offs, mask=valid, other=0.0).to(tl.float32)
+        weight = tl.exp(old - behav)
+        if HAS_CAP:
+            truncated = weight > tis_cap
+            weight = tl.minimum(weight, tis_cap)
+    pg = weight * pg
+    dloss = weight * dpg
+
+    if HAS_REF:
+        d = tl.load(ref_ptr + offs, mask=valid, other=0.0).to(tl.float32) - lp
+    else:
+        d = old - lp
+    k3 = tl.exp(d) - d - 1
+    loss = pg
+    if HAS_REF:
+        loss += kl_coef * k3
+        dloss += kl_coef * (1 - tl.exp(d))
+
+    w_tok = m * tl.load(scale_ptr + row)
+    tl.store(grad_ptr + offs, dloss * w_tok, mask=cols < T)
+
+    # One row of partial sums per program, columns in reference.SUM_COLUMNS order.
+    out = sums_ptr + (row * tl.num_programs(1) + tl.program_id(1)) * NUM_SUMS
+    tl.store(out + 0, tl.sum(m, axis=0))
+    tl.store(out + 1, tl.sum(loss * w_tok, axis=0))
+    tl.store(out + 2, tl.sum(pg * w_tok, axis=0))
+    tl.store(out + 3, tl.sum(tl.where(clipped, m, 0.0), axis=0))
+    tl.store(out + 4, tl.sum(tl.where(dual, m, 0.0), axis=0))
+    tl.store(out + 5, tl.sum(k3 * m, axis=0))
+    tl.store(out + 6, tl.sum(tl.where(truncated, m, 0.0), axis=0))
+    tl.store(out + 7, tl.sum(weight * m, axis=0))
+    tl.store(out + 8, tl.sum(ratio * m, axis=0))
+
+
+def _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, scale, cfg, block_t):
+    """Run the kernel; returns (dL/dlogp for a unit upstream gradient, SUM_COLUMNS sums)."""
+    b, t = logp.shape
+    block_t = block_t or min(2048, triton.next_power_of_2(max(t, 1)))
+    grid = (b, triton.cdiv(t, block_t))
+    adv = advantages.unsqueeze(1).expand(b, t) if advantages.dim() == 1 else advantages
+    mask = mask.contiguous()
+    mask = mask.view(torch.uint8) if mask.dtype == torch.bool else mask
+    logp, old_logp = logp.contiguous(), old_logp.contiguous()
+    # Absent optional inputs are never read (their constexpr flag is off).
+    behav = logp if behav_logp is None else behav_logp.contiguous()
+    ref = logp if ref_logp is None else ref_logp.contiguous()
+    grad = torch.empty_like(logp)
+    sums = torch.empty(grid[0] * grid[1], _NUM_SUMS, dtype=torch.float32, device=logp.device)
+    if grad.numel():
+        _policy_loss_kernel[grid](
+            logp, old_logp, adv, mask, behav, ref, scale, grad, sums,
+            t, adv.stride(0), adv.stride(1), cfg["clip_low"], cfg["clip_high"],
+            cfg["dual_clip"] or 0.0, cfg["tis_cap"] or 0.0, cfg["kl_coef"],
+            HAS_DUAL=cfg["dual_clip"] is not None, HAS_BEHAV=behav_logp is not None,
+            HAS_CAP=cfg["tis_cap"] is not None, HAS_REF=ref_logp is not None,
+            NUM_SUMS=_NUM_SUMS, BLOCK_T=block_t,
+        )
+    return grad, sums.sum(dim=0)
+
+
+class _PolicyLoss(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logp, old_logp, advantages, mask, behav_logp, ref_logp, scale, cfg, block_t):
+        grad, sums = _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, scale,
+                             cfg, block_t)
+        ctx.save_for_backward(grad)
+        ctx.mark_non_differentiable(sums)
+        return sums[SUM_COLUMNS.index("loss")].clone(), sums
+
+    @staticmethod
+    def backward(ctx, g_loss, _g_sums):
+        (grad,) = ctx.saved_tensors
+        return (grad * g_loss).to(grad.dtype), None, None, None, None, None, None, None, None
+
+
+def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=None,
+                clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, tis_cap=None,
+                agg="token-mean", agg_const=None, block_t=None):
+    """Triton twin of reference.policy_loss (same arguments and results).
+
+    block_t: tokens per program (default: up to 2048).
+    """
+    check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
+                      clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const)
+    cfg = dict(clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, kl_coef=kl_coef,
+               tis_cap=tis_cap)
+    scale = aggregation_row_scale(mask, agg, agg_const)
+    loss, sums = _PolicyLoss.apply(logp, old_logp.detach(), advantages.detach(), mask,
+                                None if behav_logp is None else behav_logp.detach(),
+                                None if ref_logp is None else ref_logp.detach(),
+                                scale, cfg, block_t)
+    return loss, policy_stats(sums)

@@ -1,0 +1,320 @@
+"""Every Triton kernel against its PyTorch reference, on odd shapes, per dtype.
+
+On the CPU the kernels run in the Triton interpreter, which must be chosen before
+triton is first imported (its own library functions are decorated then), and other
+test modules may import triton earlier. So a plain run executes the CPU cases in a
+fresh `TRITON_INTERPRET=1` pytest process (test_cpu_cases_in_the_interpreter), and
+runs the CUDA cases, marked gpu, in-process with compiled kernels.
+Inputs are fresh each run; a failure prints the seed (JURY_TEST_SEED=<seed> replays it).
+"""
+
+import importlib
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from jury import kernels
+from jury.kernels import reference as ref
+
+triton = pytest.importorskip("triton")
+
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+# Relative-RMS error bounds. bf16 outputs carry one rounding (2^-9 relative) on each
+# side, and the LM-head backward also rounds dL/dz and partial dH sums to bf16.
+TOLERANCE = {torch.float32: 2e-5, torch.bfloat16: 2e-2}
+CUDA_ONLY = [pytest.mark.gpu, pytest.mark.skipif(
+    INTERPRETING or not torch.cuda.is_available(), reason="needs a CUDA GPU, compiled kernels")]
+DEVICES = ["cpu"] if INTERPRETING else [pytest.param("cuda", marks=CUDA_ONLY)]
+
+
+@pytest.mark.skipif(INTERPRETING, reason="this is the interpreter run")
+def test_cpu_cases_in_the_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert run.returncode == 0, run.stdout[-20000:] + run.stderr[-5000:]
+
+
+def triton_impl(name):
+    return importlib.import_module(f"jury.kernels.{name}")
+
+
+@pytest.fixture
+def seed():
+    value = int(os.environ.get("JURY_TEST_SEED", random.randrange(2**31)))
+    torch.manual_seed(value)
+    return value
+
+
+def assert_rrms(actual, expected, tol, what, seed, floor=0.0):
+    """RMS(actual - expected) <= tol * max(RMS(expected), floor).
+
+    floor=1 suits losses: weighted means of O(1) terms that may cancel to near 0.
+    """
+    actual, expected = actual.double().cpu(), expected.double().cpu()
+    assert actual.shape == expected.shape, f"{what}: {actual.shape} vs {expected.shape}"
+    assert torch.isfinite(actual).all(), f"{what}: non-finite values (seed={seed})"
+    err = (actual - expected).square().mean().sqrt().item()
+    scale = max(expected.square().mean().sqrt().item(), floor)
+    assert err <= tol * scale, (
+        f"{what}: RMS error {err:.3g} > {tol} x {scale:.3g} (seed={seed})")
+
+
+# ---------------------------------------------------------------- layer 1
+
+def rewards_with_edge_groups(num_groups, g, dtype, device):
+    """Random 0/1/2 rewards; group 0 is all equal and group 1 constant-valued too."""
+    rewards = torch.randint(0, 3, (num_groups, g)).to(dtype)
+    rewards[0] = 1.0
+    rewards[1] = rewards[1, 0]
+    return rewards.to(device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("mode, unbiased", [("grpo", False), ("grpo", True),
+                                            ("drgrpo", False), ("rloo", False)])
+def test_group_advantage(device, dtype, mode, unbiased, seed):
+    impl = triton_impl("triton_advantage")
+    shape = (7, 5, 37) if device == "cpu" else (301, 16, 1999)
+    rewards = rewards_with_edge_groups(*shape[:2], dtype, device)
+    mask = torch.rand(shape, device=device) > 0.3
+    mask[2] = False
+    for m in (None, mask):
+        got = impl.group_advantage(rewards, mode=mode, unbiased_std=unbiased, mask=m)
+        want = ref.group_advantage(rewards, mode=mode, unbiased_std=unbiased, mask=m)
+        assert_rrms(got, want, TOLERANCE[torch.float32], f"advantage mask={m is not None}", seed)
+        assert not got[:2].any(), f"all-equal groups must give exactly 0 (seed={seed})"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("mode", ["grpo", "drgrpo", "rloo"])
+def test_group_advantage_singleton_groups(device, mode):
+    impl = triton_impl("triton_advantage")
+    rewards = torch.tensor([[0.3], [7.0], [-1.0]], device=device)
+    mask = torch.ones(3, 1, 5, dtype=torch.bool, device=device)
+    for m in (None, mask):
+        got = impl.group_advantage(rewards, mode=mode, unbiased_std=True, mask=m)
+        assert torch.equal(got, torch.zeros_like(got)), got
+
+
+# ---------------------------------------------------------------- layer 2
+
+POLICY_CASES = {
+    "plain": dict(),
+    "dapo-seq": dict(clip_high=0.28, agg="seq-mean"),
+    "dual-tis-kl": dict(dual_clip=1.5, tis_cap=1.1, kl_coef=0.3, agg="drgrpo", agg_const=300.0),
+    "behav-uncapped": dict(clip_low=0.1, clip_high=0.1),
+}
+
+
+def policy_inputs(b, t, case, dtype, device):
+    """Ratios spread over the clip and dual-clip bounds, NaN padding, one empty row."""
+    old = -3 * torch.rand(b, t)
+    logp = old + 0.3 * torch.randn(b, t)
+    logp[:, ::5] = old[:, ::5]  # ratio exactly 1
+    adv = torch.randn(b, t) if case != "plain" else torch.randn(b)
+    mask = torch.rand(b, t) > 0.25
+    mask[1] = False
+    logp = logp.masked_fill(~mask, float("nan"))
+    extra = {}
+    if case in ("dual-tis-kl", "behav-uncapped"):
+        extra["behav_logp"] = (old + 0.2 * torch.randn(b, t)).to(dtype).to(device)
+    if case == "dual-tis-kl":
+        extra["ref_logp"] = (old + 0.2 * torch.randn(b, t)).to(dtype).to(device)
+    move = lambda x: x.to(device)
+    return (move(logp.to(dtype)).requires_grad_(), move(old.to(dtype)), move(adv),
+            move(mask), extra)
+
+
+def check_policy(impl, inputs, kwargs, dtype, seed, what):
+    logp, old, adv, mask, extra = inputs
+    got_loss, got_stats = impl.policy_loss(logp, old, adv, mask, **extra, **kwargs)
+    want_loss, want_stats = ref.policy_loss(logp, old, adv, mask, **extra, **kwargs)
+    (got_grad,) = torch.autograd.grad(got_loss, logp)
+    (want_grad,) = torch.autograd.grad(want_loss, logp)
+    tol = TOLERANCE[dtype]
+    assert_rrms(got_loss, want_loss, TOLERANCE[torch.float32], f"{what} loss", seed, floor=1.0)
+    assert_rrms(got_grad, want_grad, tol, f"{what} dL/dlogp", seed)
+    assert got_grad.dtype == logp.dtype, got_grad.dtype
+    assert set(got_stats) == set(want_stats), (set(got_stats), set(want_stats))
+    for name in want_stats:
+        assert_rrms(got_stats[name], want_stats[name], TOLERANCE[torch.float32],
+                    f"{what} {name}", seed, floor=1.0 if name == "pg_loss" else 0.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("case", list(POLICY_CASES))
+def test_policy_loss(device, dtype, case, seed):
+    impl = triton_impl("triton_policy_loss")
+    b, t = (5, 37) if device == "cpu" else (64, 1531)
+    inputs = policy_inputs(b, t, case, dtype, device)
+    check_policy(impl, inputs, POLICY_CASES[case], dtype, seed, case)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_policy_loss_ratio_on_bound(device, seed):
+    # clip 0: every token with logp == old sits exactly on both bounds, unclipped.
+    impl = triton_impl("triton_policy_loss")
+    logp, old, adv, mask, _ = policy_inputs(4, 23, "dapo-seq", torch.float32, device)
+    with torch.no_grad():
+        logp.copy_(torch.where(mask, old, logp))
+    kwargs = dict(clip_low=0.0, clip_high=0.0)
+    check_policy(impl, (logp, old, adv, mask, {}), kwargs, torch.float32, seed, "on-bound")
+    _, stats = impl.policy_loss(logp, old, adv, mask, **kwargs)
+    assert stats["clip_frac"].item() == 0, stats
+
+
+# ---------------------------------------------------------------- layer 3
+
+def lm_head_inputs(n, h, v, dtype, device):
+    hidden = torch.randn(n, h).to(dtype).to(device).requires_grad_()
+    weight = (torch.randn(v, h) / h**0.25).to(dtype).to(device).requires_grad_()
+    targets = torch.randint(0, v, (n,))
+    targets[0], targets[-1] = v - 1, 0
+    return hidden, weight, targets.to(device)
+
+
+def lm_head_with_grads(fn, hidden, weight, targets, upstream, **kwargs):
+    outputs = fn(hidden, weight, targets, **kwargs)
+    total = sum((out * g).sum() for out, g in zip(outputs, upstream, strict=True) if g is not None)
+    return outputs, torch.autograd.grad(total, (hidden, weight))
+
+
+# (N, H, V, chunk_vocab) per device: vocabularies no block divides, chunks of several
+# vocab tiles with a ragged last one, H over several K blocks, and a V below one tile.
+LM_HEAD_SHAPES = {
+    "cpu": [(37, 40, 203, 64), (20, 16, 29, 256)],
+    "cuda": [(1000, 512, 32003, 2048), (333, 4096, 50021, 8192)],
+}
+# Reference chunks: small on the CPU to cross chunk edges, larger on the GPU for speed.
+REF_CHUNKS = {"cpu": dict(chunk_rows=16, chunk_vocab=50),
+              "cuda": dict(chunk_rows=256, chunk_vocab=4096)}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("with_entropy", [True, False])
+@pytest.mark.parametrize("shape", [0, 1])
+def test_lm_head_logprobs(device, dtype, with_entropy, shape, seed):
+    impl = triton_impl("triton_lm_head")
+    n, h, v, chunk_vocab = LM_HEAD_SHAPES[device][shape]
+    hidden, weight, targets = lm_head_inputs(n, h, v, dtype, device)
+    upstream = [torch.randn(n, device=device), torch.randn(n, device=device) if with_entropy
+                else None, torch.randn(n, device=device)]
+    got, got_grads = lm_head_with_grads(impl.lm_head_logprobs, hidden, weight, targets,
+                                        upstream, chunk_vocab=chunk_vocab,
+                                        with_entropy=with_entropy)
+    want, want_grads = lm_head_with_grads(ref.lm_head_logprobs, hidden, weight, targets,
+                                          upstream, with_entropy=with_entropy,
+                                          **REF_CHUNKS[device])
+    for name, a, b in zip(("logp", "entropy", "lse"), got, want, strict=True):
+        assert_rrms(a, b, TOLERANCE[torch.float32], f"{name}", seed)
+    for name, a, b in zip(("dL/dhidden", "dL/dweight"), got_grads, want_grads, strict=True):
+        assert a.dtype == dtype, (name, a.dtype)
+        assert_rrms(a, b, TOLERANCE[dtype], name, seed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lm_head_rows_fewer_than_a_block(device, seed):
+    impl = triton_impl("triton_lm_head")
+    hidden, weight, targets = lm_head_inputs(3, 17, 45, torch.float32, device)
+    upstream = [torch.randn(3, device=device) for _ in range(3)]
+    got, got_grads = lm_head_with_grads(impl.lm_head_logprobs, hidden, weight, targets,
+                                        upstream, chunk_vocab=45)
+    want, want_grads = lm_head_with_grads(ref.lm_head_logprobs, hidden, weight, targets, upstream)
+    for a, b in zip(got + got_grads, want + want_grads, strict=True):
+        assert_rrms(a, b, TOLERANCE[torch.float32], "tiny", seed)
+
+
+# ---------------------------------------------------------------- GPU only
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=CUDA_ONLY)])
+def test_lm_head_memory_stays_far_below_the_logits(device):
+    # fwd+bwd may hold one (N, chunk_vocab) bf16 slice of dL/dz, dH in fp32 and dW
+    # (about 0.25 GB here), but nothing of order N x V: bound it at 1/4 of fp32 logits.
+    n, h, v = 8192, 1024, 65536
+    hidden, weight, targets = lm_head_inputs(n, h, v, torch.bfloat16, device)
+    lm_head = triton_impl("triton_lm_head").lm_head_logprobs
+
+    def step():
+        logp, entropy, _ = lm_head(hidden, weight, targets, chunk_vocab=4096)
+        (logp.sum() + entropy.sum()).backward()
+        hidden.grad = weight.grad = None
+
+    step()  # autotuning allocates scratch memory of its own
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    logits_bytes = n * v * 4
+    assert peak < logits_bytes / 4, f"peak {peak / 1e9:.2f} GB vs fp32 logits {logits_bytes / 1e9:.2f} GB"
+
+
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=CUDA_ONLY)])
+def test_dispatcher_sends_cuda_tensors_to_triton(device, monkeypatch):
+    monkeypatch.delenv("JURY_KERNELS", raising=False)
+    assert kernels.backend(torch.zeros(1, device=device)) == "triton"
+
+
+# ---------------------------------------------------------------- compiled for Hopper
+
+def compile_for_hopper(kernel, types, constexprs, num_warps=4, num_stages=3):
+    """Compile a kernel for sm_90 (H100/H200) without a GPU, as the JIT would launch it:
+    integers and pointers hinted 16-divisible, which real strides and sizes are."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = kernel.fn if isinstance(kernel, triton.runtime.Autotuner) else kernel
+    signature = {name: "constexpr" if name in constexprs else types.get(name, "i32")
+                 for name in fn.arg_names}
+    hinted = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
+              if signature[name] == "i32" or signature[name].startswith("*")}
+    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=hinted)
+    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                          options=dict(num_warps=num_warps, num_stages=num_stages))
+
+
+@pytest.mark.skipif(INTERPRETING, reason="compiles real kernels")
+def test_lm_head_kernels_compile_to_pipelined_tensor_core_code():
+    lm = triton_impl("triton_lm_head")
+    pointers = {name: "*fp32" for name in ("max_ptr", "sum_ptr", "pz_ptr", "zt_ptr", "lse_ptr",
+                                           "c0_ptr", "glogp_ptr", "gent_ptr")}
+    pointers.update(h_ptr="*bf16", w_ptr="*bf16", dz_ptr="*bf16", tgt_ptr="*i64")
+    config = lm._gemm_configs()[0]
+    block = dict(config.kwargs, DOT_FP32=False)
+    stage_bytes = (block["BLOCK_M"] + block["BLOCK_V"]) * block["BLOCK_K"] * 2
+    for kernel, extra in ((lm._forward_kernel, dict(WITH_ENTROPY=True)),
+                          (lm._dlogits_kernel, dict(GROUP_M=8))):
+        compiled = compile_for_hopper(kernel, pointers, {**block, **extra},
+                                      config.num_warps, config.num_stages)
+        ptx, name = compiled.asm["ptx"], compiled.name
+        assert "wgmma.mma_async" in ptx, f"{name}: no Hopper tensor-core MMA"
+        assert "ld.local" not in ptx, f"{name}: registers spill to local memory"
+        assert compiled.metadata.shared >= 2 * stage_bytes, f"{name}: loads are not pipelined"
+
+
+@pytest.mark.skipif(INTERPRETING, reason="compiles real kernels")
+def test_elementwise_kernels_compile():
+    policy = triton_impl("triton_policy_loss")
+    floats = {name: "fp32" for name in ("clip_low", "clip_high", "dual_clip", "tis_cap",
+                                        "kl_coef", "eps", "var_div", "loo_div")}
+    pointers = {name: "*fp32" for name in ("logp_ptr", "old_ptr", "adv_ptr", "behav_ptr",
+                                           "ref_ptr", "scale_ptr", "grad_ptr", "sums_ptr",
+                                           "rew_ptr", "out_ptr")}
+    types = {**floats, **pointers, "mask_ptr": "*u8"}
+    flags = dict(HAS_DUAL=True, HAS_BEHAV=True, HAS_CAP=True, HAS_REF=True)
+    compile_for_hopper(policy._policy_loss_kernel, types,
+                       dict(flags, NUM_SUMS=len(ref.SUM_COLUMNS), BLOCK_T=2048))
+    advantage = triton_impl("triton_advantage")
+    for mode in range(len(ref.ADVANTAGE_MODES)):
+        compile_for_hopper(advantage._group_advantage_kernel, types,
+                           dict(MODE=mode, PER_TOKEN=True, BLOCK_G=16, BLOCK_T=512))
