@@ -106,9 +106,11 @@ class Generator:
 
     async def generate(self, task: PromptTask) -> RolloutGroup:
         from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
 
         params = SamplingParams(
             n=self.cfg.group_size,
+            output_kind=RequestOutputKind.FINAL_ONLY,  # one output holding all G completions
             temperature=self.cfg.temperature,
             top_p=self.cfg.top_p,
             max_tokens=task.max_new_tokens or self.cfg.max_new_tokens,
@@ -119,6 +121,8 @@ class Generator:
         async for out in self.engine.generate(task.prompt, params, request_id=f"{task.task_id}-{self.actor_id}-{t0}"):
             final = out
         samples = [_sample(c) for c in final.outputs]
+        if len(samples) != self.cfg.group_size:
+            raise RuntimeError(f"engine returned {len(samples)} of {self.cfg.group_size} samples")
         dt = time.perf_counter() - t0
         self._stats["groups"] += 1
         self._stats["samples"] += len(samples)

@@ -36,11 +36,8 @@ def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int) -> Batch
     usable = [g for g in groups if g.group.samples]
     if not usable:
         return None
-    sizes = {len(g.group.samples) for g in usable}
-    if len(sizes) != 1:
-        raise ValueError(f"groups of different sizes in one batch: {sorted(sizes)}")
-    rewards = torch.tensor(np.stack([g.rewards for g in usable]), dtype=torch.float32)  # (num_groups, G)
-    adv = kernels.group_advantage(rewards, mode=cfg.advantage, eps=cfg.adv_eps).reshape(-1)
+    adv = _advantages([g.rewards for g in usable], cfg)
+    rewards = torch.from_numpy(np.concatenate([g.rewards for g in usable]).astype(np.float32))
     rows, behav = [], []
     for g in usable:
         prompt = g.group.prompt_ids.astype(np.int64)
@@ -59,7 +56,19 @@ def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int) -> Batch
         # position t predicts token t+1: completion token j sits at len(p)+j, predicted at len(p)+j-1
         comp[i, len(p) - 1: len(p) - 1 + len(c)] = 1
         blp[i, len(p) - 1: len(p) - 1 + len(c)] = torch.from_numpy(lp)
-    return Batch(ids, attn, comp, blp, adv, rewards.reshape(-1), len(usable))
+    return Batch(ids, attn, comp, blp, adv, rewards, len(usable))
+
+
+def _advantages(rewards: list[np.ndarray], cfg: LearnerConfig) -> torch.Tensor:
+    """Per-sample advantages, groups of equal size normalised together in one kernel call."""
+    out: list[torch.Tensor | None] = [None] * len(rewards)
+    for size in sorted({len(r) for r in rewards}):
+        which = [i for i, r in enumerate(rewards) if len(r) == size]
+        block = torch.tensor(np.stack([rewards[i] for i in which]), dtype=torch.float32)  # (groups, G)
+        adv = kernels.group_advantage(block, mode=cfg.advantage, eps=cfg.adv_eps)
+        for row, i in zip(adv, which):
+            out[i] = row
+    return torch.cat(out)
 
 
 def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0):

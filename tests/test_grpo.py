@@ -89,3 +89,11 @@ def test_micro_batches_add_up_to_the_whole_batch(agg):
     for a, c in zip(g_whole, (p.grad for p in model.parameters())):
         torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-6)
     assert math.isfinite(whole.item())
+
+
+def test_groups_of_different_sizes_are_normalised_each_within_itself():
+    a = _scored(0, [1], [[2], [3]], [1.0, 0.0])
+    b = _scored(1, [1], [[2], [3], [4]], [2.0, 2.0, 5.0])  # mean 3, biased std sqrt(2)
+    adv = collate([a, b], LearnerConfig(), pad_id=0).advantages
+    s = 2 ** 0.5
+    assert adv.tolist() == pytest.approx([1.0, -1.0, -1 / s, -1 / s, 2 / s], abs=1e-5)

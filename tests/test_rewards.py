@@ -1,0 +1,148 @@
+"""Reward schemes against worked examples (computed by hand here) and properties."""
+import math
+import statistics
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jury.verifiers.rewards import REWARD_SCHEMES, GroupView, ground_truth, jury, majority, majority_vote, reszero, self_certainty
+from jury.verifiers.rewards import entropy as entropy_reward
+from jury.verifiers.rewards import tinyv as tinyv_reward
+
+
+def view(keys, verdicts=None, logprobs=None, tinyv=None):
+    return GroupView(answer_keys=list(keys), verdicts=verdicts, token_logprobs=logprobs or [[-1.0]] * len(keys),
+                     problem="Compute 1+1.", tinyv=tinyv)
+
+
+def test_reszero_paper_example():
+    """JURY-RL §4.2.6: G=8, |M|=4, residual b,b,b,c, c=0.1. alpha=1/2, gamma=c*alpha^2=0.025,
+    z_b=2/3, z_c=0, u_bar=(3*2/3+0)/4=1/2. M: -0.05+0.025=-0.025; b: 0.5*(2/3-1/2)+0.025=1/12+0.025
+    (the paper prints 0.0667, a typo: the formula gives 0.1083); c: 0.5*(0-1/2)+0.025=-0.225."""
+    r = reszero(["a"] * 4 + ["b"] * 3 + ["c"], "a", c=0.1)
+    assert r[:4] == pytest.approx([-0.025] * 4)
+    assert r[4:7] == pytest.approx([1 / 12 + 0.025] * 3)
+    assert r[4] == pytest.approx(0.108333, abs=1e-6)
+    assert r[7] == pytest.approx(-0.225)
+    assert sum(r) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_reszero_small_residual_groups():
+    # |R| = 1: no other residual sample, so z = u_bar = 0 and the lone sample gets gamma.
+    # G=4, |M|=3: alpha=3/4, gamma=0.01*9/16; M gets -0.0075+gamma.
+    r = reszero(["a", "a", "a", "b"], "a", c=0.01)
+    gamma = 0.01 * 9 / 16
+    assert r == pytest.approx([-0.0075 + gamma] * 3 + [gamma])
+    # |R| = 0: alpha = 1, everyone gets -c + c = 0.
+    assert reszero(["a"] * 5, "a", c=0.3) == pytest.approx([0.0] * 5)
+    # nothing parsable: alpha = 0, all zero
+    assert reszero([None, None], None, c=0.1) == [0.0, 0.0]
+    assert reszero([], None, c=0.1) == []
+
+
+def test_reszero_unparsable_answers_never_support_each_other():
+    # M = {a, a}; R = {None, None, b, b}: the two b's support each other (z=1/3), the None's do not (z=0).
+    # alpha=1/3, gamma=0.01/9, u_bar=(1/3+1/3)/4=1/6.
+    r = reszero(["a", "a", None, None, "b", "b"], "a", c=0.01)
+    alpha, gamma = 1 / 3, 0.01 / 9
+    assert r[2] == pytest.approx(alpha * (0 - 1 / 6) + gamma)
+    assert r[4] == pytest.approx(alpha * (1 / 3 - 1 / 6) + gamma)
+
+
+keys_st = st.lists(st.sampled_from(["a", "b", "c", "d", None]), min_size=1, max_size=16)
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys_st, st.floats(0.0, 1.0))
+def test_reszero_sums_to_zero(keys, c):
+    winner, _ = majority(keys)
+    assert math.fsum(reszero(keys, winner, c)) == pytest.approx(0.0, abs=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys_st, st.floats(0.001, 1.0))
+def test_reszero_keeps_variance_while_votes_disagree(keys, c):
+    """With c > 0 the majority sits c*alpha below the residual mean, so the group has
+    variance whenever it is split (0 < |M| < G); a unanimous group gets all zeros."""
+    winner, support = majority(keys)
+    r = reszero(keys, winner, c)
+    if 0 < support < len(keys):
+        assert statistics.pvariance(r) > 0
+    else:
+        assert statistics.pvariance(r) == pytest.approx(0.0, abs=1e-15)
+
+
+def test_reszero_residual_variance_comes_from_unequal_support():
+    # c = 0 isolates the residual term: identical residual answers carry no signal ...
+    assert statistics.pvariance(reszero(["a", "a", "a", "b", "b"], "a", c=0.0)) == 0
+    # ... unequal support among residual answers does: b (z=1/2) above c (z=0)
+    r = reszero(["a", "a", "a", "b", "b", "c"], "a", c=0.0)
+    assert r[3] > 0 > r[5]
+
+
+def test_majority_ties_and_unparsable():
+    assert majority(["b", "a", "a", "b"]) == ("b", 2)          # tie: first occurrence wins
+    assert majority([None, None, None, "x"]) == ("x", 1)       # None never wins
+    assert majority([None, None]) == (None, 0)
+
+
+def test_majority_vote_worked_example():
+    res = majority_vote(view(["2", "3", "2", None]))
+    assert res.rewards == [1.0, 0.0, 1.0, 0.0]
+    assert (res.majority_answer, res.vote_share, res.num_distinct, res.gate) == ("2", 0.5, 2, None)
+
+
+def test_ground_truth_reads_verdicts():
+    res = ground_truth(view(["1", "2", None], verdicts=["correct", "incorrect", "no_answer"]))
+    assert res.rewards == [1.0, 0.0, 0.0]
+    with pytest.raises(ValueError, match="verdicts"):
+        ground_truth(view(["1"]))
+
+
+def test_jury_proved_rewards_the_majority_only():
+    calls = []
+    res = jury(view(["7", "7", "8", None]), gate=lambda p, a: calls.append((p, a)) or True)
+    assert calls == [("Compute 1+1.", "7")]                    # asked once, about the majority
+    assert res.rewards == [1.0, 1.0, 0.0, 0.0] and res.gate == "proved"
+
+
+@pytest.mark.parametrize("gate_says", [False, None])
+def test_jury_inconclusive_falls_back(gate_says):
+    keys = ["a"] * 4 + ["b"] * 3 + ["c"]
+    res = jury(view(keys), gate=lambda p, a: gate_says, c=0.1)
+    assert res.gate == "inconclusive"
+    assert res.rewards == pytest.approx(reszero(keys, "a", 0.1))
+    assert jury(view(keys), gate=lambda p, a: gate_says, fallback="zero").rewards == [0.0] * 8
+    assert jury(view(keys), gate=lambda p, a: gate_says, fallback="mv").rewards == [1.0] * 4 + [0.0] * 4
+
+
+def test_jury_without_any_answer_asks_no_gate():
+    def gate(p, a):
+        raise AssertionError("the gate must not be asked")
+
+    res = jury(view([None, None, None]), gate=gate)
+    assert res.rewards == [0.0, 0.0, 0.0] and res.gate is None and res.majority_answer is None
+    with pytest.raises(ValueError, match="fallback"):
+        jury(view(["a"]), gate=gate, fallback="random")
+
+
+def test_confidence_baselines_worked_example():
+    logprobs = [[-0.1, -0.2], [-1.0], [], [-0.5, -0.5, -0.5, -0.5]]
+    res = self_certainty(view(["1", "2", None, "3"], logprobs=logprobs))
+    assert res.rewards == pytest.approx([-0.3, -1.0, -2.0, -2.0])   # sums; empty -> group minimum
+    res = entropy_reward(view(["1", "2", None, "3"], logprobs=logprobs))
+    assert res.rewards == pytest.approx([-0.15, -1.0, -1.0, -0.5])  # means; empty -> group minimum
+
+
+def test_tinyv_scheme_reads_the_cascade():
+    res = tinyv_reward(view(["1", "2", "3"], verdicts=["correct", "incorrect", "incorrect"], tinyv=[True, True, None]))
+    assert res.rewards == [1.0, 1.0, 0.0]
+    with pytest.raises(ValueError, match="tinyv"):
+        tinyv_reward(view(["1"]))
+
+
+def test_registry_and_view_validation():
+    assert set(REWARD_SCHEMES) == {"ground_truth", "majority_vote", "self_certainty", "entropy", "tinyv", "jury"}
+    assert REWARD_SCHEMES["jury"] is jury
+    with pytest.raises(ValueError, match="verdicts"):
+        GroupView(answer_keys=["1", "2"], verdicts=["correct"], token_logprobs=[[], []], problem="")

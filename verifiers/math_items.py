@@ -1,0 +1,325 @@
+"""Tokens and answer items (stage 2 of the math verifier).
+
+A normalised answer is tokenised, then split into items at top-level separators
+(`,` `;` and the words "and"/"or"). Each item is cleaned before it is parsed:
+
+    "\\text{only}x=0"                         -> "0"        (filler words, label x)
+    "\\frac{84}{13}\\text{days}"              -> "\\frac{84}{13}"   (trailing unit text)
+    "12^{\\text{th}}", "15th"                 -> "12", "15"  (ordinals)
+    "(x,y,z)=(1,2,3)", "Paolo:18", "f(x)=2x"  -> labels dropped, their symbols kept
+    "f(x)=1\\text{for all}x\\in\\mathbb{Z}"   -> "f(x)=1"   (quantifier qualifier)
+
+An item that still holds free text after cleaning is a text item. Only the standard
+library is used; nothing here evaluates anything.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+
+class ParseError(ValueError):
+    """Not in the grammar; the caller falls back to text comparison."""
+
+
+class LimitExceeded(ValueError):
+    """Over a size limit (length, nesting, digits, exponent); check() says "error"."""
+
+
+MAX_CHARS = 2_000
+MAX_TOKENS = 600
+MAX_NESTING = 40
+MAX_NUMBER_DIGITS = 200
+
+
+class Tok(NamedTuple):
+    kind: str  # num | let (letter run) | cmd (\name) | op | text | row (\\) | begin | end
+    text: str
+
+
+GREEK = frozenset(
+    "alpha beta gamma delta epsilon varepsilon zeta eta theta vartheta iota kappa "
+    "lambda mu nu xi rho sigma tau upsilon phi varphi chi psi omega Gamma Delta "
+    "Theta Lambda Xi Sigma Phi Psi Omega ell".split()
+)
+CONNECTORS = frozenset({"and", "or"})
+_FILLER = frozenset("only exactly the answer final is are solution solutions value values".split())
+_QUALIFIER_START = frozenset({"for", "where", "with"})
+_QUALIFIER_VOCAB = frozenset(
+    "for all any every each some where with is are an a in and integer integers real "
+    "reals number numbers positive negative nonnegative non natural rational complex "
+    "constant constants arbitrary x n k m t".split()
+)
+_ORDINALS = frozenset({"th", "st", "nd", "rd"})
+UNIT_WORDS = frozenset(
+    "cm mm km kg mg ml day days hr hrs hour hours min mins minute minutes sec secs "
+    "second seconds yuan dollars dollar cents units unit inches inch ft feet meters "
+    "metres meter grams gram liters litres degrees deg miles mph kmh".split()
+)
+_TEXT_SYNONYMS = {
+    "infinitely many": Tok("cmd", "infty"), "infinite": Tok("cmd", "infty"),
+    "infinity": Tok("cmd", "infty"), "no solution": Tok("cmd", "emptyset"),
+    "none": Tok("cmd", "emptyset"), "empty set": Tok("cmd", "emptyset"),
+}
+_OPS = frozenset("+-*/^_()[]{},;:=<>!|'%&")
+_NUMBER = re.compile(r"\d*\.?\d*")
+_LETTERS = re.compile(r"[^\W\d_]+")  # unicode letters too: prose in any language is words
+_NAME = re.compile(r"[A-Za-z]+")
+_OPEN = frozenset({("op", "("), ("op", "["), ("op", "{"), ("cmd", "{")})
+_CLOSE = frozenset({("op", ")"), ("op", "]"), ("op", "}"), ("cmd", "}")})
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def check_nesting(s: str) -> None:
+    depth = 0
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise LimitExceeded(f"brackets nested deeper than {MAX_NESTING}")
+        elif ch in ")]}":
+            depth -= 1
+
+
+def _group_end(s: str, start: int) -> int:
+    """Index just past the brace group opening at s[start]; ParseError if unclosed."""
+    depth = 0
+    for k in range(start, len(s)):
+        if s[k] == "{":
+            depth += 1
+        elif s[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+    raise ParseError("unclosed brace")
+
+
+def _command(s: str, i: int) -> tuple[Tok, int]:
+    """The token for the backslash command at s[i] == '\\'."""
+    if s.startswith("\\\\", i):
+        return Tok("row", "\\\\"), i + 2
+    m = _NAME.match(s, i + 1)
+    if not m:
+        return Tok("cmd", s[i + 1 : i + 2]), i + 2
+    name, j = m.group(0), m.end()
+    if name in ("text", "begin", "end"):
+        while j < len(s) and s[j] == " ":
+            j += 1
+        if j >= len(s) or s[j] != "{":
+            raise ParseError(f"\\{name} without a group")
+        end = _group_end(s, j)
+        body = s[j + 1 : end - 1].strip("{} ")
+        return Tok(name, body), end
+    return Tok("cmd", name), j
+
+
+def tokenize(s: str) -> list[Tok]:
+    toks: list[Tok] = []
+    i, n = 0, len(s)
+    while i < n:
+        ch = s[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if ch.isdigit() or (ch == "." and i + 1 < n and s[i + 1].isdigit()):
+            m = _NUMBER.match(s, i)
+            text = m.group(0).rstrip(".")
+            if len(text) > MAX_NUMBER_DIGITS:
+                raise LimitExceeded("number literal too long")
+            toks.append(Tok("num", text))
+            i = m.end()
+        elif ch.isalpha():
+            m = _LETTERS.match(s, i)
+            toks.append(Tok("let", m.group(0)))
+            i = m.end()
+        elif ch == "\\":
+            tok, i = _command(s, i)
+            toks.append(tok)
+        elif ch in _OPS:
+            toks.append(Tok("op", ch))
+            i += 1
+        else:
+            raise ParseError(f"unexpected character {ch!r}")
+        if len(toks) > MAX_TOKENS:
+            raise LimitExceeded(f"more than {MAX_TOKENS} tokens")
+    return toks
+
+
+# --- items ----------------------------------------------------------------------
+
+
+_TEXT_SEPARATORS = re.compile(r"((?:^|\s)(?:and|or)(?:\s|$)|[,;])")
+_TEXT_CONNECTORS = re.compile(r"((?:^|\s)(?:and|or)(?:\s|$))")
+
+
+def _split_text(tok: Tok, depth: int) -> list[Tok]:
+    """A text token around "and"/"or" (and commas, at top level): separators at top
+    level, words inside groups. A lone letter is a symbol: \\text{A, C} lists A and C."""
+    content = tok.text.strip(" ,.")
+    for phrase, repl in _TEXT_SYNONYMS.items():
+        if content.lower() == phrase:
+            return [repl]
+    parts = (_TEXT_SEPARATORS if depth == 0 else _TEXT_CONNECTORS).split(content)
+    out: list[Tok] = []
+    for k, part in enumerate(parts):
+        part = part.strip(" ")
+        if k % 2 == 1:  # a separator
+            out.append(Tok("op", ",") if depth == 0 else Tok("let", part))
+        elif len(part) == 1 and part.isalpha() and len(parts) > 1:  # a listed letter, not a unit like m
+            out.append(Tok("let", part))
+        elif part.strip(","):
+            out.append(Tok("text", part.strip(",")))
+    return out
+
+
+def split_items(toks: list[Tok]) -> list[list[Tok]]:
+    items: list[list[Tok]] = [[]]
+    depth = 0
+    for tok in toks:
+        key = (tok.kind, tok.text)
+        if key in _OPEN or tok.kind == "begin":
+            depth += 1
+        elif key in _CLOSE or tok.kind == "end":
+            depth -= 1
+        expanded = _split_text(tok, depth) if tok.kind == "text" else [tok]
+        for t in expanded:
+            at_top = depth == 0
+            if at_top and (t in (Tok("op", ","), Tok("op", ";")) or (t.kind == "let" and t.text in CONNECTORS)):
+                items.append([])
+            else:
+                items[-1].append(t)
+    return [item for item in items if item]
+
+
+def _is_fillers(tok: Tok) -> bool:
+    return tok.kind in ("text", "let") and bool(words(tok.text)) and set(words(tok.text)) <= _FILLER
+
+
+def _drop_ordinals(toks: list[Tok]) -> list[Tok]:
+    """15th, 12^{th}, 12^{\\text{th}}, 11^th -> the number."""
+    out: list[Tok] = []
+    k = 0
+    while k < len(toks):
+        after_num = bool(out) and out[-1].kind == "num"
+        rest = toks[k : k + 4]
+        braced = len(rest) == 4 and [rest[0].text, rest[1].text, rest[3].text] == ["^", "{", "}"]
+        if after_num and toks[k].kind in ("let", "text") and toks[k].text in _ORDINALS:
+            k += 1
+        elif after_num and braced and rest[2].text in _ORDINALS:
+            k += 4
+        elif after_num and len(rest) >= 2 and rest[0] == Tok("op", "^") and rest[1].text in _ORDINALS:
+            k += 2
+        else:
+            out.append(toks[k])
+            k += 1
+    return out
+
+
+def _cut_qualifier(toks: list[Tok]) -> list[Tok]:
+    """Drop "for all x in Z" / "for some integer t" tails made only of quantifier words."""
+    for j in range(1, len(toks)):
+        tok = toks[j]
+        first = words(tok.text)[:1] if tok.kind in ("text", "let") else []
+        if tok == Tok("cmd", "forall") or (first and first[0] in _QUALIFIER_START):
+            tail = [w for t in toks[j:] if t.kind == "text" or (t.kind == "let" and len(t.text) > 1) for w in words(t.text)]
+            return toks[:j] if set(tail) <= _QUALIFIER_VOCAB else toks
+    return toks
+
+
+def _drop_units(toks: list[Tok]) -> list[Tok]:
+    """Trailing unit text after a quantity: "5.4 square units", "864 inches^2", "2.65 m"."""
+    while len(toks) > 1:
+        if len(toks) > 3 and toks[-2] == Tok("op", "^") and toks[-1].kind == "num" and toks[-3].kind == "text":
+            toks = toks[:-3]
+        elif toks[-1].kind == "text" and any(t.kind != "text" for t in toks[:-1]):
+            toks = toks[:-1]
+        elif toks[-1].kind == "let" and toks[-1].text.lower() in UNIT_WORDS and toks[-2].kind == "num":
+            toks = toks[:-1]
+        else:
+            break
+    return toks
+
+
+def _balanced_end(toks: list[Tok], k: int) -> int:
+    """Index past the group opened at toks[k]; -1 if it does not close."""
+    depth = 0
+    for j in range(k, len(toks)):
+        key = (toks[j].kind, toks[j].text)
+        depth += key in _OPEN
+        depth -= key in _CLOSE
+        if depth == 0:
+            return j + 1
+    return -1
+
+
+def _is_simple_label(toks: list[Tok]) -> bool:
+    """x, x_1, a_{k-1}, \\alpha_p, f(x), T(10), (P(x))."""
+    if not toks:
+        return False
+    head = toks[0]
+    if not ((head.kind == "let" and len(head.text) == 1) or (head.kind == "cmd" and head.text in GREEK)):
+        return False
+    k = 1
+    if k < len(toks) and toks[k] == Tok("op", "_"):
+        k = _balanced_end(toks, k + 1) if k + 1 < len(toks) and toks[k + 1] == Tok("op", "{") else k + 2
+    if 0 < k < len(toks) and toks[k] == Tok("op", "("):
+        k = _balanced_end(toks, k)
+    return k == len(toks)
+
+
+def _is_word_label(toks: list[Tok]) -> bool:
+    """Maximum, Paolo, Sequence 1 (a word of four or more letters, maybe numbered)."""
+    if not toks or toks[0].kind not in ("let", "text") or len(toks[0].text) < 4:
+        return False
+    return len(toks) == 1 or (len(toks) == 2 and toks[1].kind == "num")
+
+
+def _is_tuple_label(toks: list[Tok]) -> bool:
+    if len(toks) < 3 or toks[0] != Tok("op", "(") or _balanced_end(toks, 0) != len(toks):
+        return False
+    parts = split_items(toks[1:-1])
+    return len(parts) > 1 and all(_is_simple_label(p) for p in parts)
+
+
+def _label_symbols(toks: list[Tok]) -> set[str]:
+    return {t.text for t in toks if (t.kind == "let" and len(t.text) == 1) or (t.kind == "cmd" and t.text in GREEK)}
+
+
+def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
+    """Drop leading "lhs =" / "lhs:" / "lhs \\in" labels (chains too: x=y=z=v)."""
+    labels: set[str] = set()
+    while True:
+        depth, cut = 0, -1
+        for k, tok in enumerate(toks):
+            key = (tok.kind, tok.text)
+            depth += key in _OPEN
+            depth -= key in _CLOSE
+            if depth == 0 and key in (("op", "="), ("op", ":"), ("cmd", "in"), ("cmd", "approx")):
+                cut = k
+                break
+        if cut <= 0 or cut == len(toks) - 1:
+            break
+        lhs, sep = toks[:cut], toks[cut].text
+        ok = _is_word_label(lhs) if sep == ":" else (_is_simple_label(lhs) or _is_tuple_label(lhs) or _is_word_label(lhs))
+        if not ok:
+            break
+        labels |= _label_symbols(lhs)
+        toks = toks[cut + 1 :]
+    return toks, frozenset(labels)
+
+
+def prepare_item(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], bool]:
+    """Clean one item's tokens; returns (tokens, label symbols, is_text)."""
+    while toks and _is_fillers(toks[0]):
+        toks = toks[1:]
+    toks = _drop_ordinals(toks)
+    toks = _cut_qualifier(toks)
+    toks = _drop_units(toks)
+    if not toks:
+        return toks, frozenset(), True
+    toks, labels = strip_labels(toks)
+    is_text = any(t.kind == "text" for t in toks)
+    return toks, labels, is_text

@@ -1,0 +1,182 @@
+"""Reward schemes: pure functions from one group of G samples to G rewards.
+
+Every scheme has the shape `scheme(view, **options) -> RewardResult`; the registry
+`REWARD_SCHEMES` maps the config name to it. The caller (the verifier worker) fills
+the view and turns rewards into advantages afterwards:
+
+    view = GroupView(answer_keys=[answer_key(a) for a in answers], verdicts=verdicts,
+                     token_logprobs=answer_logprobs, problem=prompt, tinyv=cascade)
+    scheme = REWARD_SCHEMES[cfg.reward]                  # "jury" needs gate=...
+    result = scheme(view, gate=arith_gate) if cfg.reward == "jury" else scheme(view)
+    advantages = group_normalise(result.rewards)         # GRPO, elsewhere
+
+Section numbers refer to JURY-RL (papers/000_...txt). Majority (§4.2.1, Algorithm 1
+step 2): â ∈ argmax_a Σ_i 1[a_i = a]; the paper leaves ties open. Here unparsable
+answers (key None) never vote and never win, and among tied answers the one that
+occurs first in the group wins: sample order is independent of the answers, so the
+rule is deterministic without favouring any particular answer string.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+FALLBACKS = ("reszero", "zero", "mv")
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """What a scheme sees about one group of G samples of the same problem."""
+
+    answer_keys: list  # list[str | None], math_verify.answer_key per sample; None never wins
+    verdicts: list | None  # list[str] check() kinds vs the label; None where labels are off-limits
+    token_logprobs: list  # list[list[float]]: behaviour log-probs of each sample's answer tokens
+    problem: str
+    tinyv: list | None = None  # list[bool | None]: the TinyV cascade's result per sample
+
+    def __post_init__(self):
+        g = len(self.answer_keys)
+        for name in ("verdicts", "token_logprobs", "tinyv"):
+            field = getattr(self, name)
+            if field is not None and len(field) != g:
+                raise ValueError(f"GroupView.{name} has {len(field)} entries for a group of {g}")
+
+
+@dataclass(frozen=True)
+class RewardResult:
+    rewards: list  # list[float], one per sample
+    majority_answer: str | None
+    vote_share: float  # |M| / G, unparsable samples included in G
+    num_distinct: int  # distinct parsable answers
+    gate: str | None = None  # "proved" | "inconclusive"; None when no gate was asked
+
+
+def majority(answer_keys: list) -> tuple[str | None, int]:
+    """(â, |M|): the most frequent parsable key, first occurrence breaking ties."""
+    counts: dict[str, int] = {}
+    for key in answer_keys:
+        if key is not None:
+            counts[key] = counts.get(key, 0) + 1
+    if not counts:
+        return None, 0
+    best = max(counts.values())
+    winner = next(k for k, c in counts.items() if c == best)  # dicts keep first-seen order
+    return winner, best
+
+
+def _result(view: GroupView, rewards: list[float], gate: str | None = None) -> RewardResult:
+    keys = view.answer_keys
+    winner, support = majority(keys)
+    return RewardResult(
+        rewards=[float(r) for r in rewards],
+        majority_answer=winner,
+        vote_share=support / len(keys) if keys else 0.0,
+        num_distinct=len({k for k in keys if k is not None}),
+        gate=gate,
+    )
+
+
+def _indicator(keys: list, winner: str | None) -> list[float]:
+    return [1.0 if winner is not None and k == winner else 0.0 for k in keys]
+
+
+def ground_truth(view: GroupView) -> RewardResult:
+    """Supervised oracle (§5.3): 1 if the verifier says "correct" against the label."""
+    if view.verdicts is None:
+        raise ValueError("ground_truth reward needs verdicts (labels) in the GroupView")
+    return _result(view, [1.0 if v == "correct" else 0.0 for v in view.verdicts])
+
+
+def majority_vote(view: GroupView) -> RewardResult:
+    """MV (§5.3, Shafayat et al.): r_i = 1[a_i = â]."""
+    return _result(view, _indicator(view.answer_keys, majority(view.answer_keys)[0]))
+
+
+def reszero(answer_keys: list, majority_answer: str | None, c: float) -> list[float]:
+    """ResZero (§4.2.3, Eq. 5): penalise the unverified majority, zero-mean residue.
+
+    M = supporters of â, R = the rest, α = |M|/G. For i in R, z_i is the leave-one-out
+    share of i's answer among the other residual samples, (#j in R, j != i, a_j = a_i)
+    / (|R| - 1); ū is the mean of z over R. Then r_i = α(z_i - ū) + γ on R and
+    r_i = -cα + γ on M, with γ = cα², so Σ r_i = 0.
+    Edge cases: |R| = 1 has no other residual sample, so z = ū = 0 and the lone sample
+    gets γ; |R| = 0 (unanimous) gives α = 1 and r_i = -c + c = 0 for all; no parsable
+    answer at all gives α = 0 and zeros. Unparsable answers (None) never support each
+    other, so they sit in R with z = 0.
+    """
+    g = len(answer_keys)
+    if g == 0:
+        return []
+    in_m = [majority_answer is not None and k == majority_answer for k in answer_keys]
+    residual = [i for i in range(g) if not in_m[i]]
+    alpha = (g - len(residual)) / g
+    gamma = c * alpha * alpha
+    z = {i: 0.0 for i in residual}
+    if len(residual) > 1:
+        for i in residual:
+            same = sum(1 for j in residual if j != i and answer_keys[i] is not None and answer_keys[j] == answer_keys[i])
+            z[i] = same / (len(residual) - 1)
+    u_bar = sum(z.values()) / len(residual) if residual else 0.0
+    return [-c * alpha + gamma if in_m[i] else alpha * (z[i] - u_bar) + gamma for i in range(g)]
+
+
+def jury(view: GroupView, *, gate: Callable[[str, str], bool | None], fallback: str = "reszero", c: float = 0.01) -> RewardResult:
+    """JURY-RL (§4.2.2, Algorithm 1): votes propose, proofs dispose.
+
+    The gate is asked once, about â only: δ = 1 when it returns True (proved), else 0
+    (None "inconclusive" and False "refuted" both fall back). δ = 1: r_i = 1[a_i = â].
+    δ = 0: the fallback, "reszero" (default, §4.2.3), "zero" or "mv" (the ablation
+    of §6.2.1). With no parsable answer the gate is not asked and all rewards are 0.
+    """
+    if fallback not in FALLBACKS:
+        raise ValueError(f"jury fallback must be one of {FALLBACKS}, got {fallback!r}")
+    keys = view.answer_keys
+    winner, _ = majority(keys)
+    if winner is None:
+        return _result(view, [0.0] * len(keys))
+    if gate(view.problem, winner) is True:
+        return _result(view, _indicator(keys, winner), gate="proved")
+    if fallback == "reszero":
+        rewards = reszero(keys, winner, c)
+    else:
+        rewards = [0.0] * len(keys) if fallback == "zero" else _indicator(keys, winner)
+    return _result(view, rewards, gate="inconclusive")
+
+
+def _confidence_rewards(view: GroupView, score: Callable[[list], float]) -> list[float]:
+    """Per-sample scores; a sample with no answer tokens gets the group's lowest score,
+    so that stopping without an answer is never the most "confident" choice."""
+    scores = [score(lp) if lp else None for lp in view.token_logprobs]
+    floor = min((s for s in scores if s is not None), default=0.0)
+    return [floor if s is None else s for s in scores]
+
+
+def self_certainty(view: GroupView) -> RewardResult:
+    """Self-certainty (§5.3, Zhao et al. 2025b): the cumulative log-probability of the
+    final-answer tokens, Σ_t log p(y_t); higher means more certain."""
+    return _result(view, _confidence_rewards(view, lambda lp: float(sum(lp))))
+
+
+def entropy(view: GroupView) -> RewardResult:
+    """Entropy minimisation (§5.3, Prabhudesai et al. 2025): reward = -H over the
+    final-answer tokens. With only the sampled tokens' log-probs, -log p(y_t) is the
+    one-sample estimate of the token entropy, so r_i = mean_t log p(y_t)."""
+    return _result(view, _confidence_rewards(view, lambda lp: float(sum(lp)) / len(lp)))
+
+
+def tinyv(view: GroupView) -> RewardResult:
+    """TinyV add-on cascade (TinyV §4): 1 if the rules or, for a rule "incorrect", the
+    TinyV model accepted the answer (`view.tinyv`, from tinyv.tinyv_verify)."""
+    if view.tinyv is None:
+        raise ValueError("tinyv reward needs the cascade's results in GroupView.tinyv")
+    return _result(view, [1.0 if ok is True else 0.0 for ok in view.tinyv])
+
+
+REWARD_SCHEMES: dict[str, Callable[..., RewardResult]] = {
+    "ground_truth": ground_truth,
+    "majority_vote": majority_vote,
+    "self_certainty": self_certainty,
+    "entropy": entropy,
+    "tinyv": tinyv,
+    "jury": jury,
+}
