@@ -8,7 +8,7 @@ import sys
 
 def _train(args) -> int:
     from jury.cluster.config import ConfigError, load_config
-    from jury.cluster.driver import train
+    from jury.cluster.driver import RunFailed, train
 
     try:
         cfg = load_config(args.config, args.overrides)
@@ -20,6 +20,9 @@ def _train(args) -> int:
     except KeyboardInterrupt:
         print("jury train: interrupted; every actor was stopped", file=sys.stderr)
         return 130
+    except RunFailed as e:
+        print(f"jury train: {e}", file=sys.stderr)
+        return 1
     print(_table(summary))
     return 0
 

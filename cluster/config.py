@@ -37,13 +37,15 @@ class GeneratorConfig:
 
 @dataclass(frozen=True)
 class VerifierConfig:
-    reward: Literal["ground_truth", "majority_vote", "jury"] = "jury"
+    reward: Literal["ground_truth", "majority_vote", "jury", "self_certainty", "entropy", "tinyv"] = "jury"
     fallback: Literal["reszero", "zero", "mv"] = "reszero"  # JURY-RL when the proof gate is inconclusive
     reszero_c: float = 0.01
     gate: Literal["arith", "lean", "none"] = "arith"
     pool_workers: int = 1          # processes for checks
     check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
     cache_size: int = 100_000
+    tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or "tiny" for the local tiny model
+    tinyv_max_model_len: int = 2048
     num_cpus: float = 0.5
 
 

@@ -61,6 +61,7 @@ class Pipeline:
         self.generators: list = []
         self.verifiers: list = []
         self.feeder = None
+        self.llm_server = None
         self.version = 0
         self.started_ray = False
 
@@ -83,7 +84,8 @@ class Pipeline:
         # address (host=None) and returns the endpoint, so nothing is hard-coded
         host = "127.0.0.1" if self.started_ray else None
         feeder_host = "127.0.0.1" if self.started_ray else ray.util.get_node_ip_address()
-        env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+        env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+               "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
         cpu = cfg.learner.num_gpus == 0
         self.learner = ray.remote(Learner).options(
             num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus, name=None,
@@ -92,9 +94,10 @@ class Pipeline:
                  temperature=cfg.generator.temperature, seed=cfg.seed, device="cpu" if cpu else "cuda")
         learner_ep = ray.get(self.learner.start.remote(host))
         gate = _gate(cfg)
+        llm = self._tinyv_client(env) if cfg.verifier.reward == "tinyv" else None
         self.verifiers = [
             ray.remote(VerifierWorker).options(num_cpus=cfg.verifier.num_cpus, runtime_env={"env_vars": env})
-            .remote(cfg.verifier, f"verifier{i}", gate) for i in range(cfg.num_verifiers)]
+            .remote(cfg.verifier, f"verifier{i}", gate, llm) for i in range(cfg.num_verifiers)]
         verifier_eps = ray.get([v.start.remote(host, learner_ep) for v in self.verifiers])
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
@@ -107,6 +110,20 @@ class Pipeline:
             for i in range(cfg.num_generators)]
         ray.get([g.start.remote(self.feeder.endpoint, verifier_eps) for g in self.generators])
         self._init_weight_plane(host)
+
+    def _tinyv_client(self, env: dict):
+        """TinyV's model on its own vLLM engine; every verifier worker shares it."""
+        import ray
+
+        from jury.actors.llm_server import LLMServer
+        from jury.cluster.llm_client import RayLLMClient
+
+        v = self.cfg.verifier
+        path = self.model_path if v.tinyv_model == "tiny" else v.tinyv_model
+        self.llm_server = ray.remote(LLMServer).options(
+            num_cpus=0, runtime_env={"env_vars": {**env, "VLLM_CPU_KVCACHE_SPACE": "1"}},
+        ).remote(path, max_model_len=min(v.tinyv_max_model_len, self.cfg.max_model_len), seed=self.cfg.seed)
+        return RayLLMClient(self.llm_server)
 
     def _init_weight_plane(self, host: str | None):
         import ray
@@ -153,17 +170,21 @@ class Pipeline:
 
         if not ray.is_initialized():
             return
-        stops = [a.stop.remote() for a in self.generators + self.verifiers + ([self.learner] if self.learner else [])]
+        actors = self.generators + self.verifiers + [a for a in (self.learner, self.llm_server) if a]
         try:
-            ray.get(stops, timeout=60)
+            ray.get([a.stop.remote() for a in actors], timeout=60)
         except Exception as e:  # a dead actor cannot stop itself; kill below
             log.warning("shutdown: an actor did not stop cleanly: %s", e)
-        for a in self.generators + self.verifiers + ([self.learner] if self.learner else []):
+        for a in actors:
             ray.kill(a)
         if self.feeder:
             self.feeder.close()
         if self.started_ray:
             ray.shutdown()
+
+
+class RunFailed(RuntimeError):
+    """A run that cannot go on; its message says why, for a person to read."""
 
 
 def train(cfg: RunConfig) -> dict:
@@ -183,7 +204,10 @@ def train(cfg: RunConfig) -> dict:
         pipe.feeder.admit(pipe.version, stop_at=cfg.steps * cfg.batch_groups)
         last = time.perf_counter()
         for step in range(cfg.steps):
-            row = ray.get(pipe.learner.step.remote(step, cfg.group_timeout_s))
+            try:
+                row = ray.get(pipe.learner.step.remote(step, cfg.group_timeout_s))
+            except ray.exceptions.RayActorError as e:
+                raise RunFailed(f"the learner died at step {step}; every actor was stopped. Cause: {e}") from None
             if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
                 row.update(pipe.sync_weights())
             pipe.feeder.admit(pipe.version, stop_at=cfg.steps * cfg.batch_groups)

@@ -42,3 +42,22 @@ def test_short_run_end_to_end(tiny_model_path, tmp_path):
         time.sleep(1)
     left = [psutil.Process(p).cmdline()[:3] for p in live_pids(set(descendants(os.getpid())) - before)]
     assert not left, f"processes left after shutdown: {left}"
+
+
+def test_tinyv_cascade_asks_its_llm_only_about_rule_negatives(tiny_model_path, tmp_path):
+    from jury.cluster.driver import train
+
+    cfg = load_config(None, [f"run_dir={tmp_path}", "steps=2", "batch_groups=4", "generator.group_size=4",
+                             "verifier.reward=tinyv", "progress=false"])
+    summary = train(cfg)
+    rows = read_metrics(tmp_path)
+    asked = summary["verifier0/tinyv_asked"]
+    verdicts = {}
+    for r in rows:
+        for k, v in r["verifier/verdicts"].items():
+            verdicts[k] = verdicts.get(k, 0) + v
+    # the tiny model answers wrong often enough that the rules say "incorrect" somewhere
+    assert verdicts.get("incorrect", 0) > 0
+    assert asked == verdicts["incorrect"], (asked, verdicts)  # exactly the rule negatives, nothing else
+    assert 0 < summary["verifier0/tinyv_share"] < 1
+    assert summary["verifier0/tinyv_overturned"] <= asked

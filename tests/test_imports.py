@@ -10,6 +10,7 @@ HEAVY = ("vllm", "deepspeed", "ray", "torch")
 @pytest.mark.parametrize("module", [
     "jury.cluster.messages", "jury.cluster.transport", "jury.cluster.config", "jury.verifiers.worker",
     "jury.verifiers.math_verify", "jury.verifiers.rewards", "jury.verifiers.lean_gate",
+    "jury.verifiers.arith_gate", "jury.verifiers.tinyv", "jury.verifiers.judges", "jury.verifiers.derl",
 ])
 def test_light_modules_do_not_import_heavy_ones(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"

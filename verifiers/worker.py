@@ -26,6 +26,7 @@ from jury.cluster.transport import Receiver, Sender
 from jury.verifiers import rewards as reward_schemes
 from jury.verifiers.math_verify import answer_key, check, extract_answer, normalize, quick_check
 from jury.verifiers.pool import CheckPool
+from jury.verifiers.tinyv import TinyVItem, tinyv_verify
 
 log = logging.getLogger(__name__)
 CHECK_FN = "jury.verifiers.math_verify:check"
@@ -55,13 +56,15 @@ class VerdictCache:
 
 
 class VerifierWorker:
-    def __init__(self, cfg: VerifierConfig, worker_id: str, gate=None):
+    def __init__(self, cfg: VerifierConfig, worker_id: str, gate=None, llm=None):
         self.cfg, self.worker_id = cfg, worker_id
+        self.llm = llm  # an LLMClient for the TinyV cascade
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
         self.cache = VerdictCache(cfg.cache_size)
         self.gate = gate
         self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "verify_s": 0.0,
-                                         "pool_checks": 0, "gate_calls": 0, "gate_proved": 0}
+                                         "pool_checks": 0, "gate_calls": 0, "gate_proved": 0,
+                                         "tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_s": 0.0}
         self.kinds: dict[str, int] = {}
         self.rollouts = self.scored = None
         self._thread = None
@@ -123,6 +126,7 @@ class VerifierWorker:
             verdicts=[v.kind for v in verdicts] if label is not None else None,
             token_logprobs=[s.logprobs.tolist() for s in group.samples],
             problem=group.task.prompt,
+            tinyv=self._tinyv(group, verdicts) if self.cfg.reward == "tinyv" else None,
         )
         result = self._reward(view, group)
         correct = sum(v.kind == "correct" for v in verdicts)
@@ -138,6 +142,20 @@ class VerifierWorker:
             return reward_schemes.jury(view, gate=lambda problem, key: self._gate(problem, answers.get(key, key)),
                                        fallback=self.cfg.fallback, c=self.cfg.reszero_c)
         return reward_schemes.REWARD_SCHEMES[self.cfg.reward](view)
+
+    def _tinyv(self, group: RolloutGroup, verdicts: list[Verdict]) -> list[bool | None]:
+        """TinyV add-on mode: only what the rules call incorrect goes to the LLM."""
+        if self.llm is None:
+            raise ValueError("reward=tinyv needs an LLM client (verifier.tinyv_model)")
+        items = [TinyVItem(group.task.prompt, group.task.label or "", s.answer, v.kind)
+                 for s, v in zip(group.samples, verdicts)]
+        t0 = time.perf_counter()
+        accepted = tinyv_verify(self.llm, items)
+        self.counts["tinyv_s"] += time.perf_counter() - t0
+        asked = [i for i, v in enumerate(verdicts) if v.kind == "incorrect"]
+        self.counts["tinyv_asked"] += len(asked)
+        self.counts["tinyv_overturned"] += sum(accepted[i] is True for i in asked)
+        return accepted
 
     def _gate(self, problem: str, answer: str) -> bool:
         self.counts["gate_calls"] += 1
@@ -182,6 +200,9 @@ class VerifierWorker:
         out = {f"verifier/{k}": v for k, v in self.counts.items()}
         out.update({f"verifier/verdict_{k}": v for k, v in self.kinds.items()})
         out["verifier/cache_hit_rate"] = c.hits / max(1, c.hits + c.misses)
+        if self.cfg.reward == "tinyv":
+            out["verifier/tinyv_share"] = self.counts["tinyv_asked"] / max(1, self.counts["samples"])
+            out["verifier/tinyv_s_per_group"] = self.counts["tinyv_s"] / max(1, self.counts["groups"])
         out["verifier/pool_restarts"] = self.pool.restarts
         if self.rollouts:
             out.update(self.rollouts.stats.as_dict("verifier/rollouts"))
