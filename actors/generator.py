@@ -26,12 +26,14 @@ log = logging.getLogger(__name__)
 
 
 class Generator:
-    def __init__(self, cfg: GeneratorConfig, model_path: str, actor_id: str, seed: int, max_model_len: int):
+    def __init__(self, cfg: GeneratorConfig, model_path: str, actor_id: str, seed: int, max_model_len: int,
+                 initial_version: int = 0):
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.cfg, self.actor_id = cfg, actor_id
-        self.version = 0
+        self.version = initial_version  # the version of the weights in model_path
+        self._slow_s = 0.0
         args = AsyncEngineArgs(
             model=model_path,
             dtype=cfg.dtype,
@@ -57,9 +59,10 @@ class Generator:
         self._loop_task = None
         self.tasks = self.rollouts = None
 
-    async def start(self, task_endpoint: str, rollout_endpoints: list[str]) -> str:
-        self.tasks = Receiver(connect=[task_endpoint], hwm=4, maxsize=4, name=f"{self.actor_id}-tasks")
-        self.rollouts = Sender(rollout_endpoints, hwm=256, maxsize=256, name=f"{self.actor_id}-rollouts")
+    async def start(self, task_endpoint: str, rollout_endpoints: list[str], curve=None) -> str:
+        self.tasks = Receiver(connect=[task_endpoint], hwm=4, maxsize=4, name=f"{self.actor_id}-tasks", curve=curve)
+        self.rollouts = Sender(rollout_endpoints, hwm=256, maxsize=256, name=f"{self.actor_id}-rollouts",
+                               curve=curve)
         self._loop_task = asyncio.create_task(self._loop())
         return self.actor_id
 
@@ -74,6 +77,8 @@ class Generator:
                 log.warning("%s: ignoring a %s on the task queue", self.actor_id, type(msg).__name__)
                 continue
             await self._open.wait()
+            if self._slow_s:  # fault injection
+                await asyncio.sleep(self._slow_s)
             await self._slots.acquire()
             self._begin()
             asyncio.create_task(self._generate(msg))
@@ -167,6 +172,18 @@ class Generator:
             final = out
         rows = final.prompt_logprobs[len(prompt_ids):]
         return [row[tok].logprob for row, tok in zip(rows, completion_ids)]
+
+    async def is_started(self) -> bool:
+        """False after Ray restarted this actor: the driver wires it in again."""
+        return self.tasks is not None
+
+    async def connect_rollouts(self, endpoints: list[str]):
+        """A restarted verifier's new endpoint."""
+        self.rollouts.connect(endpoints)
+
+    async def slow(self, seconds: float):
+        """Fault injection: wait this long before each task from now on."""
+        self._slow_s = seconds
 
     async def stats(self) -> dict:
         out = dict(self._stats, version=self.version, in_flight=self._in_flight,

@@ -26,7 +26,7 @@ class LLMServer:
 
     async def _template(self, prompt: str) -> str:
         if self.tokenizer is None:
-            self.tokenizer = await self.engine.get_tokenizer()
+            self.tokenizer = self.engine.tokenizer
         if getattr(self.tokenizer, "chat_template", None):
             return self.tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
                                                       add_generation_prompt=True)

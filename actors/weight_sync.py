@@ -9,6 +9,7 @@ on GPUs). The sending half is the learner's WeightSender.
 """
 from __future__ import annotations
 
+import logging
 import time
 
 
@@ -57,6 +58,8 @@ class WeightReceiver:
                 weights.append((names[i], part.view(shapes[i])))
         t1 = time.perf_counter()
         model = self.model_runner.model
+        # rotary embeddings hold no weights; vLLM's reload warns about each one on every sync
+        logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").setLevel(logging.ERROR)
         # vLLM's parameters lose their weight_loader after the first load; the reload
         # helpers restore it around load_weights (see PLATFORM.md).
         initialize_layerwise_reload(model)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 
@@ -10,13 +11,19 @@ def _train(args) -> int:
     from jury.cluster.config import ConfigError, load_config
     from jury.cluster.driver import RunFailed, train
 
+    config = args.config
+    if args.resume:
+        if args.config:
+            print("jury train: --resume uses the run's own config.yaml; give changes as key=value", file=sys.stderr)
+            return 2
+        config = os.path.join(args.resume, "config.yaml")
     try:
-        cfg = load_config(args.config, args.overrides)
+        cfg = load_config(config, args.overrides)
     except (ConfigError, OSError) as e:
         print(f"jury train: bad config: {e}", file=sys.stderr)
         return 2
     try:
-        summary = train(cfg)
+        summary = train(cfg, resume=args.resume)
     except KeyboardInterrupt:
         print("jury train: interrupted; every actor was stopped", file=sys.stderr)
         return 130
@@ -49,6 +56,7 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="run a training run (no arguments: the embedded default)")
     p.add_argument("--config", help="YAML config file")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. steps=20 generator.group_size=4")
     p.set_defaults(func=_train)
     p = sub.add_parser("make-tiny-model", help="build (or reuse) the local tiny model")

@@ -14,6 +14,8 @@ from typing import Literal
 
 import yaml
 
+from jury.verifiers.lean_gate import LeanGateConfig  # standard library only, like this module
+
 
 class ConfigError(ValueError):
     pass
@@ -45,19 +47,21 @@ class VerifierConfig:
     check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
     cache_size: int = 100_000
     tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or "tiny" for the local tiny model
-    tinyv_max_model_len: int = 2048
+    tinyv_max_model_len: int = 4096
     num_cpus: float = 0.5
 
 
 @dataclass(frozen=True)
 class LearnerConfig:
-    lr: float = 2e-4
+    lr: float = 1e-4
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     kl_coef: float = 0.0           # k3 KL to a frozen reference; 0 = no reference model
     clip_low: float = 0.2
     clip_high: float = 0.2
-    advantage: Literal["grpo", "drgrpo", "rloo"] = "grpo"
+    # drgrpo (no std): JURY-RL's ResZero fallback is small on purpose (c = 0.01); dividing by the
+    # group's std would blow it up to the size of a proved group's signal (see README, Results)
+    advantage: Literal["grpo", "drgrpo", "rloo"] = "drgrpo"
     adv_eps: float = 1e-6
     loss_agg: Literal["token-mean", "seq-mean", "drgrpo"] = "token-mean"
     tis_cap: float = 0.0           # >0: truncated importance weight to the behaviour policy
@@ -74,7 +78,7 @@ class RunConfig:
     model: str = "tiny"            # "tiny": build (or reuse) the local tiny model; otherwise a HF folder
     dataset: str = "synthetic"     # "synthetic" or a MATH-shaped JSONL path
     seed: int = 0
-    steps: int = 60                # learner steps
+    steps: int = 300               # learner steps
     batch_groups: int = 8          # groups (prompts) per learner step
     max_staleness: int = 1         # 0 = synchronous on-policy
     sync_every: int = 1            # learner steps between weight syncs
@@ -84,12 +88,18 @@ class RunConfig:
     max_prompt_tokens: int = 128   # longer prompts are refused by the feeder (counted)
     weight_backend: Literal["gloo", "nccl"] = "gloo"
     bucket_mb: int = 64
+    curve: bool = False            # ZeroMQ CURVE: encrypt the data plane, refuse peers without the run's keys
+    checkpoint_every: int = 0      # learner steps between checkpoints (0: only the final one)
+    max_restarts: int = 3          # Ray restarts of a crashed generator or verifier
+    resend_after_s: float = 120.0  # the learner reports missing groups after waiting this long; they are re-sent
+    faults: str = ""               # fault injection, e.g. "kill:verifier0@3,slow:generator0@2:5" (action:target@step[:seconds])
     run_dir: str = ""              # default: runs/<timestamp>
     group_timeout_s: float = 600.0  # the learner gives up waiting for a batch after this
     progress: bool = True
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
+    lean: LeanGateConfig = field(default_factory=LeanGateConfig)  # verifier.gate=lean: models, Lean command
 
     def __post_init__(self):
         positive = ["steps", "batch_groups", "sync_every", "num_generators", "num_verifiers",
@@ -111,6 +121,37 @@ class RunConfig:
                 f"{self.generator.max_new_tokens}) exceeds max_model_len ({self.max_model_len})")
         if self.verifier.check_timeout_s <= 0:
             raise ConfigError("verifier.check_timeout_s must be > 0")
+        if self.checkpoint_every < 0 or self.max_restarts < 0 or self.resend_after_s <= 0:
+            raise ConfigError("checkpoint_every and max_restarts must be >= 0, resend_after_s > 0")
+        parse_faults(self.faults, self.num_generators, self.num_verifiers)
+
+
+@dataclass(frozen=True)
+class Fault:
+    action: str   # kill | slow
+    target: str   # generator<i> | verifier<i>
+    step: int     # applied before this learner step
+    seconds: float = 0.0
+
+
+def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1) -> list[Fault]:
+    """"kill:verifier0@3,slow:generator0@2:5" -> Faults; a bad item is refused naming it."""
+    faults = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        try:
+            action, rest = item.split(":", 1)
+            target, when = rest.split("@", 1)
+            step, _, seconds = when.partition(":")
+            role = target.rstrip("0123456789")
+            index = int(target[len(role):])
+            fault = Fault(action, target, int(step), float(seconds or 0))
+        except ValueError:
+            raise ConfigError(f"faults: {item!r} is not action:target@step[:seconds]") from None
+        limit = {"generator": num_generators, "verifier": num_verifiers}.get(role)
+        if action not in ("kill", "slow") or limit is None or not 0 <= index < limit or fault.step < 0:
+            raise ConfigError(f"faults: {item!r}: action kill|slow, target generator<i>|verifier<i> that exists, step >= 0")
+        faults.append(fault)
+    return faults
 
 
 def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig:
@@ -149,7 +190,7 @@ def _build(cls, data: dict, prefix: str):
         kwargs[name] = _value(hints[name], value, prefix + name)
     try:
         return cls(**kwargs)
-    except ConfigError as e:
+    except (ConfigError, ValueError) as e:  # a section's own checks raise ValueError
         raise ConfigError(f"{prefix}{e}" if prefix else str(e)) from None
 
 

@@ -5,6 +5,10 @@ of batch s is admitted only while the generators' policy version v satisfies
 s - v <= max_staleness, so no sample can be more than max_staleness versions older
 than the learner that consumes it. With max_staleness 0 only the current batch is
 ever in flight: synchronous on-policy training.
+
+The feeder is also the ledger: every admitted task stays in `pending` until the
+learner has consumed its batch, so a group lost with a crashed worker can be sent
+again with the same id (the learner drops whichever copy comes second).
 """
 from __future__ import annotations
 
@@ -19,15 +23,19 @@ log = logging.getLogger(__name__)
 
 class Feeder:
     def __init__(self, dataset: str, seed: int, batch_groups: int, max_staleness: int, host: str,
-                 *, tokenizer=None, max_prompt_tokens: int = 0):
+                 *, tokenizer=None, max_prompt_tokens: int = 0, curve=None):
         self.problems = problem_stream(dataset, seed)
         self.seed, self.batch_groups, self.max_staleness = seed, batch_groups, max_staleness
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
         self.admitted = 0
         self.refused_too_long = 0
+        self.resent = 0
+        self.drawn = 0                          # problems taken from the stream, refused ones included
+        self.pending: dict[int, PromptTask] = {}  # the ledger: admitted, not yet consumed
+        self.positions: dict[int, int] = {}      # task index -> stream position it was drawn at
         # the bound admits at most (max_staleness + 1) · B tasks ahead, so this HWM never blocks
         cap = (max_staleness + 2) * batch_groups
-        self.sender = Sender(bind_host=host, hwm=cap, maxsize=cap, name="feeder")
+        self.sender = Sender(bind_host=host, hwm=cap, maxsize=cap, name="feeder", curve=curve)
         self.endpoint = self.sender.endpoint
 
     def limit(self, version: int) -> int:
@@ -38,13 +46,42 @@ class Feeder:
         """Admit every task the budget allows (never past `stop_at` tasks in total); returns how many."""
         n = 0
         while self.admitted < min(self.limit(version), stop_at):
-            self.sender.send(self._task(self._next_problem(), version))
+            self.positions[self.admitted] = self.drawn
+            task = self._task(self._next_problem(), version)
+            self.pending[task.index] = task
+            self.sender.send(task)
             self.admitted += 1
             n += 1
         return n
 
+    def consumed(self, upto: int):
+        """The learner has every task with index < upto: drop them from the ledger."""
+        for i in [i for i in self.pending if i < upto]:
+            del self.pending[i]
+            self.positions.pop(i, None)
+
+    def resend(self, indices: list[int]) -> int:
+        """Send pending tasks again, same ids (after a worker crash lost them)."""
+        tasks = [self.pending[i] for i in indices if i in self.pending]
+        for t in tasks:
+            self.sender.send(t)
+        self.resent += len(tasks)
+        return len(tasks)
+
+    def position_of(self, index: int) -> int:
+        """Stream position from which task `index` is (or will be) drawn: for checkpoints."""
+        return self.positions.get(index, self.drawn)
+
+    def fast_forward(self, next_index: int, stream_position: int):
+        """Continue a resumed run: skip what earlier batches used, number tasks from next_index."""
+        while self.drawn < stream_position:
+            next(self.problems)
+            self.drawn += 1
+        self.admitted = next_index
+
     def _next_problem(self) -> Problem:
         for p in self.problems:
+            self.drawn += 1
             if self.tokenizer is None or self.max_prompt_tokens <= 0:
                 return p
             n = len(self.tokenizer(p.problem + PROMPT_SUFFIX)["input_ids"])

@@ -12,13 +12,14 @@ from pathlib import Path
 
 
 class MetricsLog:
-    def __init__(self, run_dir: Path, total_steps: int, progress: bool = True):
+    def __init__(self, run_dir: Path, total_steps: int, progress: bool = True, initial: int = 0):
         from tqdm import tqdm
 
         self.path = Path(run_dir) / "metrics.jsonl"
         self.file = open(self.path, "a", encoding="utf-8")
         self.t0 = time.time()
-        self.bar = tqdm(total=total_steps, desc="train", unit="step", disable=not progress, dynamic_ncols=True)
+        self.bar = tqdm(total=total_steps, initial=initial, desc="train", unit="step", disable=not progress,
+                        dynamic_ncols=True)
 
     def log(self, step: int, metrics: dict):
         row = {"step": step, "time_s": round(time.time() - self.t0, 3), **metrics}

@@ -4,7 +4,13 @@ A byte-level BPE tokenizer trained on the synthetic task, a 4-layer Llama with
 head_dim 64 (vLLM's CPU attention refuses smaller heads), and a short supervised
 warm-up so that the sampled pass rate lands between 0 and 1: RL needs both
 successes and failures in a group to have a signal. The measured pass rate is
-written next to the weights. Building is idempotent: a stamp of the build settings
+written next to the weights.
+
+The warm-up writes only `boxed_share` of its answers in \boxed{}, the rest bare. A
+bare answer counts as no answer, so the model starts out knowing more arithmetic
+than it gets credit for: RL on a couple of CPU minutes can then visibly raise the
+pass rate (by learning the format and sharpening what it knows), which is what the
+embedded default is meant to show. `pass_rate.json` records both rates. Building is idempotent: a stamp of the build settings
 is checked and a matching folder is reused.
 """
 from __future__ import annotations
@@ -27,13 +33,14 @@ class TinyModelSpec:
     heads: int = 2  # head_dim = hidden / heads = 64
     intermediate: int = 384
     vocab: int = 384
-    max_positions: int = 256
+    max_positions: int = 4096  # RoPE has no learned positions; long verifier prompts (TinyV) must fit
     warmup_steps: int = 1500
     warmup_batch: int = 64
     warmup_lr: float = 1e-3
-    target_pass_rate: float = 0.35  # stop the warm-up once sampling passes this often
+    target_pass_rate: float = 0.2  # stop the warm-up once sampling passes this often
+    boxed_share: float = 0.4       # share of warm-up answers written in \boxed{}
     seed: int = 0
-    version: int = 1  # bump when the recipe changes, so caches rebuild
+    version: int = 3  # bump when the recipe changes, so caches rebuild
 
 
 def default_path() -> Path:
@@ -89,14 +96,15 @@ def build_model(spec: TinyModelSpec, tokenizer):
     return LlamaForCausalLM(config)
 
 
-def _batch(tokenizer, problems):
+def _batch(tokenizer, problems, rng: random.Random, boxed_share: float):
     """Token ids of prompt + solution + eos, and a loss mask on the completion only."""
     import torch
 
     rows, masks = [], []
     for p in problems:
         prompt = tokenizer(p.problem + PROMPT_SUFFIX)["input_ids"]
-        completion = tokenizer(synthetic_solution(p), add_special_tokens=False)["input_ids"]
+        text = synthetic_solution(p) if rng.random() < boxed_share else p.answer
+        completion = tokenizer(text, add_special_tokens=False)["input_ids"]
         ids = prompt + completion + [tokenizer.eos_token_id]
         rows.append(ids)
         masks.append([0] * len(prompt) + [1] * (len(completion) + 1))
@@ -107,8 +115,9 @@ def _batch(tokenizer, problems):
     return ids, mask
 
 
-def sampled_pass_rate(model, tokenizer, problems, temperature: float = 1.0) -> float:
-    """Share of problems whose sampled completion boxes the right answer."""
+def sampled_rates(model, tokenizer, problems, temperature: float = 1.0) -> tuple[float, float]:
+    """(pass rate, answer rate): shares of sampled completions that box the right answer,
+    and that state it at all (boxed or bare)."""
     import torch
 
     from jury.verifiers.answers import extract_boxed
@@ -122,21 +131,23 @@ def sampled_pass_rate(model, tokenizer, problems, temperature: float = 1.0) -> f
             pad_token_id=tokenizer.pad_token_id,
         )
     texts = tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-    hits = sum(extract_boxed(t) == p.answer for t, p in zip(texts, problems))
-    return hits / len(problems)
+    boxed = sum(extract_boxed(t) == p.answer for t, p in zip(texts, problems))
+    stated = sum((extract_boxed(t) or t.strip()) == p.answer for t, p in zip(texts, problems))
+    return boxed / len(problems), stated / len(problems)
 
 
-def warm_up(model, tokenizer, spec: TinyModelSpec, rng: random.Random, progress=True) -> tuple[int, float]:
+def warm_up(model, tokenizer, spec: TinyModelSpec, rng: random.Random, progress=True) -> tuple[int, float, float]:
     """Supervised steps until the sampled pass rate reaches the target (or steps run out)."""
     import torch
     from tqdm import tqdm
 
     opt = torch.optim.AdamW(model.parameters(), lr=spec.warmup_lr)
     eval_set = [synthetic_problem(random.Random(10_000 + i)) for i in range(256)]
-    rate, step = 0.0, 0
+    rate, stated, step = 0.0, 0.0, 0
     bar = tqdm(total=spec.warmup_steps, desc="warm-up", disable=not progress)
     for step in range(1, spec.warmup_steps + 1):
-        ids, mask = _batch(tokenizer, [synthetic_problem(rng) for _ in range(spec.warmup_batch)])
+        ids, mask = _batch(tokenizer, [synthetic_problem(rng) for _ in range(spec.warmup_batch)], rng,
+                           spec.boxed_share)
         logits = model(input_ids=ids).logits[:, :-1]
         loss = torch.nn.functional.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
@@ -149,12 +160,12 @@ def warm_up(model, tokenizer, spec: TinyModelSpec, rng: random.Random, progress=
         bar.set_postfix(loss=f"{loss.item():.3f}", pass_rate=f"{rate:.2f}")
         if step % 25 == 0:
             model.eval()
-            rate = sampled_pass_rate(model, tokenizer, eval_set)
+            rate, stated = sampled_rates(model, tokenizer, eval_set)
             model.train()
             if rate >= spec.target_pass_rate:
                 break
     bar.close()
-    return step, rate
+    return step, rate, stated
 
 
 def make_tiny_model(path: str | Path | None = None, spec: TinyModelSpec = TinyModelSpec(), progress=True) -> Path:
@@ -169,14 +180,15 @@ def make_tiny_model(path: str | Path | None = None, spec: TinyModelSpec = TinyMo
     rng = random.Random(spec.seed)
     tokenizer = build_tokenizer(spec, rng)
     model = build_model(spec, tokenizer)
-    steps, rate = warm_up(model, tokenizer, spec, rng, progress=progress)
+    steps, rate, stated = warm_up(model, tokenizer, spec, rng, progress=progress)
     if not 0.0 < rate < 1.0:
         raise RuntimeError(f"warm-up ended with pass rate {rate}: RL needs it strictly between 0 and 1")
     tmp = path.with_name(path.name + ".tmp")
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     (tmp / "pass_rate.json").write_text(json.dumps(
-        {"sampled_pass_rate": rate, "temperature": 1.0, "eval_problems": 256, "warmup_steps": steps}, indent=2))
+        {"sampled_pass_rate": rate, "sampled_answer_rate_boxed_or_bare": stated, "temperature": 1.0,
+         "eval_problems": 256, "warmup_steps": steps, "boxed_share": spec.boxed_share}, indent=2))
     (tmp / STAMP).write_text(json.dumps({"spec": asdict(spec)}, indent=2))
     if path.exists():
         import shutil

@@ -29,6 +29,60 @@ log = logging.getLogger(__name__)
 _POLL_MS = 100
 
 
+@dataclass(frozen=True)
+class CurveKeys:
+    """ZeroMQ CURVE keys of a run (config `curve: true`): encryption and authentication.
+
+    The side that binds is the CURVE server; it accepts only peers that present the
+    run's client key, so a process that does not hold the keys cannot put a frame on
+    any queue. The driver makes the keys and hands them to the actors over Ray.
+    """
+    server_public: bytes
+    server_secret: bytes
+    client_public: bytes
+    client_secret: bytes
+
+    @staticmethod
+    def generate() -> "CurveKeys":
+        sp, ss = zmq.curve_keypair()
+        cp, cs = zmq.curve_keypair()
+        return CurveKeys(sp, ss, cp, cs)
+
+
+_authenticators: dict[int, object] = {}
+
+
+def _secure(sock, keys: CurveKeys | None, server: bool):
+    if keys is None:
+        return
+    if server:
+        ctx = zmq.Context.instance()
+        if id(ctx) not in _authenticators:  # one ZAP handler per context, allowing only the run's client key
+            from zmq.auth.thread import ThreadAuthenticator
+
+            auth = ThreadAuthenticator(ctx)
+            auth.start()
+            auth.configure_curve_callback(domain="*", credentials_provider=_AllowKeys({keys.client_public}))
+            _authenticators[id(ctx)] = auth
+        else:
+            _authenticators[id(ctx)].credentials_providers["*"].keys.add(keys.client_public)
+        sock.curve_secretkey, sock.curve_publickey, sock.curve_server = keys.server_secret, keys.server_public, True
+    else:
+        sock.curve_secretkey, sock.curve_publickey = keys.client_secret, keys.client_public
+        sock.curve_serverkey = keys.server_public
+
+
+class _AllowKeys:
+    def __init__(self, keys: set[bytes]):
+        self.keys = keys
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        if key in self.keys:
+            return True
+        log.warning("refused a ZeroMQ peer with an unknown CURVE key")
+        return False
+
+
 @dataclass
 class QueueStats:
     sent: int = 0
@@ -43,13 +97,14 @@ class Receiver:
     """A PULL socket, bound to a random port or connected, feeding a bounded local queue."""
 
     def __init__(self, host: str = "127.0.0.1", *, connect: list[str] | None = None,
-                 hwm: int = 64, maxsize: int = 64, name: str = "recv"):
+                 hwm: int = 64, maxsize: int = 64, name: str = "recv", curve: CurveKeys | None = None):
         self.name, self.stats = name, QueueStats()
         self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
         self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.PULL)
         self._sock.setsockopt(zmq.RCVHWM, hwm)
         self._sock.setsockopt(zmq.LINGER, 0)
+        _secure(self._sock, curve, server=not connect)
         if connect:
             for ep in connect:
                 self._sock.connect(ep)
@@ -109,25 +164,32 @@ class Sender:
     """A PUSH socket (connected to one or more PULL endpoints, round-robin) fed by a bounded local queue."""
 
     def __init__(self, endpoints: list[str] | None = None, *, bind_host: str | None = None,
-                 hwm: int = 64, maxsize: int = 64, name: str = "send"):
+                 hwm: int = 64, maxsize: int = 64, name: str = "send", curve: CurveKeys | None = None):
         self.name, self.stats = name, QueueStats()
         self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
         self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.PUSH)
         self._sock.setsockopt(zmq.SNDHWM, hwm)
         self._sock.setsockopt(zmq.LINGER, 2000)  # let queued frames go out at close
+        # only live peers get frames: none queue up for a dead or restarting worker
+        self._sock.setsockopt(zmq.IMMEDIATE, 1)
+        _secure(self._sock, curve, server=bool(bind_host))
         self.endpoint = None
         if bind_host:
             port = self._sock.bind_to_random_port(f"tcp://{bind_host}")
             self.endpoint = f"tcp://{bind_host}:{port}"
         for ep in endpoints or []:
             self._sock.connect(ep)
+        self._connect_requests: queue.Queue = queue.Queue()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"zmq-{name}", daemon=True)
         self._thread.start()
 
     def _run(self):
         while True:
+            while not self._connect_requests.empty():
+                for ep in self._connect_requests.get():
+                    self._sock.connect(ep)
             try:
                 frames = self._queue.get(timeout=_POLL_MS / 1000)
             except queue.Empty:
@@ -149,6 +211,10 @@ class Sender:
     def send(self, msg, timeout: float | None = None):
         """Encode now (errors surface in the caller), hand the frames to the socket thread."""
         self._queue.put(encode(msg), timeout=timeout)
+
+    def connect(self, endpoints: list[str]):
+        """More peers (a restarted worker's new endpoint); only the socket thread may touch the socket."""
+        self._connect_requests.put(list(endpoints))
 
     def send_raw(self, frames: list):
         """Frames as they are: for tests of the receiver's refusal of bad input."""

@@ -9,7 +9,8 @@ Groups arrive out of order (several generators, several verifiers); the learner
 buffers them by admission index and always trains batch s on exactly its B groups.
 With the feeder's admission rule this bounds staleness exactly, and with
 max_staleness 0 it makes a run the same as a plain synchronous loop. Duplicates (a
-group sent twice after a crash) are dropped by task id.
+group re-sent after a crash whose first copy arrived after all) are dropped by
+admission index: one already buffered, or one whose batch was already trained.
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def _init_distributed(backend: str):
 
 class Learner:
     def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, max_new_tokens: int,
-                 temperature: float, seed: int = 0, device: str = "cpu"):
+                 temperature: float, seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
+                 initial_version: int = 0):
         import deepspeed
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -64,6 +66,7 @@ class Learner:
         dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
         self.pad_id = AutoTokenizer.from_pretrained(model_path).pad_token_id or 0
+        self.model_path = model_path
         self.ref_model = None
         if cfg.kl_coef > 0:
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
@@ -79,17 +82,20 @@ class Learner:
             "steps_per_print": 10**9,
         }
         self.engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
-        self.version = 0
+        if checkpoint:  # weights and optimizer state of a resumed run
+            path, _ = self.engine.load_checkpoint(checkpoint)
+            if path is None:
+                raise FileNotFoundError(f"no DeepSpeed checkpoint in {checkpoint}")
+        self.version = initial_version
         self.buffer: dict[int, ScoredGroup] = {}
-        self.seen: set[str] = set()
-        self.counts = {"duplicates": 0, "refused_groups": 0, "late_groups": 0}
+        self.counts = {"duplicates": 0, "refused_groups": 0}
         self.inbox = None
         self.sender = None
 
     # ── wiring ──
-    def start(self, host: str | None) -> str:
+    def start(self, host: str | None, curve=None) -> str:
         """Bind the scored-group queue on this node's address; verifiers connect to it."""
-        self.inbox = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored")
+        self.inbox = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve)
         return self.inbox.endpoint
 
     def _take(self, timeout: float):
@@ -99,34 +105,39 @@ class Learner:
         if not isinstance(msg, ScoredGroup):
             log.warning("learner: ignoring a %s on the scored queue", type(msg).__name__)
             return
-        tid = msg.group.task.task_id
-        if tid in self.seen:
+        index = msg.group.task.index
+        if index in self.buffer or index < self.version * self.batch_groups:
             self.counts["duplicates"] += 1
             return
-        self.seen.add(tid)
-        if msg.group.task.index < self.version * self.batch_groups:
-            self.counts["late_groups"] += 1  # its batch was already trained (only after a restart)
-            return
-        self.buffer[msg.group.task.index] = msg
+        self.buffer[index] = msg
 
-    def wait_batch(self, step: int, timeout_s: float) -> list[ScoredGroup]:
+    def wait_batch(self, step: int, timeout_s: float) -> tuple[list[ScoredGroup], list[int]]:
+        """The B groups of batch `step`, or after timeout_s the indices still missing."""
         want = range(step * self.batch_groups, (step + 1) * self.batch_groups)
         deadline = time.monotonic() + timeout_s
         while any(i not in self.buffer for i in want):
             if time.monotonic() > deadline:
-                missing = [i for i in want if i not in self.buffer]
-                raise TimeoutError(f"learner step {step}: groups {missing} did not arrive within {timeout_s}s")
+                return [], [i for i in want if i not in self.buffer]
             self._take(timeout=0.2)
-        return [self.buffer.pop(i) for i in want]
+        return [self.buffer.pop(i) for i in want], []
 
     # ── the step ──
     def step(self, step: int, timeout_s: float = 600.0) -> dict:
+        """Train batch `step`; {"missing": [...]} instead if its groups are not all here in timeout_s."""
+        if step != self.version:
+            raise ValueError(f"asked for step {step} but the learner is at version {self.version}")
         t0 = time.perf_counter()
-        groups = self.wait_batch(step, timeout_s)
+        groups, missing = self.wait_batch(step, timeout_s)
+        if missing:
+            return {"missing": missing}
         t1 = time.perf_counter()
         metrics = self.train_on(groups)
         t2 = time.perf_counter()
         metrics.update(self._group_metrics(groups))
+        # which groups this step consumed, and which policy version made them: the run's ledger
+        metrics["ledger"] = [{"task_id": g.group.task.task_id, "index": g.group.task.index, "step": step,
+                              "version_start": g.group.version_start, "version_end": g.group.version_end,
+                              "generator": g.group.actor_id, "verifier": g.worker_id} for g in groups]
         metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
                         "learner/queue_depth": self.inbox.depth() + len(self.buffer)})
         metrics.update({f"learner/{k}": v for k, v in self.counts.items()})
@@ -216,8 +227,13 @@ class Learner:
 
     # ── checkpoints and probes ──
     def save(self, path: str) -> str:
+        """A Hugging Face folder (for generators and evaluation) plus DeepSpeed's state in engine/."""
+        from transformers import AutoTokenizer
+
         os.makedirs(path, exist_ok=True)
         self.engine.module.save_pretrained(path)
+        AutoTokenizer.from_pretrained(self.model_path).save_pretrained(path)
+        self.engine.save_checkpoint(os.path.join(path, "engine"), tag=f"v{self.version}")
         return path
 
     def logprobs_of(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:

@@ -17,7 +17,7 @@ def test_short_run_end_to_end(tiny_model_path, tmp_path):
     from jury.cluster.driver import train
 
     before = set(descendants(os.getpid()))
-    cfg = load_config(None, [f"run_dir={tmp_path}", "steps=4", "batch_groups=4", "max_staleness=1",
+    cfg = load_config(None, [f"run_dir={tmp_path}", "steps=4", "batch_groups=4", "max_staleness=1", "curve=true",
                              "generator.group_size=4", "progress=false"])
     summary = train(cfg)
 
@@ -34,6 +34,10 @@ def test_short_run_end_to_end(tiny_model_path, tmp_path):
     assert all(r["learner/tokens"] > 0 for r in rows)
     assert (tmp_path / "final" / "model.safetensors").exists()
     assert (tmp_path / "config.yaml").exists()
+    import json
+
+    ledger = [json.loads(line) for line in open(tmp_path / "ledger.jsonl")]
+    assert sorted(e["index"] for e in ledger) == list(range(16))  # every admitted group trained once
     # nothing left behind: every process the run started is gone
     import time
 
@@ -61,3 +65,31 @@ def test_tinyv_cascade_asks_its_llm_only_about_rule_negatives(tiny_model_path, t
     assert asked == verdicts["incorrect"], (asked, verdicts)  # exactly the rule negatives, nothing else
     assert 0 < summary["verifier0/tinyv_share"] < 1
     assert summary["verifier0/tinyv_overturned"] <= asked
+    assert summary["verifier0/tinyv_failed"] == 0
+
+
+def test_lean_gate_path_runs_end_to_end_against_the_repl_double(tiny_model_path, tmp_path):
+    """JURY-RL with the Lean gate: three LLM roles on a vLLM engine (the tiny model here),
+    checks through the REPL pool speaking the real protocol to the double. The tiny model
+    writes no Lean, so the gate stays inconclusive and ResZero keeps every group's sum at 0."""
+    import shlex
+    import sys
+    from pathlib import Path
+
+    from jury.cluster.driver import train
+
+    double = shlex.join([sys.executable, str(Path(__file__).with_name("lean_repl_double.py"))])
+    cfg = load_config(None, [
+        f"run_dir={tmp_path}", "steps=2", "batch_groups=2", "generator.group_size=4", "progress=false",
+        "verifier.gate=lean", "lean.formalizer_model=tiny", "lean.checker_model=tiny", "lean.prover_model=tiny",
+        "lean.num_statements=2", "lean.max_attempts=2", "lean.attempts_per_round=2",
+        "lean.formalizer_max_tokens=32", "lean.checker_max_tokens=16", "lean.prover_max_tokens=32",
+        f"lean.lean.command={double}", "lean.lean.user=", "lean.lean.pool_size=1"])
+    summary = train(cfg)
+    rows = read_metrics(tmp_path)
+    assert len(rows) == 2
+    assert summary["verifier0/gate_calls"] >= 1           # the gate was asked about majority answers
+    assert summary["verifier0/gate_proved"] == 0
+    assert "verifier0/verdict_error" not in summary           # no group failed to score
+    assert any(k.startswith("verifier0/lean_") for k in summary)  # the gate's own cost record
+    assert all(abs(r["reward/mean"]) < 1e-6 for r in rows)  # ResZero: zero-sum groups

@@ -75,3 +75,27 @@ def test_wake_unblocks_a_waiting_reader():
         assert isinstance(recv.get(timeout=1), Shutdown)
     finally:
         recv.close()
+
+
+def test_curve_refuses_peers_without_the_run_keys():
+    from jury.cluster.transport import CurveKeys
+
+    keys = CurveKeys.generate()
+    intruder = CurveKeys.generate()
+    stolen_server_key = CurveKeys(keys.server_public, b"", intruder.client_public, intruder.client_secret)
+    recv = Receiver(name="secure", curve=keys)
+    senders = [Sender([recv.endpoint], name="plain"),                             # no CURVE at all
+               Sender([recv.endpoint], name="intruder", curve=stolen_server_key)]  # right server, unknown client
+    good = Sender([recv.endpoint], name="good", curve=keys)
+    try:
+        for i, s in enumerate(senders):
+            s.send(_task(100 + i))
+        assert recv.get(timeout=1.5) is None  # neither got a frame through
+        good.send(_task(1))
+        got = recv.get(timeout=5)
+        assert got is not None and got.task_id == "t1"
+        assert recv.get(timeout=0.5) is None
+    finally:
+        for s in senders + [good]:
+            s.close()
+        recv.close()

@@ -17,7 +17,7 @@ def _group(texts, label="12", prompt="Compute 5+7.\n", index=0):
 
 @pytest.fixture
 def worker():
-    w = VerifierWorker(VerifierConfig(reward="ground_truth", check_timeout_s=2.0), "v0", gate=arith_gate)
+    w = VerifierWorker(VerifierConfig(reward="ground_truth", check_timeout_s=2.0), "v0", gate_factory=lambda: arith_gate)
     yield w
     w.stop()
 
@@ -34,7 +34,7 @@ def test_ground_truth_verdicts_rewards_and_cache(worker):
 
 
 def test_jury_reward_with_the_arithmetic_gate():
-    w = VerifierWorker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate=arith_gate)
+    w = VerifierWorker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate_factory=lambda: arith_gate)
     try:
         # majority 12 (4 of 6) is right: the gate proves it, rewards are 1[a = majority]
         sg = w.score(_group(["\\boxed{12}"] * 4 + ["\\boxed{11}", "\\boxed{3}"]))
@@ -84,3 +84,34 @@ def test_queues_in_and_out_survive_a_malformed_frame(worker):
         send.close()
     finally:
         out.close()
+
+
+class _ScriptedTinyV:
+    """An LLMClient that says True to every question, or fails when told to."""
+
+    def __init__(self, fail=False):
+        self.fail, self.prompts = fail, []
+
+    def generate(self, prompts, *, n=1, temperature=0.0, max_tokens=512):
+        if self.fail:
+            raise TimeoutError("engine unreachable")
+        from jury.verifiers.llm import Completion
+
+        self.prompts += list(prompts)
+        return [[Completion("True", 1)] * n for _ in prompts]
+
+
+def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
+    llm = _ScriptedTinyV()
+    w = VerifierWorker(VerifierConfig(reward="tinyv"), "v2", llm=llm)
+    try:
+        sg = w.score(_group(["\\boxed{12}", "\\boxed{13}", "nothing", "\\boxed{11}"]))
+        assert len(llm.prompts) == 2 and "13" in llm.prompts[0] and "11" in llm.prompts[1]
+        assert sg.rewards.tolist() == [1.0, 1.0, 0.0, 1.0]  # this judge overturns every rule negative
+        assert w.stats()["verifier/tinyv_share"] == 0.5
+        w.llm = _ScriptedTinyV(fail=True)
+        sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
+        assert sg.rewards.tolist() == [1.0, 0.0]  # the rules' verdicts stand
+        assert w.counts["tinyv_failed"] == 1
+    finally:
+        w.stop()

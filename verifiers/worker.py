@@ -56,28 +56,30 @@ class VerdictCache:
 
 
 class VerifierWorker:
-    def __init__(self, cfg: VerifierConfig, worker_id: str, gate=None, llm=None):
+    def __init__(self, cfg: VerifierConfig, worker_id: str, gate_factory=None, llm=None):
         self.cfg, self.worker_id = cfg, worker_id
         self.llm = llm  # an LLMClient for the TinyV cascade
+        # built here, in this process: a gate may own processes (Lean REPLs) that cannot be shipped
+        self.gate = gate_factory() if gate_factory else None
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
         self.cache = VerdictCache(cfg.cache_size)
-        self.gate = gate
         self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "verify_s": 0.0,
                                          "pool_checks": 0, "gate_calls": 0, "gate_proved": 0,
-                                         "tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_s": 0.0}
+                                         "tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_failed": 0, "tinyv_s": 0.0}
         self.kinds: dict[str, int] = {}
         self.rollouts = self.scored = None
         self._thread = None
+        self._slow_s = 0.0
 
     # ── wiring ──
-    def start(self, host: str | None, learner_endpoint: str) -> str:
+    def start(self, host: str | None, learner_endpoint: str, curve=None) -> str:
         """Bind the rollout queue on this node's address; return it for the generators."""
         if host is None:
             import ray  # only on a cluster: this node's address
 
             host = ray.util.get_node_ip_address()
-        self.rollouts = Receiver(host, hwm=256, maxsize=256, name=f"{self.worker_id}-rollouts")
-        self.scored = Sender([learner_endpoint], hwm=256, maxsize=256, name=f"{self.worker_id}-scored")
+        self.rollouts = Receiver(host, hwm=256, maxsize=256, name=f"{self.worker_id}-rollouts", curve=curve)
+        self.scored = Sender([learner_endpoint], hwm=256, maxsize=256, name=f"{self.worker_id}-scored", curve=curve)
         self._thread = threading.Thread(target=self._loop, name=self.worker_id, daemon=True)
         self._thread.start()
         return self.rollouts.endpoint
@@ -92,6 +94,8 @@ class VerifierWorker:
             if not isinstance(msg, RolloutGroup):
                 log.warning("%s: ignoring a %s on the rollout queue", self.worker_id, type(msg).__name__)
                 continue
+            if self._slow_s:  # fault injection
+                time.sleep(self._slow_s)
             self.scored.send(self.score(msg))
 
     # ── the work ──
@@ -150,8 +154,14 @@ class VerifierWorker:
         items = [TinyVItem(group.task.prompt, group.task.label or "", s.answer, v.kind)
                  for s, v in zip(group.samples, verdicts)]
         t0 = time.perf_counter()
-        accepted = tinyv_verify(self.llm, items)
-        self.counts["tinyv_s"] += time.perf_counter() - t0
+        try:
+            accepted = tinyv_verify(self.llm, items)
+        except Exception as e:  # the LLM failing must not wipe the rules' verdicts: fall back to them
+            log.warning("%s: TinyV call failed, rules only for task %s: %s", self.worker_id, group.task.task_id, e)
+            self.counts["tinyv_failed"] += 1
+            return [v.kind == "correct" for v in verdicts]
+        finally:
+            self.counts["tinyv_s"] += time.perf_counter() - t0
         asked = [i for i, v in enumerate(verdicts) if v.kind == "incorrect"]
         self.counts["tinyv_asked"] += len(asked)
         self.counts["tinyv_overturned"] += sum(accepted[i] is True for i in asked)
@@ -204,6 +214,8 @@ class VerifierWorker:
             out["verifier/tinyv_share"] = self.counts["tinyv_asked"] / max(1, self.counts["samples"])
             out["verifier/tinyv_s_per_group"] = self.counts["tinyv_s"] / max(1, self.counts["groups"])
         out["verifier/pool_restarts"] = self.pool.restarts
+        if hasattr(self.gate, "metrics"):
+            out.update(self.gate.metrics())
         if self.rollouts:
             out.update(self.rollouts.stats.as_dict("verifier/rollouts"))
             out["verifier/queue_depth"] = self.rollouts.depth()
@@ -216,6 +228,16 @@ class VerifierWorker:
             self.rollouts.close()
             self.scored.close()
         self.pool.close()
+        if hasattr(self.gate, "close"):
+            self.gate.close()
+
+    def is_started(self) -> bool:
+        """False after Ray restarted this actor: the driver wires it in again."""
+        return self.rollouts is not None
+
+    def slow(self, seconds: float):
+        """Fault injection: wait this long before each group from now on."""
+        self._slow_s = seconds
 
     def pid(self) -> int:
         return os.getpid()

@@ -1,0 +1,36 @@
+"""Proof gates, built inside each verifier worker from a picklable recipe.
+
+A gate is `gate(problem, majority_answer) -> bool | None` (proved / refuted or
+inconclusive). The arithmetic gate is a pure function; the Lean gate owns a pool of
+REPL processes and LLM clients, so the driver ships a recipe (`GateFactory`) and the
+worker builds the gate in its own process.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from jury.cluster.config import RunConfig
+
+
+@dataclass
+class GateFactory:
+    kind: str                 # "arith" | "lean"
+    lean_config: object = None
+    clients: dict | None = None  # role -> LLMClient (formalizer, checker, prover)
+
+    def __call__(self) -> Callable[[str, str], bool | None]:
+        if self.kind == "arith":
+            from jury.verifiers.arith_gate import arith_gate
+
+            return arith_gate
+        from jury.verifiers.lean_gate import LeanGate
+
+        return LeanGate(self.lean_config, **self.clients)
+
+
+def lean_model_paths(cfg: RunConfig, policy_path: str) -> dict[str, str]:
+    """Model folder per Lean-gate role; "tiny" means the policy's own tiny model."""
+    resolve = lambda p: policy_path if p == "tiny" else p  # noqa: E731
+    return {"formalizer": resolve(cfg.lean.formalizer_model), "checker": resolve(cfg.lean.checker_model),
+            "prover": resolve(cfg.lean.prover_model)}

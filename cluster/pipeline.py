@@ -1,0 +1,265 @@
+"""The running actors of one run: built by `start`, healed by `recover`, removed by `close`.
+
+Wiring order (each step needs the endpoints the previous one returned):
+  learner binds its scored-group queue → verifiers bind their rollout queues and
+  connect to the learner → the feeder binds the task queue → generators connect to
+  the feeder and to every verifier → the weight group forms (learner rank 0).
+
+Faults: generators and verifiers are restartable Ray actors. A restarted actor
+comes back unwired (its __init__ ran again); `recover` wires it in again (new
+endpoints for the generators, a new weight group and a sync for a generator), and
+the driver re-sends from the feeder's ledger the groups the learner is missing.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+from jury.cluster.config import RunConfig
+from jury.cluster.feeder import Feeder
+from jury.cluster.transport import CurveKeys
+
+log = logging.getLogger(__name__)
+
+
+class Pipeline:
+    def __init__(self, cfg: RunConfig, model_path: str, *, learner_checkpoint: str | None = None,
+                 initial_version: int = 0):
+        self.cfg, self.model_path = cfg, model_path
+        self.learner_checkpoint, self.version = learner_checkpoint, initial_version
+        self.learner = None
+        self.generators: list = []
+        self.verifiers: list = []
+        self.verifier_endpoints: list[str] = []
+        self.feeder = None
+        self.llm_servers: dict = {}  # model path -> LLMServer actor (TinyV, Lean-gate roles)
+        self.started_ray = False
+        self.host = None
+        self.curve = None
+        self.env: dict = {}
+        self.recoveries = 0
+
+    # ── building ──
+    def start(self):
+        import ray
+        from transformers import AutoTokenizer
+
+        cfg = self.cfg
+        self._init_ray()
+        # a local run binds on loopback; on a cluster every actor binds on its own node's
+        # address (host=None) and returns the endpoint, so nothing is hard-coded
+        self.host = "127.0.0.1" if self.started_ray else None
+        feeder_host = "127.0.0.1" if self.started_ray else ray.util.get_node_ip_address()
+        self.env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
+                    "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
+        self.curve = CurveKeys.generate() if cfg.curve else None
+        self.learner = self._make_learner()
+        learner_ep = ray.get(self.learner.start.remote(self.host, self.curve))
+        self.verifiers = [self._make_verifier(i) for i in range(cfg.num_verifiers)]
+        self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve) for v in self.verifiers])
+        self.learner_endpoint = learner_ep
+        tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
+                             tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve)
+        self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
+        ray.get([self._start_generator(g) for g in self.generators])
+        self._init_weight_plane()
+
+    def _init_ray(self):
+        import ray
+
+        if ray.is_initialized():
+            return
+        cfg = self.cfg
+        address = os.environ.get("RAY_ADDRESS")
+        need = cfg.learner.num_cpus + cfg.num_generators * cfg.generator.num_cpus + cfg.num_verifiers * cfg.verifier.num_cpus
+        ray.init(address=address, include_dashboard=False, log_to_driver=True,
+                 **({} if address else {"num_cpus": max(os.cpu_count() or 1, int(need + 1))}))
+        self.started_ray = not address
+
+    def _make_learner(self):
+        import ray
+
+        from jury.learner.learner import Learner
+
+        cfg, cpu = self.cfg, self.cfg.learner.num_gpus == 0
+        return ray.remote(Learner).options(
+            num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus, max_restarts=0,
+            runtime_env={"env_vars": {**self.env, **({"DS_ACCELERATOR": "cpu"} if cpu else {})}},
+        ).remote(cfg.learner, self.model_path, cfg.batch_groups, max_new_tokens=cfg.generator.max_new_tokens,
+                 temperature=cfg.generator.temperature, seed=cfg.seed, device="cpu" if cpu else "cuda",
+                 checkpoint=self.learner_checkpoint, initial_version=self.version)
+
+    def _make_verifier(self, i: int):
+        import ray
+
+        from jury.verifiers.worker import VerifierWorker
+
+        cfg = self.cfg
+        gate = self._gate_factory()
+        llm = self._llm_client(self._tinyv_path()) if cfg.verifier.reward == "tinyv" else None
+        return ray.remote(VerifierWorker).options(
+            num_cpus=cfg.verifier.num_cpus, max_restarts=cfg.max_restarts, runtime_env={"env_vars": self.env},
+        ).remote(cfg.verifier, f"verifier{i}", gate, llm)
+
+    def _make_generator(self, i: int):
+        import ray
+
+        from jury.actors.generator import Generator
+
+        cfg = self.cfg
+        env = {**self.env, "VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib)}
+        return ray.remote(Generator).options(
+            num_cpus=cfg.generator.num_cpus, num_gpus=cfg.generator.num_gpus, max_restarts=cfg.max_restarts,
+            runtime_env={"env_vars": env},
+        ).remote(cfg.generator, self.model_path, f"generator{i}", cfg.seed + i, cfg.max_model_len, self.version)
+
+    def _start_generator(self, g):
+        return g.start.remote(self.feeder.endpoint, self.verifier_endpoints, self.curve)
+
+    def _tinyv_path(self) -> str:
+        v = self.cfg.verifier.tinyv_model
+        return self.model_path if v == "tiny" else v
+
+    def _llm_client(self, path: str):
+        """A client of the LLM server for `path`, starting it on first use (one engine per model)."""
+        import ray
+
+        from jury.actors.llm_server import LLMServer
+        from jury.cluster.llm_client import RayLLMClient
+
+        if path not in self.llm_servers:
+            self.llm_servers[path] = ray.remote(LLMServer).options(
+                num_cpus=0, runtime_env={"env_vars": {**self.env, "VLLM_CPU_KVCACHE_SPACE": "1"}},
+            ).remote(path, max_model_len=self.cfg.verifier.tinyv_max_model_len, seed=self.cfg.seed)
+        return RayLLMClient(self.llm_servers[path])
+
+    def _gate_factory(self):
+        from jury.cluster.gates import GateFactory, lean_model_paths
+
+        kind = self.cfg.verifier.gate
+        if kind == "none":
+            return None
+        if kind == "arith":
+            return GateFactory("arith")
+        paths = lean_model_paths(self.cfg, self.model_path)
+        return GateFactory("lean", self.cfg.lean, {role: self._llm_client(p) for role, p in paths.items()})
+
+    # ── the weight plane ──
+    def _init_weight_plane(self):
+        """A fresh group: learner rank 0, every generator's engine workers after it."""
+        import ray
+
+        tp = self.cfg.generator.tensor_parallel_size
+        world = 1 + tp * len(self.generators)
+        host, port = ray.get(self.learner.init_weight_sender.remote(self.host, world, self.cfg.weight_backend))
+        joins = [g.init_weight_group.remote(host, port, world, 1 + i * tp, self.cfg.weight_backend)
+                 for i, g in enumerate(self.generators)]
+        ray.get(self.learner.connect_weights.remote())
+        ray.get(joins)
+
+    def sync_weights(self) -> dict:
+        """One control message per generator, one bucketed broadcast, then the version bump."""
+        import ray
+
+        t0 = time.perf_counter()
+        update = ray.get(self.learner.weight_update.remote(self.cfg.bucket_mb))
+        acks = [g.update_weights.remote(update) for g in self.generators]
+        sent = ray.get(self.learner.broadcast.remote(update))
+        acks = ray.get(acks)
+        self.version = update.version
+        return {"sync/total_s": time.perf_counter() - t0, "sync/gather_s": sent["gather_s"],
+                "sync/broadcast_s": sent["broadcast_s"], "sync/bytes": sent["bytes"],
+                "sync/generator_pause_s": max(a["pause_s"] for a in acks),
+                "sync/generator_load_s": max(a["load_s"] for a in acks)}
+
+    # ── faults ──
+    def recover(self) -> list[str]:
+        """Wire in every generator or verifier that Ray restarted; returns what was repaired."""
+        import ray
+
+        repaired = []
+        for i, v in enumerate(self.verifiers):
+            if not _alive_and_started(v):
+                ep = ray.get(v.start.remote(self.host, self.learner_endpoint, self.curve), timeout=300)
+                self.verifier_endpoints[i] = ep
+                ray.get([g.connect_rollouts.remote([ep]) for g in self.generators if _alive_and_started(g)])
+                repaired.append(f"verifier{i}")
+        restarted = [i for i, g in enumerate(self.generators) if not _alive_and_started(g)]
+        if restarted:
+            ray.get([self._start_generator(self.generators[i]) for i in restarted], timeout=600)
+            # a gloo/NCCL group cannot take a member back: every rank forms a new one
+            self._init_weight_plane()
+            self.sync_weights_to(self.version)
+            repaired += [f"generator{i}" for i in restarted]
+        self.recoveries += len(repaired)
+        return repaired
+
+    def sync_weights_to(self, version: int):
+        """Push the learner's current weights under the current version (after a restart)."""
+        import ray
+
+        update = ray.get(self.learner.weight_update.remote(self.cfg.bucket_mb))
+        update.version = version
+        acks = [g.update_weights.remote(update) for g in self.generators]
+        ray.get(self.learner.broadcast.remote(update))
+        ray.get(acks)
+
+    def inject(self, action: str, target: str, seconds: float = 0.0):
+        """Fault injection: kill -9 a worker's process, or slow it down."""
+        import ray
+
+        role, index = target.rstrip("0123456789"), int(target[len(target.rstrip("0123456789")):])
+        actor = {"generator": self.generators, "verifier": self.verifiers}[role][index]
+        if action == "kill":
+            pid = ray.get(actor.pid.remote())
+            log.warning("fault injection: kill -9 %s (pid %d)", target, pid)
+            os.kill(pid, signal.SIGKILL)
+        else:
+            ray.get(actor.slow.remote(seconds))
+
+    # ── reading and closing ──
+    def role_stats(self) -> dict:
+        import ray
+
+        out: dict = {}
+        for name, actors in (("generator", self.generators), ("verifier", self.verifiers)):
+            for i, a in enumerate(actors):
+                try:
+                    s = ray.get(a.stats.remote(), timeout=30)
+                except Exception:  # restarting; its numbers come back with it
+                    continue
+                out.update({f"{name}{i}/{k.removeprefix('verifier/')}": v for k, v in s.items()})
+        out.update({"feeder/admitted": self.feeder.admitted, "feeder/refused_too_long": self.feeder.refused_too_long,
+                    "feeder/resent": self.feeder.resent, "feeder/queue_depth": self.feeder.sender.depth(),
+                    "pipeline/recoveries": self.recoveries})
+        return out
+
+    def close(self):
+        """Stop every actor (engines first, they own child processes), then Ray if we started it."""
+        import ray
+
+        if not ray.is_initialized():
+            return
+        actors = self.generators + self.verifiers + list(self.llm_servers.values()) + ([self.learner] if self.learner else [])
+        try:
+            ray.get([a.stop.remote() for a in actors], timeout=60)
+        except Exception as e:  # a dead actor cannot stop itself; kill below
+            log.warning("shutdown: an actor did not stop cleanly: %s", e)
+        for a in actors:
+            ray.kill(a, no_restart=True)
+        if self.feeder:
+            self.feeder.close()
+        if self.started_ray:
+            ray.shutdown()
+
+
+def _alive_and_started(actor) -> bool:
+    import ray
+
+    try:
+        return bool(ray.get(actor.is_started.remote(), timeout=600))  # a restarting actor answers once it is back
+    except ray.exceptions.RayActorError:
+        return False

@@ -1,0 +1,224 @@
+"""`jury plot`: PNG plots from run folders (matplotlib's Agg backend: no display needed).
+
+    curves.png      reward/mean and reward/pass_rate against step and against wall time
+    throughput.png  perf/tokens_per_s against max_staleness: what staleness buys in speed
+    staleness.png   share of groups at each staleness (staleness/hist summed over steps)
+
+Runs are told apart by the config keys whose values differ between them (read from
+each folder's config.yaml); runs that differ only in their seed share a label and a
+colour, so a setting's seeds read as one band.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# keys that never make two runs different settings
+NOT_A_SETTING = {"run_dir", "progress", "seed"}
+
+
+@dataclass
+class Run:
+    path: Path
+    config: dict       # flattened: "generator.group_size" -> 4
+    rows: list[dict]   # metrics.jsonl
+    label: str = ""    # the run's setting, e.g. "max_staleness=1, verifier.fallback=zero"
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def run_dirs(paths: list) -> list[Path]:
+    """Each path is a run folder (has metrics.jsonl) or a sweep folder holding run folders."""
+    out = []
+    for p in map(Path, paths):
+        if (p / "metrics.jsonl").exists():
+            out.append(p)
+            continue
+        inner = sorted(q.parent for q in p.glob("*/metrics.jsonl"))
+        if not inner:
+            raise FileNotFoundError(f"{p}: no metrics.jsonl in it or in its sub-folders")
+        out.extend(inner)
+    return out
+
+
+def load_runs(paths: list) -> list[Run]:
+    import yaml
+
+    from jury.cluster.metrics import read_metrics
+
+    runs = []
+    for p in run_dirs(paths):
+        cfg_file = p / "config.yaml"
+        config = flatten(yaml.safe_load(cfg_file.read_text()) or {}) if cfg_file.exists() else {}
+        runs.append(Run(p, config, read_metrics(p)))
+    varying = varying_keys([r.config for r in runs])
+    for r in runs:
+        r.label = setting_label(r.config, varying) or (r.path.name if len(runs) == 1 else "all runs")
+    return runs
+
+
+def varying_keys(configs: list[dict]) -> list[str]:
+    keys = sorted({k for c in configs for k in c} - NOT_A_SETTING)
+    return [k for k in keys if len({repr(c.get(k)) for c in configs}) > 1]
+
+
+def setting_label(config: dict, keys: list[str]) -> str:
+    return ", ".join(f"{k}={config.get(k)}" for k in keys)
+
+
+def mean_throughput(rows: list[dict]) -> float:
+    """Mean perf/tokens_per_s; the first step is left out when there are others, since it
+    also waits for the empty pipeline to fill."""
+    vals = [r["perf/tokens_per_s"] for r in rows if _finite(r.get("perf/tokens_per_s"))]
+    if len(vals) > 1:
+        vals = vals[1:]
+    return sum(vals) / len(vals) if vals else math.nan
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def _colours(labels: list[str]) -> dict[str, tuple]:
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {lab: cmap(i % 10) for i, lab in enumerate(dict.fromkeys(labels))}
+
+
+def _series(rows: list[dict], x: str, y: str) -> tuple[list, list]:
+    pts = [(r[x], r[y]) for r in rows if _finite(r.get(x)) and _finite(r.get(y))]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_curves(runs: list[Run], path: Path) -> Path:
+    """Reward and pass rate against step (top) and wall time (bottom), a colour per setting."""
+    import matplotlib.pyplot as plt
+
+    colours = _colours([r.label for r in runs])
+    fig, axes = plt.subplots(2, 2, figsize=(12, 8), sharey="col")
+    panels = [("step", "reward/mean"), ("step", "reward/pass_rate"),
+              ("time_s", "reward/mean"), ("time_s", "reward/pass_rate")]
+    for ax, (x, y) in zip(axes.flat, panels):
+        seen = set()
+        for r in runs:
+            xs, ys = _series(r.rows, x, y)
+            # seeds of one setting share a colour; the legend names each setting once
+            ax.plot(xs, ys, color=colours[r.label], marker=".", alpha=0.8,
+                    label=None if r.label in seen else r.label)
+            seen.add(r.label)
+        ax.set_xlabel("learner step" if x == "step" else "wall time since the first step (s)")
+        ax.set_ylabel(y)
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=8)
+    fig.suptitle("reward and pass rate")
+    return _save(fig, path)
+
+
+def plot_throughput(runs: list[Run], path: Path) -> Path:
+    """Mean tokens/s against max_staleness: a dot per run, a line through each setting's means."""
+    import matplotlib.pyplot as plt
+
+    keys = [k for k in varying_keys([r.config for r in runs]) if k != "max_staleness"]
+    groups: dict[str, dict[int, list[float]]] = {}
+    for r in runs:
+        tps = mean_throughput(r.rows)
+        if _finite(tps):
+            group = setting_label(r.config, keys) or "all runs"
+            groups.setdefault(group, {}).setdefault(int(r.config.get("max_staleness", 0)), []).append(tps)
+    colours = _colours(list(groups))
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for group, by_s in groups.items():
+        xs = sorted(by_s)
+        for s in xs:
+            ax.scatter([s] * len(by_s[s]), by_s[s], color=colours[group], alpha=0.5, s=18)
+        ax.plot(xs, [sum(by_s[s]) / len(by_s[s]) for s in xs], color=colours[group], marker="o", label=group)
+    ax.set_xlabel("max_staleness")
+    ax.set_ylabel("perf/tokens_per_s (mean over steps)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title("throughput against the staleness bound")
+    return _save(fig, path)
+
+
+def staleness_shares(runs: list[Run]) -> dict[str, dict[int, float]]:
+    """Per setting: share of groups consumed at each staleness, over all its steps and seeds."""
+    counts: dict[str, dict[int, int]] = {}
+    for r in runs:
+        c = counts.setdefault(r.label, {})
+        for row in r.rows:
+            for s, n in (row.get("staleness/hist") or {}).items():
+                c[int(s)] = c.get(int(s), 0) + n
+    return {lab: {s: n / sum(c.values()) for s, n in sorted(c.items())} for lab, c in counts.items() if c}
+
+
+def plot_staleness(runs: list[Run], path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    shares = staleness_shares(runs)
+    colours = _colours(list(shares))
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    width = 0.8 / max(1, len(shares))
+    for i, (lab, share) in enumerate(shares.items()):
+        xs = [s + (i - (len(shares) - 1) / 2) * width for s in share]
+        ax.bar(xs, list(share.values()), width=width, color=colours[lab], label=lab)
+    ax.set_xlabel("staleness (learner version - policy version of the group)")
+    ax.set_ylabel("share of groups")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3, axis="y")
+    if shares:
+        ax.legend(fontsize=8)
+    ax.set_title("staleness of consumed groups")
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)  # a sweep makes many figures in one process
+    return path
+
+
+def plot_runs(paths: list, out: str | Path) -> list[Path]:
+    """Every plot for these run (or sweep) folders, written into `out`; returns the files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    runs = [r for r in load_runs(paths) if r.rows]
+    if not runs:
+        raise ValueError(f"no metrics rows in {', '.join(map(str, paths))}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    return [plot_curves(runs, out / "curves.png"), plot_throughput(runs, out / "throughput.png"),
+            plot_staleness(runs, out / "staleness.png")]
+
+
+def _run(args) -> int:
+    try:
+        files = plot_runs(args.run_dirs, args.out)
+    except (ValueError, OSError) as e:
+        print(f"jury plot: {e}", file=sys.stderr)
+        return 2
+    for f in files:
+        print(f)
+    return 0
+
+
+def add_command(subparsers) -> None:
+    p = subparsers.add_parser("plot", help="PNG plots (reward, pass rate, throughput, staleness) from run folders")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run folders, or sweep folders holding them")
+    p.add_argument("--out", required=True, help="folder for the PNG files")
+    p.set_defaults(func=_run)
