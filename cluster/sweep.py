@@ -159,7 +159,7 @@ def run_sweep(runs: list[PlannedRun], train: Callable | None = None,
         say(f"{head}: training")
         try:
             rows.append(_row(run, "done", train(run.cfg)))
-        except Exception as e:
+        except Exception as e:  # one broken setting must not cost the rest of a long sweep
             log.exception("sweep: run %s failed", run.name)
             say(f"{head}: FAILED: {type(e).__name__}: {e}")
             rows.append(_row(run, "failed", {}, error=f"{type(e).__name__}: {e}"))

@@ -47,7 +47,7 @@ def _scored(index, prompt, completions, rewards, logprobs=None):
 
 def test_collate_aligns_completion_positions():
     g = _scored(0, [1, 2, 3], [[7, 8], [9]], [1.0, 0.0], logprobs=[[-0.1, -0.2], [-0.3]])
-    b = collate([g], LearnerConfig(), pad_id=0)
+    b = collate([g], LearnerConfig(advantage="grpo"), pad_id=0)
     assert b.input_ids.tolist() == [[1, 2, 3, 7, 8], [1, 2, 3, 9, 0]]
     # position t predicts token t+1: completion tokens at 3,4 are predicted from 2,3
     assert b.completion.tolist() == [[0, 0, 1, 1], [0, 0, 1, 0]]
@@ -94,6 +94,6 @@ def test_micro_batches_add_up_to_the_whole_batch(agg):
 def test_groups_of_different_sizes_are_normalised_each_within_itself():
     a = _scored(0, [1], [[2], [3]], [1.0, 0.0])
     b = _scored(1, [1], [[2], [3], [4]], [2.0, 2.0, 5.0])  # mean 3, biased std sqrt(2)
-    adv = collate([a, b], LearnerConfig(), pad_id=0).advantages
+    adv = collate([a, b], LearnerConfig(advantage="grpo"), pad_id=0).advantages
     s = 2 ** 0.5
     assert adv.tolist() == pytest.approx([1.0, -1.0, -1 / s, -1 / s, 2 / s], abs=1e-5)
