@@ -84,7 +84,7 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
                 ledger.write(json.dumps(entry) + "\n")
             ledger.flush()
             if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
-                row.update(pipe.sync_weights())
+                row.update(pipe.sync_weights_or_recover())
             pipe.feeder.consumed((step + 1) * cfg.batch_groups)
             pipe.feeder.admit(pipe.version, stop_at=total)
             now = time.perf_counter()
@@ -124,7 +124,10 @@ def _learner_step(pipe: Pipeline, step: int) -> dict:
         if waited >= cfg.group_timeout_s:
             raise RunFailed(f"step {step}: groups {row['missing']} never arrived in {waited:.0f}s, "
                             f"even after re-sending; is a worker down for good?")
-        repaired = pipe.recover()
+        try:
+            repaired = pipe.recover()
+        except ray.exceptions.RayActorError as e:
+            raise RunFailed(f"step {step}: a worker is down for good (restarts used up?): {e}") from None
         resent = pipe.feeder.resend(row["missing"])
         log.warning("step %d: %d groups missing after %.0fs; repaired %s, re-sent %d",
                     step, len(row["missing"]), cfg.resend_after_s, repaired or "nothing", resent)
@@ -135,9 +138,9 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, final: bool = False) -> str:
     import ray
 
     path = run_dir.resolve() / ("final" if final else "checkpoint")
-    ray.get(pipe.learner.save.remote(str(path)))
-    state = {"version": pipe.version, "next_index": pipe.version * pipe.cfg.batch_groups,
-             "stream_position": pipe.feeder.position_of(pipe.version * pipe.cfg.batch_groups),
+    version = ray.get(pipe.learner.save.remote(str(path)))  # the learner's version: the weights it saved
+    state = {"version": version, "next_index": version * pipe.cfg.batch_groups,
+             "stream_position": pipe.feeder.position_of(version * pipe.cfg.batch_groups),
              "hf": str(path), "engine": str(path / "engine")}
     (path / "state.json").write_text(json.dumps(state, indent=2))
     latest = run_dir / "latest_checkpoint"

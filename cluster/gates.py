@@ -24,9 +24,11 @@ class GateFactory:
             from jury.verifiers.arith_gate import arith_gate
 
             return arith_gate
+        from jury.verifiers.lean_backends import load_backend
         from jury.verifiers.lean_gate import LeanGate
 
-        return LeanGate(self.lean_config, **self.clients)
+        cfg = self.lean_config
+        return LeanGate(cfg, backend=load_backend(cfg.lean, cfg.kimina_url), **self.clients)
 
 
 def lean_model_paths(cfg: RunConfig, policy_path: str) -> dict[str, str]:

@@ -190,22 +190,28 @@ class Pipeline:
         restarted = [i for i, g in enumerate(self.generators) if not _alive_and_started(g)]
         if restarted:
             ray.get([self._start_generator(self.generators[i]) for i in restarted], timeout=600)
-            # a gloo/NCCL group cannot take a member back: every rank forms a new one
+            # a gloo/NCCL group cannot take a member back: every rank forms a new one, and
+            # every generator then gets the learner's current weights
             self._init_weight_plane()
-            self.sync_weights_to(self.version)
+            self.sync_weights()
             repaired += [f"generator{i}" for i in restarted]
         self.recoveries += len(repaired)
         return repaired
 
-    def sync_weights_to(self, version: int):
-        """Push the learner's current weights under the current version (after a restart)."""
+    def sync_weights_or_recover(self) -> dict:
+        """A sync; if a generator died under it, wire the restarted one in (which syncs) instead."""
         import ray
 
-        update = ray.get(self.learner.weight_update.remote(self.cfg.bucket_mb))
-        update.version = version
-        acks = [g.update_weights.remote(update) for g in self.generators]
-        ray.get(self.learner.broadcast.remote(update))
-        ray.get(acks)
+        try:
+            return self.sync_weights()
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as e:
+            log.warning("weight sync failed (%s); recovering", str(e).splitlines()[0][:200])
+            t0 = time.perf_counter()
+            repaired = self.recover()
+            if not any(r.startswith("generator") for r in repaired):
+                self._init_weight_plane()  # the group broke but nobody restarted: form it again
+                self.sync_weights()
+            return {"sync/total_s": time.perf_counter() - t0, "sync/recovered": 1.0}
 
     def inject(self, action: str, target: str, seconds: float = 0.0):
         """Fault injection: kill -9 a worker's process, or slow it down."""
@@ -256,10 +262,15 @@ class Pipeline:
             ray.shutdown()
 
 
-def _alive_and_started(actor) -> bool:
+def _alive_and_started(actor, timeout_s: float = 600.0) -> bool:
+    """Whether the actor is up and wired; waits while Ray restarts it. A dead one is fatal."""
     import ray
 
-    try:
-        return bool(ray.get(actor.is_started.remote(), timeout=600))  # a restarting actor answers once it is back
-    except ray.exceptions.RayActorError:
-        return False
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return bool(ray.get(actor.is_started.remote(), timeout=60))
+        except (ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)  # restarting: ask again

@@ -185,11 +185,14 @@ class Sender:
         self._thread = threading.Thread(target=self._run, name=f"zmq-{name}", daemon=True)
         self._thread.start()
 
+    def _connect_pending(self):
+        while not self._connect_requests.empty():
+            for ep in self._connect_requests.get():
+                self._sock.connect(ep)
+
     def _run(self):
         while True:
-            while not self._connect_requests.empty():
-                for ep in self._connect_requests.get():
-                    self._sock.connect(ep)
+            self._connect_pending()
             try:
                 frames = self._queue.get(timeout=_POLL_MS / 1000)
             except queue.Empty:
@@ -205,6 +208,7 @@ class Sender:
                     if self._stop.is_set() and self._queue.empty():
                         log.warning("%s: closing with an unsent message", self.name)
                         break
+                    self._connect_pending()  # the peer this frame waits for may be a new one
                     time.sleep(0.005)
         self._sock.close()
 

@@ -226,7 +226,7 @@ class Learner:
         return [(k, v) for k, v in self.engine.module.state_dict().items()]
 
     # ── checkpoints and probes ──
-    def save(self, path: str) -> str:
+    def save(self, path: str) -> int:
         """A Hugging Face folder (for generators and evaluation) plus DeepSpeed's state in engine/."""
         from transformers import AutoTokenizer
 
@@ -234,7 +234,7 @@ class Learner:
         self.engine.module.save_pretrained(path)
         AutoTokenizer.from_pretrained(self.model_path).save_pretrained(path)
         self.engine.save_checkpoint(os.path.join(path, "engine"), tag=f"v{self.version}")
-        return path
+        return self.version
 
     def logprobs_of(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The learner model's log-prob of each completion token (for sync checks)."""

@@ -67,6 +67,7 @@ class VerifierWorker:
                                          "pool_checks": 0, "gate_calls": 0, "gate_proved": 0,
                                          "tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_failed": 0, "tinyv_s": 0.0}
         self.kinds: dict[str, int] = {}
+        self.gate_totals: dict[str, float] = {}  # summed per-call records of a gate that keeps them
         self.rollouts = self.scored = None
         self._thread = None
         self._slow_s = 0.0
@@ -169,7 +170,15 @@ class VerifierWorker:
 
     def _gate(self, problem: str, answer: str) -> bool:
         self.counts["gate_calls"] += 1
-        proved = bool(self.gate(problem, answer)) if self.gate else False
+        if self.gate is None:
+            proved = False
+        elif hasattr(self.gate, "verify"):  # the Lean gate: keep its cost record (tokens per role, attempts, time)
+            result = self.gate.verify(problem, answer)
+            proved = result.proved
+            for k, v in result.metrics().items():
+                self.gate_totals[k] = self.gate_totals.get(k, 0.0) + v
+        else:
+            proved = self.gate(problem, answer) is True
         self.counts["gate_proved"] += proved
         return proved
 
@@ -214,8 +223,8 @@ class VerifierWorker:
             out["verifier/tinyv_share"] = self.counts["tinyv_asked"] / max(1, self.counts["samples"])
             out["verifier/tinyv_s_per_group"] = self.counts["tinyv_s"] / max(1, self.counts["groups"])
         out["verifier/pool_restarts"] = self.pool.restarts
-        if hasattr(self.gate, "metrics"):
-            out.update(self.gate.metrics())
+        calls = max(1, self.counts["gate_calls"])
+        out.update({f"{k}_per_call": v / calls for k, v in self.gate_totals.items()})
         if self.rollouts:
             out.update(self.rollouts.stats.as_dict("verifier/rollouts"))
             out["verifier/queue_depth"] = self.rollouts.depth()
