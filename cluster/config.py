@@ -35,6 +35,7 @@ class GeneratorConfig:
     kv_cache_gib: int = 1          # VLLM_CPU_KVCACHE_SPACE on the CPU
     num_cpus: float = 1.0          # Ray resources per generator actor
     num_gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {generator: 1}
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class VerifierConfig:
     gate: Literal["arith", "lean", "none"] = "arith"
     pool_workers: int = 1          # processes for checks
     check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {verifier: 1}
     cache_size: int = 100_000
     tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or "tiny" for the local tiny model
     tinyv_max_model_len: int = 4096
@@ -71,6 +73,7 @@ class LearnerConfig:
     threads: int = 1               # torch threads on the CPU
     num_cpus: float = 1.0
     num_gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {learner: 1}
 
 
 @dataclass(frozen=True)
@@ -197,6 +200,12 @@ def _build(cls, data: dict, prefix: str):
 def _value(hint, value, name):
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, name + ".")
+    if typing.get_origin(hint) is dict:  # custom resources: names to amounts
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                for k, v in value.items()):
+            raise ConfigError(f"{name} must map names to amounts >= 0, got {value!r}")
+        return {k: float(v) for k, v in value.items()}
     if typing.get_origin(hint) is Literal:
         choices = typing.get_args(hint)
         if value not in choices:

@@ -51,6 +51,18 @@ def synthetic_problems(seed: int) -> Iterator[Problem]:
         yield synthetic_problem(rng)
 
 
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
+    """(line number, value) for each non-empty line; a line that is not JSON is refused with its number."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+
+
 def load_jsonl(path: str | Path) -> list[Problem]:
     """Problems in the MATH shape: one JSON object per line with "problem" and "answer".
 
@@ -58,17 +70,10 @@ def load_jsonl(path: str | Path) -> list[Problem]:
     dataset would silently change what an experiment trains on.
     """
     problems = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not JSON ({e.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get("problem"), str) or "answer" not in row:
-                raise ValueError(f'{path}:{lineno}: expected {{"problem": str, "answer": ...}}, got {line[:80]!r}')
-            problems.append(Problem(row["problem"], str(row["answer"]), source=str(path)))
+    for lineno, row in iter_jsonl(path):
+        if not isinstance(row, dict) or not isinstance(row.get("problem"), str) or "answer" not in row:
+            raise ValueError(f'{path}:{lineno}: expected {{"problem": str, "answer": ...}}, got {str(row)[:80]!r}')
+        problems.append(Problem(row["problem"], str(row["answer"]), source=str(path)))
     if not problems:
         raise ValueError(f"{path}: no problems")
     return problems

@@ -86,7 +86,8 @@ class Pipeline:
 
         cfg, cpu = self.cfg, self.cfg.learner.num_gpus == 0
         return ray.remote(Learner).options(
-            num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus, max_restarts=0,
+            num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus, resources=cfg.learner.resources,
+            max_restarts=0,
             runtime_env={"env_vars": {**self.env, **({"DS_ACCELERATOR": "cpu"} if cpu else {})}},
         ).remote(cfg.learner, self.model_path, cfg.batch_groups, max_new_tokens=cfg.generator.max_new_tokens,
                  temperature=cfg.generator.temperature, seed=cfg.seed, device="cpu" if cpu else "cuda",
@@ -101,7 +102,8 @@ class Pipeline:
         gate = self._gate_factory()
         llm = self._llm_client(self._tinyv_path()) if cfg.verifier.reward == "tinyv" else None
         return ray.remote(VerifierWorker).options(
-            num_cpus=cfg.verifier.num_cpus, max_restarts=cfg.max_restarts, runtime_env={"env_vars": self.env},
+            num_cpus=cfg.verifier.num_cpus, resources=cfg.verifier.resources, max_restarts=cfg.max_restarts,
+            runtime_env={"env_vars": self.env},
         ).remote(cfg.verifier, f"verifier{i}", gate, llm)
 
     def _make_generator(self, i: int):
@@ -112,7 +114,8 @@ class Pipeline:
         cfg = self.cfg
         env = {**self.env, "VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib)}
         return ray.remote(Generator).options(
-            num_cpus=cfg.generator.num_cpus, num_gpus=cfg.generator.num_gpus, max_restarts=cfg.max_restarts,
+            num_cpus=cfg.generator.num_cpus, num_gpus=cfg.generator.num_gpus, resources=cfg.generator.resources,
+            max_restarts=cfg.max_restarts,
             runtime_env={"env_vars": env},
         ).remote(cfg.generator, self.model_path, f"generator{i}", cfg.seed + i, cfg.max_model_len, self.version)
 

@@ -15,25 +15,19 @@ import json
 import sys
 from dataclasses import asdict
 
+from jury.cluster.data import iter_jsonl
 from jury.verifiers.judges import SELECTION_METHODS, JudgeConfig, select_best
 from jury.verifiers.math_verify import check, extract_answer
 
 
 def read_items(path: str) -> list[dict]:
     items = []
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not JSON ({e.msg})") from None
-            cands = row.get("candidates") if isinstance(row, dict) else None
-            if not isinstance(row, dict) or not isinstance(row.get("problem"), str) or not (
-                    isinstance(cands, list) and cands and all(isinstance(c, str) for c in cands)):
-                raise ValueError(f'{path}:{lineno}: expected {{"problem": str, "candidates": [str, ...]}}')
-            items.append(row)
+    for lineno, row in iter_jsonl(path):
+        cands = row.get("candidates") if isinstance(row, dict) else None
+        if not isinstance(row, dict) or not isinstance(row.get("problem"), str) or not (
+                isinstance(cands, list) and cands and all(isinstance(c, str) for c in cands)):
+            raise ValueError(f'{path}:{lineno}: expected {{"problem": str, "candidates": [str, ...]}}')
+        items.append(row)
     if not items:
         raise ValueError(f"{path}: no problems")
     return items

@@ -158,7 +158,7 @@ def _fields(cls, prefix=""):
 def _keys(d, prefix=""):
     out = set()
     for k, v in d.items():
-        out |= _keys(v, prefix + k + ".") if isinstance(v, dict) else {prefix + k}
+        out |= _keys(v, prefix + k + ".") if isinstance(v, dict) and v else {prefix + k}
     return out
 
 
