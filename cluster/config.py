@@ -150,9 +150,11 @@ def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1) -> 
             fault = Fault(action, target, int(step), float(seconds or 0))
         except ValueError:
             raise ConfigError(f"faults: {item!r} is not action:target@step[:seconds]") from None
-        limit = {"generator": num_generators, "verifier": num_verifiers}.get(role)
-        if action not in ("kill", "slow") or limit is None or not 0 <= index < limit or fault.step < 0:
-            raise ConfigError(f"faults: {item!r}: action kill|slow, target generator<i>|verifier<i> that exists, step >= 0")
+        limit = {"generator": num_generators, "verifier": num_verifiers, "learner": 1}.get(role)
+        if action not in ("kill", "slow") or limit is None or not 0 <= index < limit or fault.step < 0 \
+                or (role == "learner" and action != "kill"):
+            raise ConfigError(f"faults: {item!r}: action kill|slow, target generator<i>|verifier<i>|learner0 "
+                              f"that exists (the learner can only be killed), step >= 0")
         faults.append(fault)
     return faults
 

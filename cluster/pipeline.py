@@ -221,7 +221,7 @@ class Pipeline:
         import ray
 
         role, index = target.rstrip("0123456789"), int(target[len(target.rstrip("0123456789")):])
-        actor = {"generator": self.generators, "verifier": self.verifiers}[role][index]
+        actor = {"generator": self.generators, "verifier": self.verifiers, "learner": [self.learner]}[role][index]
         if action == "kill":
             pid = ray.get(actor.pid.remote())
             log.warning("fault injection: kill -9 %s (pid %d)", target, pid)

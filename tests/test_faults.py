@@ -56,3 +56,21 @@ def test_resume_continues_metrics_ledger_and_version(tiny_model_path, tmp_path):
     assert rows[2]["learner/version"] == 3        # re-based on the restored version
     assert rows[2]["staleness/max"] <= 1          # generators started from the checkpoint's version
     _assert_nothing_lost_nothing_twice(tmp_path, summary, 4, 2)
+
+
+def test_a_dead_learner_stops_the_run_with_a_clear_message(tiny_model_path, tmp_path):
+    import os
+    import time
+
+    from conftest import descendants, live_pids
+
+    from jury.cluster.driver import RunFailed, train
+
+    before = set(descendants(os.getpid()))
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "faults=kill:learner0@1"])
+    with pytest.raises(RunFailed, match="the learner died at step 1"):
+        train(cfg)
+    deadline = time.time() + 30
+    while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
+        time.sleep(1)
+    assert not live_pids(set(descendants(os.getpid())) - before), "processes left after the learner died"
