@@ -27,6 +27,11 @@ class GeneratorConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 16
+    min_new_tokens: int = 0        # for benchmarks that need completions of a set length
+    # what a weight sync does to groups being generated: wait for them (drain), abort and
+    # regenerate them with the new weights (interrupt), or swap under them (inflight: a
+    # group's tokens may then come from two versions; version_start and version_end say which)
+    sync_mode: Literal["drain", "interrupt", "inflight"] = "drain"
     dtype: str = "float32"
     enforce_eager: bool = True     # skip compilation: engine start matters more than peak speed here
     max_num_seqs: int = 256
