@@ -1,13 +1,10 @@
-"""Answer extraction and the first exact/numeric checker (cheap, in-process).
+"""The boxed answer of a completion, as the tiny model's warm-up measures it.
 
-`extract_boxed` takes the last `\\boxed{...}` with nested braces. The full rule-based
-verifier lives in `math_verify`; this module is the fast path it builds on.
+`math_verify.extract_answer` is the verifier's full extraction (several spellings,
+"the answer is ..."); this is the strict one the tiny model's pass rate is defined by:
+only a `\\boxed{}` counts.
 """
 from __future__ import annotations
-
-from fractions import Fraction
-
-MAX_ANSWER_CHARS = 10_000  # longer "answers" are refused before any parsing
 
 
 def extract_boxed(text: str) -> str | None:
@@ -27,31 +24,3 @@ def extract_boxed(text: str) -> str | None:
                 return text[i:j].strip()
         j += 1
     return None  # unbalanced: the model never closed its box
-
-
-def exact_number(s: str) -> Fraction | None:
-    """An integer, decimal or a/b written plainly, as an exact rational; else None."""
-    s = s.strip().replace(",", "").replace(" ", "")
-    if not s or len(s) > 64:
-        return None
-    try:
-        if "/" in s:
-            num, den = s.split("/", 1)
-            return Fraction(int(num), int(den))
-        return Fraction(s)
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
-def simple_check(answer: str | None, reference: str) -> str:
-    """correct | incorrect | no_answer: exact string, then exact numeric comparison."""
-    if answer is None:
-        return "no_answer"
-    if len(answer) > MAX_ANSWER_CHARS:
-        return "incorrect"
-    if answer.strip() == reference.strip():
-        return "correct"
-    a, r = exact_number(answer), exact_number(reference)
-    if a is not None and r is not None:
-        return "correct" if a == r else "incorrect"
-    return "incorrect"
