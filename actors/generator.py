@@ -120,7 +120,8 @@ class Generator:
             self._stats["refused"] += 1
             group = RolloutGroup(task=task, prompt_ids=np.zeros(0, np.int32), samples=[],
                                  version_start=self.version, version_end=self.version,
-                                 actor_id=self.actor_id, generate_s=0.0, error=f"{type(e).__name__}: {e}")
+                                 actor_id=self.actor_id, generate_s=0.0, error=f"{type(e).__name__}: {e}",
+                                 t_generated=time.time())
         finally:
             if task.task_id in self._running:
                 self._running.pop(task.task_id)
@@ -154,7 +155,7 @@ class Generator:
         self._stats["generate_s"] += dt
         return RolloutGroup(task=task, prompt_ids=np.asarray(final.prompt_token_ids, np.int32), samples=samples,
                             version_start=version_start, version_end=self.version, actor_id=self.actor_id,
-                            generate_s=dt)
+                            generate_s=dt, t_generated=time.time())
 
     async def init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str):
         """Join the learner's weight group; engine worker k (tensor-parallel rank) takes first_rank + k."""

@@ -90,6 +90,11 @@ class RunConfig:
     batch_groups: int = 8          # groups (prompts) per learner step
     max_staleness: int = 1         # 0 = synchronous on-policy
     sync_every: int = 1            # learner steps between weight syncs
+    # staleness as an independent variable: every group is trained exactly k versions after the
+    # policy that generated it, whatever the hardware speed. 2: k = 2 for all; {0: 1, 4: 3}: k drawn
+    # per group with those weights (seeded). {} = off (max_staleness is then only a bound)
+    forced_staleness: dict[int, float] = field(default_factory=dict)
+    record_groups: bool = False    # write every trained batch to run_dir/record/ (for `jury replay`)
     num_generators: int = 1
     num_verifiers: int = 1
     max_model_len: int = 256
@@ -132,6 +137,11 @@ class RunConfig:
         if self.checkpoint_every < 0 or self.max_restarts < 0 or self.resend_after_s <= 0:
             raise ConfigError("checkpoint_every and max_restarts must be >= 0, resend_after_s > 0")
         parse_faults(self.faults, self.num_generators, self.num_verifiers)
+        if self.forced_staleness and self.sync_every != 1:
+            raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
+        if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):
+            raise ConfigError(f"forced_staleness must be k or {{k: weight}} with k >= 0 and weights > 0, "
+                              f"got {self.forced_staleness!r}")
 
 
 @dataclass(frozen=True)
@@ -162,6 +172,12 @@ def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1) -> 
                               f"that exists (the learner can only be killed), step >= 0")
         faults.append(fault)
     return faults
+
+
+def parse_staleness(weights: dict[int, float]) -> dict[int, float]:
+    """{0: 1, 4: 3} -> {0: 0.25, 4: 0.75} (k -> probability); {} -> {} (not forced)."""
+    total = sum(weights.values())
+    return {k: w / total for k, w in sorted(weights.items())}
 
 
 def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig:
@@ -207,6 +223,13 @@ def _build(cls, data: dict, prefix: str):
 def _value(hint, value, name):
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, name + ".")
+    if typing.get_args(hint) == (int, float):  # forced_staleness: k, or {k: weight}
+        if type(value) is int:
+            value = {value: 1.0}
+        if not isinstance(value, dict) or not all(
+                type(k) is int and isinstance(w, (int, float)) and not isinstance(w, bool) for k, w in value.items()):
+            raise ConfigError(f"{name} must be k or {{k: weight}} with integer k, got {value!r}")
+        return {k: float(w) for k, w in value.items()}
     if typing.get_origin(hint) is dict:  # custom resources: names to amounts
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0

@@ -70,6 +70,8 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
         first = pipe.version  # learner steps done before this process started
         if state:
             pipe.feeder.fast_forward(state["next_index"], state["stream_position"])
+        if cfg.record_groups:
+            ray.get(pipe.learner.record.remote(str((run_dir / "record").resolve())))
         summary["startup_s"] = time.time() - t_start
         metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first)
         ledger = open(run_dir / "ledger.jsonl", "a", encoding="utf-8")
@@ -84,6 +86,9 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
                 ledger.write(json.dumps(entry) + "\n")
             ledger.flush()
             if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
+                if pipe.feeder.forced:  # the version moves on only once its released tasks are back
+                    row.update(_with_resend(pipe, step, lambda: pipe.learner.hold.remote(
+                        pipe.feeder.released_at(pipe.version), cfg.resend_after_s)))
                 row.update(pipe.sync_weights_or_recover())
             pipe.feeder.consumed((step + 1) * cfg.batch_groups)
             pipe.feeder.admit(pipe.version, stop_at=total)
@@ -110,12 +115,17 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
 
 def _learner_step(pipe: Pipeline, step: int) -> dict:
     """One learner step; while groups are missing, repair restarted workers and re-send them."""
+    return _with_resend(pipe, step, lambda: pipe.learner.step.remote(step, pipe.cfg.resend_after_s))
+
+
+def _with_resend(pipe: Pipeline, step: int, call) -> dict:
+    """ray.get(call()) until it has no "missing" groups, repairing workers and re-sending between tries."""
     import ray
 
     cfg, waited = pipe.cfg, 0.0
     while True:
         try:
-            row = ray.get(pipe.learner.step.remote(step, cfg.resend_after_s))
+            row = ray.get(call())
         except ray.exceptions.RayActorError as e:
             raise RunFailed(f"the learner died at step {step}; every actor was stopped. Cause: {e}") from None
         if "missing" not in row:

@@ -6,6 +6,14 @@ s - v <= max_staleness, so no sample can be more than max_staleness versions old
 than the learner that consumes it. With max_staleness 0 only the current batch is
 ever in flight: synchronous on-policy training.
 
+Forced staleness (`forced`, k -> probability) makes staleness an independent variable:
+task i of batch b = i // B draws its own k_i and is *released* to the generators only
+at version r_i = max(0, b - k_i), and the driver syncs past version v only once every
+task released at v is back at the learner. So the group was generated at exactly
+version b - k_i and is trained at step b: k_i versions stale (from step k_i on; earlier
+batches can only come from version 0). Tasks are still admitted, numbered and drawn
+from the data in order; release only holds them back.
+
 The feeder is also the ledger: every admitted task stays in `pending` until the
 learner has consumed its batch, so a group lost with a crashed worker can be sent
 again with the same id (the learner drops whichever copy comes second).
@@ -13,6 +21,7 @@ again with the same id (the learner drops whichever copy comes second).
 from __future__ import annotations
 
 import logging
+import random
 
 from jury.cluster.data import PROMPT_SUFFIX, Problem, problem_stream
 from jury.cluster.messages import PromptTask
@@ -21,10 +30,20 @@ from jury.cluster.transport import Sender
 log = logging.getLogger(__name__)
 
 
+def draw_staleness(forced: dict[int, float], seed: int, index: int) -> int:
+    """The k forced on task `index`: a pure function of (distribution, seed, index), so a
+    resumed run and a test draw the same k."""
+    ks, ps = zip(*forced.items())
+    return random.Random(f"{seed}/{index}").choices(ks, ps)[0]
+
+
 class Feeder:
     def __init__(self, dataset: str, seed: int, batch_groups: int, max_staleness: int, host: str,
-                 *, tokenizer=None, max_prompt_tokens: int = 0, curve=None):
+                 *, tokenizer=None, max_prompt_tokens: int = 0, curve=None, forced: dict[int, float] | None = None):
         self.problems = problem_stream(dataset, seed)
+        self.forced = dict(forced or {})
+        if self.forced:  # the window must reach the stalest batch a task can be released for
+            max_staleness = max(self.forced)
         self.seed, self.batch_groups, self.max_staleness = seed, batch_groups, max_staleness
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
         self.admitted = 0
@@ -33,6 +52,8 @@ class Feeder:
         self.drawn = 0                          # problems taken from the stream, refused ones included
         self.pending: dict[int, PromptTask] = {}  # the ledger: admitted, not yet consumed
         self.positions: dict[int, int] = {}      # task index -> stream position it was drawn at
+        self.release_at: dict[int, int] = {}     # forced staleness: task index -> version it is sent at
+        self.held: dict[int, PromptTask] = {}    # admitted, not yet released
         # the bound admits at most (max_staleness + 1) · B tasks ahead, so this HWM never blocks
         cap = (max_staleness + 2) * batch_groups
         self.sender = Sender(bind_host=host, hwm=cap, maxsize=cap, name="feeder", curve=curve)
@@ -49,20 +70,40 @@ class Feeder:
             self.positions[self.admitted] = self.drawn
             task = self._task(self._next_problem(), version)
             self.pending[task.index] = task
-            self.sender.send(task)
+            if self.forced:
+                self.release_at[task.index] = self.release_version(task.index)
+                self.held[task.index] = task
+            else:
+                self.sender.send(task)
             self.admitted += 1
             n += 1
+        self._release(version)
         return n
+
+    def staleness_of(self, index: int) -> int:
+        return draw_staleness(self.forced, self.seed, index)
+
+    def release_version(self, index: int) -> int:
+        return max(0, index // self.batch_groups - self.staleness_of(index))
+
+    def released_at(self, version: int) -> list[int]:
+        """Pending tasks sent at `version`: all must be generated before the version moves on."""
+        return sorted(i for i in self.pending if self.release_at.get(i) == version)
+
+    def _release(self, version: int):
+        for i in sorted(i for i in self.held if self.release_at[i] <= version):
+            self.sender.send(self.held.pop(i))
 
     def consumed(self, upto: int):
         """The learner has every task with index < upto: drop them from the ledger."""
         for i in [i for i in self.pending if i < upto]:
             del self.pending[i]
             self.positions.pop(i, None)
+            self.release_at.pop(i, None)
 
     def resend(self, indices: list[int]) -> int:
         """Send pending tasks again, same ids (after a worker crash lost them)."""
-        tasks = [self.pending[i] for i in indices if i in self.pending]
+        tasks = [self.pending[i] for i in indices if i in self.pending and i not in self.held]
         for t in tasks:
             self.sender.send(t)
         self.resent += len(tasks)

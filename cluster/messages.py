@@ -69,6 +69,7 @@ class RolloutGroup:
     actor_id: str
     generate_s: float
     error: str | None = None   # set when the engine refused the task (e.g. prompt too long); samples is empty then
+    t_generated: float = 0.0   # wall clock (time.time()) when the last sample finished
 
 
 @dataclass
@@ -94,6 +95,8 @@ class ScoredGroup:
     verify_s: float
     worker_id: str = ""
     stats: dict[str, float] = field(default_factory=dict)  # scheme-specific numbers for the metrics
+    t_verify_start: float = 0.0  # wall clock when the worker took the group (queue wait = this - t_generated)
+    t_verified: float = 0.0      # ... and when it sent it on
 
 
 @dataclass

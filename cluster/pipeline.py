@@ -17,7 +17,7 @@ import os
 import signal
 import time
 
-from jury.cluster.config import RunConfig
+from jury.cluster.config import RunConfig, parse_staleness
 from jury.cluster.feeder import Feeder
 from jury.cluster.transport import CurveKeys
 
@@ -62,7 +62,8 @@ class Pipeline:
         self.learner_endpoint = learner_ep
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
-                             tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve)
+                             tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve,
+                             forced=parse_staleness(cfg.forced_staleness))
         self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
         ray.get([self._start_generator(g) for g in self.generators])
         self._init_weight_plane()

@@ -88,6 +88,8 @@ class Learner:
                 raise FileNotFoundError(f"no DeepSpeed checkpoint in {checkpoint}")
         self.version = initial_version
         self.buffer: dict[int, ScoredGroup] = {}
+        self.arrived: dict[int, float] = {}  # admission index -> wall clock it reached the learner
+        self.record_dir: str | None = None   # record_groups: every trained batch is written here
         self.counts = {"duplicates": 0, "refused_groups": 0}
         self.inbox = None
         self.sender = None
@@ -110,6 +112,7 @@ class Learner:
             self.counts["duplicates"] += 1
             return
         self.buffer[index] = msg
+        self.arrived[index] = time.time()
 
     def wait_batch(self, step: int, timeout_s: float) -> tuple[list[ScoredGroup], list[int]]:
         """The B groups of batch `step`, or after timeout_s the indices still missing."""
@@ -121,6 +124,23 @@ class Learner:
             self._take(timeout=0.2)
         return [self.buffer.pop(i) for i in want], []
 
+    def hold(self, indices: list[int], timeout_s: float) -> dict:
+        """Wait until every group in `indices` is here (buffered or already trained), without
+        training: forced staleness syncs only once the tasks released at a version are back."""
+        t0 = time.perf_counter()
+        deadline = time.monotonic() + timeout_s
+        floor = self.version * self.batch_groups
+        while missing := [i for i in indices if i >= floor and i not in self.buffer]:
+            if time.monotonic() > deadline:
+                return {"missing": missing}
+            self._take(timeout=0.2)
+        return {"hold_s": time.perf_counter() - t0}
+
+    def record(self, path: str):
+        """From now on write each trained batch to path/step-NNNNNN.msgpack (see `jury replay`)."""
+        os.makedirs(path, exist_ok=True)
+        self.record_dir = path
+
     # ── the step ──
     def step(self, step: int, timeout_s: float = 600.0) -> dict:
         """Train batch `step`; {"missing": [...]} instead if its groups are not all here in timeout_s."""
@@ -130,14 +150,14 @@ class Learner:
         groups, missing = self.wait_batch(step, timeout_s)
         if missing:
             return {"missing": missing}
-        t1 = time.perf_counter()
+        t1, t_train = time.perf_counter(), time.time()
+        if self.record_dir:
+            write_record(os.path.join(self.record_dir, f"step-{step:06d}.msgpack"), groups)
         metrics = self.train_on(groups)
         t2 = time.perf_counter()
         metrics.update(self._group_metrics(groups))
-        # which groups this step consumed, and which policy version made them: the run's ledger
-        metrics["ledger"] = [{"task_id": g.group.task.task_id, "index": g.group.task.index, "step": step,
-                              "version_start": g.group.version_start, "version_end": g.group.version_end,
-                              "generator": g.group.actor_id, "verifier": g.worker_id} for g in groups]
+        metrics["ledger"] = [self._ledger_row(g, step, t_train) for g in groups]
+        metrics["staleness/verify_share"] = float(np.nanmean([r["verify_share"] for r in metrics["ledger"]]))
         metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
                         "learner/queue_depth": self.inbox.depth() + len(self.buffer)})
         metrics.update({f"learner/{k}": v for k, v in self.counts.items()})
@@ -178,6 +198,26 @@ class Learner:
             if k in sums:
                 out[f"learner/{k}"] = sums[k] / total_tokens
         return out
+
+    def _ledger_row(self, g: ScoredGroup, step: int, t_train: float) -> dict:
+        """Which policy version made this group and which step consumed it, with its life in
+        wall-clock seconds: generation, waiting for a verifier, verification, waiting here."""
+        r, index = g.group, g.group.task.index
+        lengths = [len(s.token_ids) for s in r.samples]
+        t_gen_start = r.t_generated - r.generate_s
+        life = t_train - t_gen_start
+        return {"task_id": r.task.task_id, "index": index, "step": step, "kind": r.task.kind,
+                "version_start": r.version_start, "version_end": r.version_end, "staleness": step - r.version_start,
+                "generator": r.actor_id, "verifier": g.worker_id,
+                "length": float(np.mean(lengths)) if lengths else 0.0,
+                "reward": float(np.mean(g.rewards)) if len(g.rewards) else float("nan"),
+                "pass_rate": g.stats.get("pass_rate", float("nan")),
+                "generate_s": r.generate_s, "verify_wait_s": g.t_verify_start - r.t_generated,
+                "verify_s": g.verify_s, "learner_wait_s": t_train - g.t_verified,
+                # the share of the group's life (generation start -> training) spent at the verifier:
+                # staleness accrues in wall time, so this is the verifier's share of it
+                "verify_share": (g.t_verified - r.t_generated) / life if life > 0 else float("nan"),
+                "arrived": self.arrived.pop(index, float("nan")), "trained": t_train}
 
     def _group_metrics(self, groups: list[ScoredGroup]) -> dict:
         stale = [self.version - 1 - g.group.version_start for g in groups]
@@ -255,6 +295,26 @@ class Learner:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def write_record(path: str, groups: list[ScoredGroup]):
+    """One batch as MessagePack: a list of groups, each the codec's frames (no pickle)."""
+    import msgpack
+
+    from jury.cluster.messages import encode
+
+    with open(path + ".tmp", "wb") as f:
+        f.write(msgpack.packb([[bytes(fr) for fr in encode(g)] for g in groups]))
+    os.replace(path + ".tmp", path)
+
+
+def read_record(path: str) -> list[ScoredGroup]:
+    import msgpack
+
+    from jury.cluster.messages import decode
+
+    with open(path, "rb") as f:
+        return [decode(frames) for frames in msgpack.unpackb(f.read())]
 
 
 def _node_address() -> str:

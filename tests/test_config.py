@@ -43,3 +43,17 @@ def test_cli_refuses_a_bad_key_before_starting_anything(capsys):
 
     assert main(["train", "learner.nope=1"]) == 2
     assert "learner.nope" in capsys.readouterr().err
+
+
+def test_forced_staleness_is_parsed_and_checked():
+    from jury.cluster.config import parse_staleness
+
+    assert load_config(None, []).forced_staleness == {}
+    assert load_config(None, ["forced_staleness=2"]).forced_staleness == {2: 1.0}
+    cfg = load_config(None, ["forced_staleness={4: 3, 0: 1}"])
+    assert parse_staleness(cfg.forced_staleness) == {0: 0.25, 4: 0.75}
+    for bad in ("x", "-1", "{1: 0}", "{a: 1}", "{2: x}", "[1, 2]", "1.5"):
+        with pytest.raises(ConfigError, match="forced_staleness"):
+            load_config(None, [f"forced_staleness={bad}"])
+    with pytest.raises(ConfigError, match="sync_every"):
+        load_config(None, ["forced_staleness=2", "sync_every=2", "max_staleness=1"])

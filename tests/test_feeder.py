@@ -83,3 +83,40 @@ def test_prompts_over_the_limit_are_skipped_and_counted(tmp_path, tiny_model_pat
     finally:
         recv.close()
         feeder.close()
+
+
+def test_forced_staleness_releases_each_task_exactly_k_versions_before_its_batch():
+    feeder = Feeder("synthetic", 0, batch_groups=4, max_staleness=0, host="127.0.0.1", forced={0: 0.5, 3: 0.5})
+    recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
+    try:
+        ks = [feeder.staleness_of(i) for i in range(40)]
+        assert set(ks) == {0, 3}  # both drawn, and the draw is a function of (seed, index) only
+        assert ks[:8] != [0] * 8 and ks == [feeder.staleness_of(i) for i in range(40)]
+        sent = {}
+        for v in range(7):
+            feeder.admit(v, stop_at=40)
+            for i in feeder.released_at(v):
+                sent[i] = v
+            got = [recv.get(timeout=5) for _ in range(len(feeder.released_at(v)))]
+            assert sorted(t.index for t in got) == feeder.released_at(v)  # exactly these, nothing early
+            assert recv.get(timeout=0.2) is None
+            feeder.consumed(v * 4)  # the learner trained batch v - 1
+        for i, v in sent.items():
+            assert v == max(0, i // 4 - ks[i])  # released at the version k_i before its batch
+    finally:
+        recv.close()
+        feeder.close()
+
+
+def test_forced_staleness_window_admits_the_stalest_batch():
+    feeder = Feeder("synthetic", 1, batch_groups=2, max_staleness=0, host="127.0.0.1", forced={5: 1.0})
+    try:
+        assert feeder.max_staleness == 5 and feeder.limit(0) == 12
+        feeder.admit(0, stop_at=100)
+        # batches 0..5 may only come from version 0; from batch 5 on, k = 5 holds exactly
+        assert feeder.released_at(0) == list(range(12)) and feeder.release_version(14) == 2
+        assert not feeder.held
+        feeder.admit(1, stop_at=100)
+        assert feeder.released_at(1) == [12, 13] and not feeder.held
+    finally:
+        feeder.close()

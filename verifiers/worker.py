@@ -101,7 +101,7 @@ class VerifierWorker:
 
     # ── the work ──
     def score(self, group: RolloutGroup) -> ScoredGroup:
-        t0 = time.perf_counter()
+        t0, wall0 = time.perf_counter(), time.time()
         try:
             scored = self._score(group)
         except Exception as e:  # fail loudly in the log, convert at the boundary
@@ -113,6 +113,7 @@ class VerifierWorker:
                                  vote_share=0.0, gate=None, num_distinct=0, verify_s=0.0,
                                  stats={"error": 1.0}, worker_id=self.worker_id)
         scored.verify_s = time.perf_counter() - t0
+        scored.t_verify_start, scored.t_verified = wall0, wall0 + scored.verify_s
         self.counts["groups"] += 1
         self.counts["samples"] += len(group.samples)
         self.counts["verify_s"] += scored.verify_s
