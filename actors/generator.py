@@ -220,6 +220,7 @@ class Generator:
 
     async def stats(self) -> dict:
         out = dict(self._stats, version=self.version, in_flight=self._in_flight,
+                   busy_s=self._stats["busy_s"] + (time.perf_counter() - self._busy_since if self._in_flight else 0.0),
                    task_queue=self.tasks.depth() if self.tasks else 0)
         if self.tasks:
             out.update(self.tasks.stats.as_dict("tasks"))
