@@ -56,6 +56,9 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
 
     state = read_checkpoint_state(resume) if resume else None
     run_dir = make_run_dir(cfg, resume)  # a resumed run records its (possibly changed) config again
+    if state:  # steps after the checkpoint are trained again: drop their old rows
+        for name in ("metrics.jsonl", "ledger.jsonl"):
+            truncate_steps(run_dir / name, state["version"])
     model_path = resolve_model(cfg)
     t_start = time.time()
     pipe = Pipeline(cfg, state["hf"] if state else model_path,
@@ -156,6 +159,18 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, final: bool = False) -> str:
     latest = run_dir / "latest_checkpoint"
     latest.write_text(str(path))
     return str(path)
+
+
+def truncate_steps(path: Path, first_step: int):
+    """Keep only the rows of a JSONL file with step < first_step (a crash may have left later ones)."""
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    keep = [line for line in lines if line.strip() and json.loads(line)["step"] < first_step]
+    if len(keep) != len(lines):
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(keep), encoding="utf-8")
+        tmp.replace(path)
 
 
 def read_checkpoint_state(run_dir: str) -> dict:

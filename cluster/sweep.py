@@ -1,7 +1,7 @@
 """`jury sweep`: a grid of training runs, each in its own folder, one after another.
 
     --grid key=v1,v2 ... × --seeds ──expand──> settings ──load_config──> every config checked
-      for each run:  summary.yaml there? skip  :  clear the folder, train(cfg)
+      for each run:  summary.yaml there? skip  :  checkpoint there? train(cfg, resume)  :  clear, train(cfg)
       then:          table (terminal), sweep_summary.csv / .json, plots/
 
     jury sweep --grid max_staleness=0,1,2 --grid verifier.fallback=reszero,zero --seeds 0,1 \\
@@ -9,8 +9,8 @@
 
 A run folder is named by its settings ("max_staleness=1__verifier.fallback=zero__seed=0"),
 so running the same command again resumes: finished runs (summary.yaml, which `train`
-writes only on success) are skipped, an unfinished one is rerun from scratch (its
-metrics file would otherwise be appended to). Every config is built and checked before
+writes only on success) are skipped, an unfinished one continues from its last
+checkpoint (runs with checkpoint_every > 0) or is rerun from scratch. Every config is built and checked before
 the first run starts, so a bad value fails in seconds, not hours into the sweep.
 """
 from __future__ import annotations
@@ -155,10 +155,12 @@ def run_sweep(runs: list[PlannedRun], train: Callable | None = None,
             say(f"{head}: finished earlier, skipped")
             rows.append(_row(run, "skipped", yaml.safe_load((run.run_dir / "summary.yaml").read_text())))
             continue
-        _clear(run.run_dir)
-        say(f"{head}: training")
+        resume = (run.run_dir / "latest_checkpoint").exists()
+        if not resume:
+            _clear(run.run_dir)
+        say(f"{head}: {'resuming from its checkpoint' if resume else 'training'}")
         try:
-            rows.append(_row(run, "done", train(run.cfg)))
+            rows.append(_row(run, "done", train(run.cfg, resume=str(run.run_dir)) if resume else train(run.cfg)))
         except Exception as e:  # one broken setting must not cost the rest of a long sweep
             log.exception("sweep: run %s failed", run.name)
             say(f"{head}: FAILED: {type(e).__name__}: {e}")

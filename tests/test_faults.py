@@ -49,10 +49,18 @@ def test_resume_continues_metrics_ledger_and_version(tiny_model_path, tmp_path):
     state = json.loads((tmp_path / "final" / "state.json").read_text())
     assert state["version"] == 2 and state["next_index"] == 4
 
+    # a crash after the checkpoint leaves rows of steps that will be trained again
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 2, "left_by_the_crash": True}) + "\n")
+    with open(tmp_path / "ledger.jsonl", "a") as f:
+        f.write(json.dumps({"step": 2, "index": 4, "left_by_the_crash": True}) + "\n")
+
     resumed = load_config(str(tmp_path / "config.yaml"), ["steps=4"])
     summary = train(resumed, resume=str(tmp_path))
     rows = read_metrics(tmp_path)
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert not any("left_by_the_crash" in r for r in rows)
+    assert "left_by_the_crash" not in (tmp_path / "ledger.jsonl").read_text()
     assert rows[2]["learner/version"] == 3        # re-based on the restored version
     assert rows[2]["staleness/max"] <= 1          # generators started from the checkpoint's version
     _assert_nothing_lost_nothing_twice(tmp_path, summary, 4, 2)

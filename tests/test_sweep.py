@@ -20,11 +20,11 @@ class StubTrain:
     def __init__(self, fail=()):
         self.calls, self.fail = [], set(fail)
 
-    def __call__(self, cfg):
+    def __call__(self, cfg, resume=None):
         from pathlib import Path
 
         run_dir = Path(cfg.run_dir)
-        self.calls.append(run_dir.name)
+        self.calls.append(run_dir.name + (" (resumed)" if resume else ""))
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
         with open(run_dir / "metrics.jsonl", "a") as f:  # append, as MetricsLog does
@@ -140,6 +140,16 @@ def test_sweep_resumes_skipping_finished_runs_and_redoing_unfinished_ones(tmp_pa
     assert sw._run(_args(out), train=third) == 0
     assert third.calls == []
     assert "finished earlier, skipped" in capsys.readouterr().out
+
+    # an interrupted run that left a checkpoint continues from it, its folder kept
+    (unfinished / "summary.yaml").unlink()
+    (unfinished / "latest_checkpoint").write_text(str(unfinished / "checkpoint"))
+    (unfinished / "checkpoint").mkdir()
+    fourth = StubTrain()
+    assert sw._run(_args(out), train=fourth) == 0
+    assert fourth.calls == [names[2] + " (resumed)"]
+    assert (unfinished / "checkpoint").is_dir()  # not cleared
+    assert "resuming from its checkpoint" in capsys.readouterr().out
 
 
 def test_a_finished_run_with_other_settings_is_not_reused(tmp_path):
