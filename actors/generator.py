@@ -142,10 +142,14 @@ class Generator:
             min_tokens=min(self.cfg.min_new_tokens, task.max_new_tokens or self.cfg.max_new_tokens),
         )
         version_start, t0 = self.version, time.perf_counter()
-        final = None
-        async for out in self.engine.generate(task.prompt, params, request_id=f"{task.task_id}-{self.actor_id}-{t0}"):
-            final = out
-        samples = [_sample(c) for c in final.outputs]
+        request_id = f"{task.task_id}-{self.actor_id}-{t0}"
+        if self.cfg.sync_mode == "inflight":
+            prompt_ids, samples = await self._generate_streamed(task.prompt, params, request_id)
+        else:
+            final = None
+            async for out in self.engine.generate(task.prompt, params, request_id=request_id):
+                final = out
+            prompt_ids, samples = final.prompt_token_ids, [_sample(c) for c in final.outputs]
         if len(samples) != self.cfg.group_size:
             raise RuntimeError(f"engine returned {len(samples)} of {self.cfg.group_size} samples")
         dt = time.perf_counter() - t0
@@ -153,9 +157,36 @@ class Generator:
         self._stats["samples"] += len(samples)
         self._stats["tokens"] += sum(len(s.token_ids) for s in samples)
         self._stats["generate_s"] += dt
-        return RolloutGroup(task=task, prompt_ids=np.asarray(final.prompt_token_ids, np.int32), samples=samples,
+        return RolloutGroup(task=task, prompt_ids=np.asarray(prompt_ids, np.int32), samples=samples,
                             version_start=version_start, version_end=self.version, actor_id=self.actor_id,
                             generate_s=dt, t_generated=time.time())
+
+    async def _generate_streamed(self, prompt: str, params, request_id: str) -> tuple[list[int], list[Sample]]:
+        """Inflight mode: token deltas as the engine makes them, each stamped with the version
+        this actor holds when it receives them. A weight load runs between two engine steps and
+        its acknowledgement comes after the outputs of the steps before it, so the stamp
+        changes at the step where the new weights took effect."""
+        from vllm.sampling_params import RequestOutputKind
+
+        params.output_kind = RequestOutputKind.DELTA
+        n = params.n
+        ids, lps, versions = [[] for _ in range(n)], [[] for _ in range(n)], [[] for _ in range(n)]
+        text, finish = [[] for _ in range(n)], ["abort"] * n
+        prompt_ids = None
+        async for out in self.engine.generate(prompt, params, request_id=request_id):
+            prompt_ids = prompt_ids or out.prompt_token_ids
+            for c in out.outputs:
+                i, new = c.index, list(c.token_ids)
+                ids[i] += new
+                lps[i] += [row[t].logprob for row, t in zip(c.logprobs, new)] if c.logprobs else [0.0] * len(new)
+                versions[i] += [self.version] * len(new)
+                text[i].append(c.text)
+                if c.finish_reason:
+                    finish[i] = str(c.finish_reason)
+        samples = [Sample(token_ids=np.asarray(ids[i], np.int32), logprobs=np.asarray(lps[i], np.float32),
+                          text="".join(text[i]), finish_reason=finish[i],
+                          token_versions=np.asarray(versions[i], np.int32)) for i in range(n)]
+        return list(prompt_ids or []), samples
 
     async def init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str):
         """Join the learner's weight group; engine worker k (tensor-parallel rank) takes first_rank + k."""

@@ -56,6 +56,9 @@ class Sample:
     text: str
     finish_reason: str         # "stop" | "length" | "abort"
     answer: str | None = None
+    # (T,) int32, the policy version that sampled each token; only under sync_mode "inflight",
+    # where a sync can land mid-sample. Empty: every token is from the group's version_start
+    token_versions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
 
 @dataclass

@@ -217,7 +217,8 @@ class Learner:
                 # the share of the group's life (generation start -> training) spent at the verifier:
                 # staleness accrues in wall time, so this is the verifier's share of it
                 "verify_share": (g.t_verified - r.t_generated) / life if life > 0 else float("nan"),
-                "arrived": self.arrived.pop(index, float("nan")), "trained": t_train}
+                "arrived": self.arrived.pop(index, float("nan")), "trained": t_train,
+                "tokens_by_version": _tokens_by_version(r)}
 
     def _group_metrics(self, groups: list[ScoredGroup]) -> dict:
         stale = [self.version - 1 - g.group.version_start for g in groups]
@@ -295,6 +296,19 @@ class Learner:
 
     def pid(self) -> int:
         return os.getpid()
+
+
+def _tokens_by_version(group) -> dict[str, int]:
+    """How many of the group's tokens each policy version sampled (JSON keys are strings)."""
+    out: dict[str, int] = {}
+    for s in group.samples:
+        if len(s.token_versions):
+            vs, counts = np.unique(s.token_versions, return_counts=True)
+            for v, c in zip(vs.tolist(), counts.tolist()):
+                out[str(v)] = out.get(str(v), 0) + c
+        elif len(s.token_ids):
+            out[str(group.version_start)] = out.get(str(group.version_start), 0) + len(s.token_ids)
+    return out
 
 
 def write_record(path: str, groups: list[ScoredGroup]):

@@ -50,6 +50,11 @@ def test_a_sync_during_a_long_generation(tiny_model_path, mode):
         assert all(len(s.token_ids) == 3500 for s in group.samples)
         if mode == "inflight":
             assert (group.version_start, group.version_end) == (0, 1)  # swapped under it
+            for s in group.samples:  # each token stamped: a run of version 0, then of version 1
+                v = s.token_versions.tolist()
+                assert len(v) == 3500 and v[0] == 0 and v[-1] == 1 and v == sorted(v)
+                assert 0 < v.index(1) < 3500
+                assert len(s.logprobs) == 3500 and s.text and s.finish_reason == "length"
         else:
             assert (group.version_start, group.version_end) == (1, 1)  # started over on the new weights
             assert ray.get(gen.stats.remote())["interrupted"] == 1
