@@ -71,6 +71,29 @@ def _advantages(rewards: list[np.ndarray], cfg: LearnerConfig) -> torch.Tensor:
     return torch.cat(out)
 
 
+class FusedHead(torch.nn.Linear):
+    """The model's LM head (the same Linear, the same weight) that, given targets, returns the
+    fused kernel's chosen-token log-probs and entropies instead of logits.
+
+    Calling the head *module* rather than reading its weight matters under ZeRO-3: the
+    weight is partitioned, and DeepSpeed gathers it around a module's forward (and again
+    for its backward). `use_fused_head` turns a model's head into one in place."""
+
+    def forward(self, hidden, targets=None):
+        if targets is None:
+            return super().forward(hidden)
+        logp, entropy, _ = kernels.lm_head_logprobs(hidden, self.weight, targets)
+        return logp, entropy
+
+
+def use_fused_head(model):
+    head = model.get_output_embeddings()
+    if type(head) is not torch.nn.Linear:
+        raise TypeError(f"the fused LM head needs a plain nn.Linear head, this model has {type(head).__name__}")
+    head.__class__ = FusedHead
+    return model
+
+
 def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0):
     """Log-probs (N, L-1) of the next token at completion positions, through the fused LM-head kernel.
 
@@ -83,7 +106,11 @@ def token_logprobs(model, input_ids, attention, completion, temperature: float =
     if temperature != 1.0:
         h = h / temperature  # logits / T = (h / T) W^T
     targets = input_ids[:, 1:][rows]
-    logp, entropy, _ = kernels.lm_head_logprobs(h, model.get_output_embeddings().weight, targets)
+    head = model.get_output_embeddings()
+    if isinstance(head, FusedHead):
+        logp, entropy = head(h, targets=targets)
+    else:
+        logp, entropy, _ = kernels.lm_head_logprobs(h, head.weight, targets)
     out = torch.zeros(completion.shape, dtype=logp.dtype, device=logp.device)
     out = out.masked_scatter(rows, logp)
     ent = torch.zeros(completion.shape, dtype=entropy.dtype, device=entropy.device).masked_scatter(rows, entropy)

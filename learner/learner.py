@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
 import time
 
@@ -25,7 +26,7 @@ import torch
 from jury.cluster.config import LearnerConfig
 from jury.cluster.messages import ScoredGroup, Shutdown, WeightUpdate
 from jury.cluster.transport import Receiver
-from jury.learner.grpo import collate, micro_loss
+from jury.learner.grpo import collate, micro_loss, use_fused_head
 from jury.learner.weight_sender import WeightSender
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class Learner:
         self.device = torch.device(device)
         _init_distributed("gloo" if device == "cpu" else "nccl")
         dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+        model = use_fused_head(AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype))
         self.pad_id = AutoTokenizer.from_pretrained(model_path).pad_token_id or 0
         self.model_path = model_path
         self.ref_model = None
@@ -256,15 +257,24 @@ class Learner:
         return WeightSender.layout(self._named_weights(), self.version, bucket_mb << 20)
 
     def broadcast(self, update: WeightUpdate) -> dict:
-        t0 = time.perf_counter()
-        tensors = dict(self._named_weights())  # ZeRO-3 gathers bucket by bucket: see weight_sender
-        gather_s = time.perf_counter() - t0
-        out = self.sender.broadcast(update, tensors)
-        out["gather_s"] = gather_s
-        return out
+        """Rank 0's half of a sync; gather_s is the time to make each bucket whole (ZeRO-3:
+        an all-gather per bucket, never the whole model at once; otherwise a copy)."""
+        gather = None
+        if self.cfg.zero_stage == 3:
+            import deepspeed
+
+            gather = lambda params: deepspeed.zero.GatheredParameters(params, modifier_rank=None)  # noqa: E731
+        return self.sender.broadcast(update, dict(self._named_weights()), gather)
 
     def _named_weights(self):
-        return [(k, v) for k, v in self.engine.module.state_dict().items()]
+        """(name, tensor) in state_dict order. Under ZeRO-3 state_dict holds empty partitions,
+        so the parameters themselves are returned (partitioned; `broadcast` gathers them)."""
+        names = list(self.engine.module.state_dict().keys())
+        if self.cfg.zero_stage != 3:
+            return list(self.engine.module.state_dict().items())
+        params = dict(self.engine.module.named_parameters(remove_duplicate=False))
+        params.update(self.engine.module.named_buffers())
+        return [(k, params[k]) for k in names]
 
     # ── checkpoints and probes ──
     def save(self, path: str) -> int:
@@ -272,9 +282,21 @@ class Learner:
         from transformers import AutoTokenizer
 
         os.makedirs(path, exist_ok=True)
-        self.engine.module.save_pretrained(path)
+        if self.cfg.zero_stage == 3:  # partitions gathered whole for the Hugging Face copy
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(self.engine.module.parameters()), modifier_rank=None):
+                state = {k: v.detach().clone() for k, v in self.engine.module.state_dict().items()}
+            self.engine.module.save_pretrained(path, state_dict=state)
+        else:
+            self.engine.module.save_pretrained(path)
         AutoTokenizer.from_pretrained(self.model_path).save_pretrained(path)
-        self.engine.save_checkpoint(os.path.join(path, "engine"), tag=f"v{self.version}")
+        engine_dir = os.path.join(path, "engine")
+        tag = f"v{self.version}"
+        self.engine.save_checkpoint(engine_dir, tag=tag)
+        for old in os.listdir(engine_dir):  # `latest` names the new tag; older ones only fill the disk
+            if old != tag and old.startswith("v") and os.path.isdir(os.path.join(engine_dir, old)):
+                shutil.rmtree(os.path.join(engine_dir, old))
         return self.version
 
     def logprobs_of(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:

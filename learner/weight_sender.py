@@ -10,6 +10,8 @@ after every engine acknowledged):
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from datetime import timedelta
 
@@ -35,14 +37,17 @@ class WeightSender:
 
     @staticmethod
     def layout(named_params, version: int, bucket_bytes: int = 64 << 20) -> WeightUpdate:
-        """Group consecutive tensors of one dtype into buckets of about `bucket_bytes`."""
+        """Group consecutive tensors of one dtype into buckets of about `bucket_bytes`.
+
+        A ZeRO-3 partitioned parameter is laid out by its full shape (`ds_shape`)."""
         names, dtypes, shapes, buckets = [], [], [], []
         current, current_bytes, current_dtype = [], 0, None
         for i, (name, p) in enumerate(named_params):
+            shape = list(getattr(p, "ds_shape", p.shape))
             names.append(name)
             dtypes.append(str(p.dtype))
-            shapes.append(list(p.shape))
-            size = p.numel() * p.element_size()
+            shapes.append(shape)
+            size = math.prod(shape) * p.element_size()
             if current and (p.dtype != current_dtype or current_bytes + size > bucket_bytes):
                 buckets.append(current)
                 current, current_bytes = [], 0
@@ -53,13 +58,23 @@ class WeightSender:
             buckets.append(current)
         return WeightUpdate(version=version, names=names, dtypes=dtypes, shapes=shapes, buckets=buckets)
 
-    def broadcast(self, update: WeightUpdate, tensors: dict[str, torch.Tensor]) -> dict[str, float]:
-        """Broadcast every bucket of `update` from rank 0. Returns timings and bytes."""
+    def broadcast(self, update: WeightUpdate, tensors: dict[str, torch.Tensor], gather=None) -> dict[str, float]:
+        """Broadcast every bucket of `update` from rank 0. Returns timings and bytes.
+
+        `gather(tensors)`, when given, is a context manager that makes partitioned tensors
+        whole (ZeRO-3): entered per bucket, so only one bucket is ever gathered at a time."""
         opts = dist.BroadcastOptions()
         opts.rootRank = 0
-        t0, nbytes = time.perf_counter(), 0
+        gather_s = broadcast_s = 0.0
+        nbytes = 0
         for bucket in update.buckets:
-            flat = torch.cat([tensors[update.names[i]].detach().reshape(-1) for i in bucket])
-            nbytes += flat.numel() * flat.element_size()
-            self.pg.broadcast([flat], opts).wait()
-        return {"broadcast_s": time.perf_counter() - t0, "bytes": float(nbytes)}
+            parts = [tensors[update.names[i]] for i in bucket]
+            t0 = time.perf_counter()
+            with gather(parts) if gather else contextlib.nullcontext():
+                flat = torch.cat([p.detach().reshape(-1) for p in parts])
+                t1 = time.perf_counter()
+                gather_s += t1 - t0
+                nbytes += flat.numel() * flat.element_size()
+                self.pg.broadcast([flat], opts).wait()
+                broadcast_s += time.perf_counter() - t1
+        return {"broadcast_s": broadcast_s, "gather_s": gather_s, "bytes": float(nbytes)}
