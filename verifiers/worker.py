@@ -56,9 +56,10 @@ class VerdictCache:
 
 
 class VerifierWorker:
-    def __init__(self, cfg: VerifierConfig, worker_id: str, gate_factory=None, llm=None):
+    def __init__(self, cfg: VerifierConfig, worker_id: str, gate_factory=None, llm=None, derl=None):
         self.cfg, self.worker_id = cfg, worker_id
         self.llm = llm  # an LLMClient for the TinyV cascade
+        self.derl = derl  # a derl_scorer.DerlScorer when derl.enabled: the reward on diversifying prompts
         # built here, in this process: a gate may own processes (Lean REPLs) that cannot be shipped
         self.gate = gate_factory() if gate_factory else None
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
@@ -134,9 +135,14 @@ class VerifierWorker:
             tinyv=self._tinyv(group, verdicts) if self.cfg.reward == "tinyv" else None,
         )
         result = self._reward(view, group)
+        rewards = result.rewards
         correct = sum(v.kind == "correct" for v in verdicts)
         stats = {"pass_rate": correct / len(verdicts) if verdicts and label is not None else float("nan")}
-        return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(result.rewards, np.float32),
+        if self.derl is not None:  # correctness for DeRL is the label check above (see derl_scorer)
+            rewards, derl_stats = self.derl.rewards(group.task, [s.text for s in group.samples],
+                                                    [v.kind == "correct" for v in verdicts], rewards)
+            stats.update(derl_stats)
+        return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(rewards, np.float32),
                            scheme=self.cfg.reward, majority_answer=result.majority_answer,
                            vote_share=result.vote_share, gate=result.gate, num_distinct=result.num_distinct,
                            verify_s=0.0, worker_id=self.worker_id, stats=stats)
