@@ -85,6 +85,8 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
             if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
                 row.update(pipe.sync_weights_or_recover())
             pipe.feeder.consumed((step + 1) * cfg.batch_groups)
+            if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
+                row.update(pipe.derl.after_step(row.pop("derl")))
             pipe.feeder.admit(pipe.version, stop_at=total)
             now = time.perf_counter()
             row.update({"perf/step_s": now - last, "perf/tokens_per_s": row["rollout/tokens"] / (now - last),
