@@ -58,6 +58,7 @@ class Diversifier:
         self.request: _PlanRequest | None = None
         self.counts = _zero()
         self.diverse_correct_total = 0.0
+        self._warned = False
 
     # ── the feeder's side ──
     def mix(self, task: PromptTask, problem: Problem) -> PromptTask:
@@ -80,7 +81,13 @@ class Diversifier:
     def _fits(self, prompt: str) -> bool:
         if self.tokenizer is None or self.max_prompt_tokens <= 0:
             return True
-        return len(self.tokenizer(prompt)["input_ids"]) <= self.max_prompt_tokens
+        n = len(self.tokenizer(prompt)["input_ids"])
+        if n > self.max_prompt_tokens and not self._warned:
+            self._warned = True  # once: the count derl/prompt_too_long says how often
+            log.warning("derl: a prompt of %d tokens is over max_prompt_tokens=%d and stays original; "
+                        "DeRL's prompt formats need a larger max_prompt_tokens (and max_model_len)",
+                        n, self.max_prompt_tokens)
+        return n <= self.max_prompt_tokens
 
     # ── the driver's side, once per learner step ──
     def after_step(self, rows: list[dict]) -> dict[str, float]:
