@@ -219,7 +219,7 @@ def test_plans_come_from_correct_cots_and_turn_tasks_diversifying():
     t = _admit(d, P, 2)  # the plan is not in yet: taken in at the next step
     assert t.kind == "original"
     m = d.after_step([_row(2)])
-    assert m["derl/plans_written"] == 1 and m["derl/plans_refused"] == 0 and m["derl/plan_tokens"] == 14  # 2 attempts x 7
+    assert m["derl/plans_written"] == 1 and m["derl/plans_refused"] == 0 and m["derl/plan_tokens"] == 14  # 2 x 7
     div, orig = _admit(d, P, 3), _admit(d, Q, 4)
     assert (div.kind, div.plan, div.problem, div.label) == ("diversify", PLAN, P.problem, "12")
     assert div.prompt.startswith("Compute 5+7.\nProof plan starts: " + PLAN + " Proof plan ends.")
