@@ -64,11 +64,11 @@ class Pipeline:
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve)
-        if cfg.derl.enabled:
-            self._start_derl(tokenizer)
         self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
         ray.get([self._start_generator(g) for g in self.generators])
         self._init_weight_plane()
+        if cfg.derl.enabled:  # before the driver admits the first task
+            self._start_derl(tokenizer)
 
     def _init_ray(self):
         import ray
