@@ -167,6 +167,28 @@ def test_worker_scores_diversifying_groups_with_the_label_check():
         w.stop()
 
 
+def test_diversifying_groups_skip_the_runs_scheme_and_its_gate():
+    asked = []
+
+    def gate(problem, answer):
+        asked.append(answer)
+        return True
+
+    w = VerifierWorker(VerifierConfig(reward="jury"), "v0", gate_factory=lambda: gate,
+                       derl=DerlScorer(DerlConfig(), Scripted(), seed=0))
+    try:
+        texts = ["\\boxed{12}", "\\boxed{13}", "\\boxed{13}"]
+        samples = [Sample(np.arange(3, dtype=np.int32), np.full(3, -0.5, np.float32), t, "stop") for t in texts]
+        div = _task("diversify", problem="Compute 5+7.", plan=PLAN)
+        sg = w.score(RolloutGroup(div, np.arange(4, dtype=np.int32), samples, 0, 0, "g0", 0.1))
+        assert asked == [] and sg.gate is None and sg.scheme == "derl"
+        assert sg.rewards.tolist() == [1.0, 0.0, 0.0] and sg.vote_share == pytest.approx(2 / 3)
+        sg = w.score(RolloutGroup(_task(index=1), np.arange(4, dtype=np.int32), samples, 0, 0, "g0", 0.1))
+        assert asked == ["13"] and sg.gate == "proved" and sg.scheme == "jury"  # originals: the run's scheme
+    finally:
+        w.stop()
+
+
 # ---------------------------------------------------------------- the learner's rows
 def test_learner_rows_carry_first_correct_cot_of_originals_only():
     from jury.learner.learner import derl_rows

@@ -9,7 +9,8 @@
 Correctness is the worker's label check (math_verify against the task's label, the
 verdicts `ground_truth` rewards), whatever the run's scheme: §3.2.2 rewards a correct
 answer, and the paper trains with ground truth. So a label-free scheme (JURY-RL) still
-scores the original prompts, and the diversifying ones read the label.
+scores the original prompts, and the diversifying ones read the label. The worker does not
+ask the run's scheme (its proof gate, TinyV) about a diversifying group at all.
 
 The counts go into ScoredGroup.stats as derl_* numbers; the driver sums them per trained
 batch (cluster/diversify.py). A judge that fails (engine down, short reply) gives the

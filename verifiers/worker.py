@@ -127,14 +127,17 @@ class VerifierWorker:
         label = group.task.label
         verdicts = self._verdicts([s.answer for s in group.samples], label) if label is not None else \
             [Verdict("inconclusive", "none", 0.0) for _ in group.samples]
+        # a diversifying group's reward is DeRL's alone: the run's scheme (proof gate, TinyV) is not
+        # asked about it, and majority_vote only fills in the group's facts (majority, vote share)
+        diversify = self.derl is not None and group.task.kind == "diversify"
         view = reward_schemes.GroupView(
             answer_keys=[answer_key(s.answer) for s in group.samples],
             verdicts=[v.kind for v in verdicts] if label is not None else None,
             token_logprobs=[s.logprobs.tolist() for s in group.samples],
             problem=group.task.prompt,
-            tinyv=self._tinyv(group, verdicts) if self.cfg.reward == "tinyv" else None,
+            tinyv=self._tinyv(group, verdicts) if self.cfg.reward == "tinyv" and not diversify else None,
         )
-        result = self._reward(view, group)
+        result = reward_schemes.majority_vote(view) if diversify else self._reward(view, group)
         rewards = result.rewards
         correct = sum(v.kind == "correct" for v in verdicts)
         stats = {"pass_rate": correct / len(verdicts) if verdicts and label is not None else float("nan")}
@@ -143,7 +146,7 @@ class VerifierWorker:
                                                     [v.kind == "correct" for v in verdicts], rewards)
             stats.update(derl_stats)
         return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(rewards, np.float32),
-                           scheme=self.cfg.reward, majority_answer=result.majority_answer,
+                           scheme="derl" if diversify else self.cfg.reward, majority_answer=result.majority_answer,
                            vote_share=result.vote_share, gate=result.gate, num_distinct=result.num_distinct,
                            verify_s=0.0, worker_id=self.worker_id, stats=stats)
 
