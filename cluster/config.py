@@ -14,6 +14,7 @@ from typing import Literal
 
 import yaml
 
+from jury.verifiers.derl import DerlConfig  # standard library and sibling verifier modules only
 from jury.verifiers.lean_gate import LeanGateConfig  # standard library only, like this module
 
 
@@ -113,6 +114,7 @@ class RunConfig:
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     lean: LeanGateConfig = field(default_factory=LeanGateConfig)  # verifier.gate=lean: models, Lean command
+    derl: DerlConfig = field(default_factory=DerlConfig)  # DeRL's diversifying prompts and reward (derl.enabled)
 
     def __post_init__(self):
         positive = ["steps", "batch_groups", "sync_every", "num_generators", "num_verifiers",
@@ -236,6 +238,14 @@ def _value(hint, value, name):
                 for k, v in value.items()):
             raise ConfigError(f"{name} must map names to amounts >= 0, got {value!r}")
         return {k: float(v) for k, v in value.items()}
+    if typing.get_origin(hint) is tuple:  # derl.ratio (int, int), derl.forbidden_tactics (str, ...)
+        args = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise ConfigError(f"{name} must be a list, got {value!r}")
+        arms = (args[0],) * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if len(value) != len(arms):
+            raise ConfigError(f"{name} must be a list of {len(arms)} values, got {value!r}")
+        return tuple(_value(arm, v, f"{name}[{i}]") for i, (arm, v) in enumerate(zip(arms, value)))
     if typing.get_origin(hint) is Literal:
         choices = typing.get_args(hint)
         if value not in choices:
@@ -254,4 +264,13 @@ def _value(hint, value, name):
 
 
 def to_dict(cfg) -> dict:
-    return dataclasses.asdict(cfg)
+    """The config as plain YAML-safe data (tuples become lists)."""
+    return _plain(dataclasses.asdict(cfg))
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

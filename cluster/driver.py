@@ -13,12 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 import yaml
 
-from jury.cluster.config import RunConfig, parse_faults
+from jury.cluster.config import RunConfig, parse_faults, to_dict
 from jury.cluster.metrics import MetricsLog
 from jury.cluster.pipeline import Pipeline
 
@@ -38,7 +37,7 @@ def resolve_model(cfg: RunConfig) -> str:
 def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:
     path = Path(path or cfg.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.yaml").write_text(yaml.safe_dump(asdict(cfg), sort_keys=False))
+    (path / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
     return path
 
 
@@ -94,6 +93,8 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
                         pipe.feeder.released_at(pipe.version), cfg.resend_after_s)))
                 row.update(pipe.sync_weights_or_recover())
             pipe.feeder.consumed((step + 1) * cfg.batch_groups)
+            if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
+                row.update(pipe.derl.after_step(row.pop("derl")))
             pipe.feeder.admit(pipe.version, stop_at=total)
             now = time.perf_counter()
             row.update({"perf/step_s": now - last, "perf/tokens_per_s": row["rollout/tokens"] / (now - last),

@@ -58,6 +58,7 @@ class Feeder:
         cap = (max_staleness + 2) * batch_groups
         self.sender = Sender(bind_host=host, hwm=cap, maxsize=cap, name="feeder", curve=curve)
         self.endpoint = self.sender.endpoint
+        self.derl = None  # DeRL: a cluster.diversify.Diversifier that makes some tasks diversifying
 
     def limit(self, version: int) -> int:
         """Tasks that may have been admitted in total while the generators hold `version`."""
@@ -134,9 +135,10 @@ class Feeder:
         raise RuntimeError("the dataset ran out of problems")
 
     def _task(self, p: Problem, version: int) -> PromptTask:
-        return PromptTask(task_id=f"s{self.seed}-{self.admitted}", index=self.admitted,
+        task = PromptTask(task_id=f"s{self.seed}-{self.admitted}", index=self.admitted,
                           prompt=p.problem + PROMPT_SUFFIX, label=p.answer, source=p.source,
                           admitted_version=version)
+        return self.derl.mix(task, p) if self.derl else task
 
     def close(self):
         self.sender.close()

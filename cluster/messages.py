@@ -46,6 +46,8 @@ class PromptTask:
     kind: str = "original"     # DeRL: "original" | "diversify"
     admitted_version: int = 0  # generator policy version when the feeder admitted it
     max_new_tokens: int = 0    # 0 = the generator's default
+    problem: str | None = None  # DeRL "diversify": the bare statement, for the judge (prompt holds the plan too)
+    plan: str | None = None     # DeRL "diversify": the proof plan shown in the prompt
 
 
 @dataclass

@@ -34,7 +34,8 @@ class Pipeline:
         self.verifiers: list = []
         self.verifier_endpoints: list[str] = []
         self.feeder = None
-        self.llm_servers: dict = {}  # model path -> LLMServer actor (TinyV, Lean-gate roles)
+        self.llm_servers: dict = {}  # model path -> LLMServer actor (TinyV, Lean-gate roles, DeRL)
+        self.derl = None  # cluster.diversify.Diversifier when derl.enabled
         self.started_ray = False
         self.host = None
         self.curve = None
@@ -67,6 +68,8 @@ class Pipeline:
         self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
         ray.get([self._start_generator(g) for g in self.generators])
         self._init_weight_plane()
+        if cfg.derl.enabled:  # before the driver admits the first task
+            self._start_derl(tokenizer)
 
     def _init_ray(self):
         import ray
@@ -105,7 +108,32 @@ class Pipeline:
         return ray.remote(VerifierWorker).options(
             num_cpus=cfg.verifier.num_cpus, resources=cfg.verifier.resources, max_restarts=cfg.max_restarts,
             runtime_env={"env_vars": self.env},
-        ).remote(cfg.verifier, f"verifier{i}", gate, llm)
+        ).remote(cfg.verifier, f"verifier{i}", gate, llm, self._derl_scorer(i))
+
+    def _derl_scorer(self, i: int):
+        """Verifier i's DeRL reward; its coin (random control) is seeded derl.seed + 1 + i."""
+        from jury.verifiers.derl_scorer import DerlScorer
+
+        d = self.cfg.derl
+        if not d.enabled:
+            return None
+        return DerlScorer(d, self._llm_client(self._derl_path()) if d.reward == "judge" else None, d.seed + 1 + i)
+
+    def _start_derl(self, tokenizer):
+        """The prompt mix and plan store on this (the driver's) process; the feeder mixes through it,
+        and the learner returns each batch's correct CoTs for it."""
+        import ray
+
+        from jury.cluster.diversify import Diversifier
+
+        self.derl = Diversifier(self.cfg.derl, self._llm_client(self._derl_path()), tokenizer=tokenizer,
+                                max_prompt_tokens=self.cfg.max_prompt_tokens)
+        self.feeder.derl = self.derl
+        ray.get(self.learner.keep_derl_rows.remote())
+
+    def _derl_path(self) -> str:
+        m = self.cfg.derl.model
+        return self.model_path if m == "tiny" else m
 
     def _make_generator(self, i: int):
         import ray

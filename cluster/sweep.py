@@ -23,7 +23,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -116,12 +116,13 @@ def _check_finished_matches(run: PlannedRun) -> None:
     """A finished run is only reused when it was trained with this very config."""
     import yaml
 
+    from jury.cluster.config import to_dict
     from jury.cluster.plots import flatten
 
     if not (run.run_dir / "summary.yaml").exists():
         return
     done = flatten(yaml.safe_load((run.run_dir / "config.yaml").read_text()))
-    want = flatten(yaml.safe_load(yaml.safe_dump(asdict(run.cfg))))  # the round trip train's copy took
+    want = flatten(yaml.safe_load(yaml.safe_dump(to_dict(run.cfg))))  # the round trip train's copy took
     # keys on one side only come from a config schema that changed since; the run's values are what count
     diff = sorted(k for k in set(done) & set(want) if k not in NOT_COMPARED and done[k] != want[k])
     if diff:

@@ -94,12 +94,18 @@ class Learner:
         self.counts = {"duplicates": 0, "refused_groups": 0}
         self.inbox = None
         self.sender = None
+        self.derl_rows = False  # DeRL: step() also returns derl_rows(groups) (see keep_derl_rows)
 
     # ── wiring ──
     def start(self, host: str | None, curve=None) -> str:
         """Bind the scored-group queue on this node's address; verifiers connect to it."""
         self.inbox = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve)
         return self.inbox.endpoint
+
+    def keep_derl_rows(self) -> bool:
+        """DeRL: from now on each step also returns "derl" rows, which the driver's plan store reads."""
+        self.derl_rows = True
+        return True
 
     def _take(self, timeout: float):
         msg = self.inbox.get(timeout=timeout)
@@ -163,6 +169,8 @@ class Learner:
                         "learner/queue_depth": self.inbox.depth() + len(self.buffer)})
         metrics.update({f"learner/{k}": v for k, v in self.counts.items()})
         metrics.update(self.inbox.stats.as_dict("learner/scored"))
+        if self.derl_rows:
+            metrics["derl"] = derl_rows(groups)
         return metrics
 
     def train_on(self, groups: list[ScoredGroup]) -> dict:
@@ -373,3 +381,18 @@ def _count(items) -> dict[str, int]:
     for x in items:
         out[x] = out.get(x, 0) + 1
     return out
+
+
+def derl_rows(groups: list[ScoredGroup]) -> list[dict]:
+    """DeRL's view of a trained batch, one row per group: its kind, the verifier's derl_* counts,
+    and for an original prompt the first sample the label check called correct (the plan store
+    keeps one CoT per problem, so one per group is enough to send)."""
+    rows = []
+    for g in groups:
+        task = g.group.task
+        first = next((s for s, v in zip(g.group.samples, g.verdicts) if v.kind == "correct"), None)
+        keep = first is not None and task.kind == "original"
+        rows.append({"index": task.index, "kind": task.kind,
+                     "cot": first.text if keep else None, "answer": first.answer if keep else None,
+                     "stats": {k: v for k, v in g.stats.items() if k.startswith("derl_")}})
+    return rows

@@ -11,6 +11,7 @@ HEAVY = ("vllm", "deepspeed", "ray", "torch")
     "jury.cluster.messages", "jury.cluster.transport", "jury.cluster.config", "jury.verifiers.worker",
     "jury.verifiers.math_verify", "jury.verifiers.rewards", "jury.verifiers.lean_gate",
     "jury.verifiers.arith_gate", "jury.verifiers.tinyv", "jury.verifiers.judges", "jury.verifiers.derl",
+    "jury.verifiers.derl_scorer", "jury.cluster.diversify",
 ])
 def test_light_modules_do_not_import_heavy_ones(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"

@@ -27,7 +27,7 @@ import random
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Literal, Sequence
 
 from jury.verifiers.judges import fill, generate_checked, load_prompt, strip_reasoning
 from jury.verifiers.lean_screen import is_id_first, is_id_rest  # Lean 4's isIdFirst / isIdRest
@@ -56,6 +56,17 @@ class DerlConfig:
     # do ("pairs of numbers that multiply to give 50", App. 8.1; "(a^2 - b^2)^2", App. 8.3).
     allow_problem_numbers: bool = True
     forbidden_tactics: tuple[str, ...] = FORBIDDEN_TACTICS
+    # ── in a training run (cluster/diversify.py on the driver, verifiers/derl_scorer.py on the workers) ──
+    enabled: bool = False  # `jury train derl.enabled=true`: mix diversifying prompts into training
+    model: str = "tiny"  # the planner's and the judge's LLM: a HF folder, or "tiny" for the local tiny model
+    # the reward on diversifying prompts: the paper's judge (1 iff correct and judged dissimilar), or
+    # §3.3's control, a fair coin on diversifying prompts only (Table 1 "Partial Random Reward") or on
+    # every prompt ("Random Reward (on all prompts)")
+    reward: Literal["judge", "random_partial", "random_all"] = "judge"
+    # original prompts in §3.1's format ("paper"), or as the dataset gives them ("dataset": a model
+    # trained on that format, like the tiny one, keeps its pass rate and so has correct CoTs to plan from)
+    original_prompt: Literal["paper", "dataset"] = "dataset"
+    plans_per_step: int = 64  # stored CoTs sent to the planner at once; one request in flight at a time
 
     def __post_init__(self) -> None:
         # YAML hands in lists; keep the config hashable and immutable.
@@ -63,7 +74,11 @@ class DerlConfig:
         object.__setattr__(self, "forbidden_tactics", tuple(self.forbidden_tactics))
         if len(self.ratio) != 2 or self.ratio[0] < 0 or self.ratio[1] < 0 or sum(self.ratio) == 0:
             raise ValueError(f"DerlConfig.ratio must be two non-negative ints, not both 0, got {self.ratio}")
-        for name in ("store_size", "plan_attempts", "plan_max_tokens", "judge_max_tokens"):
+        for name, choices in (("reward", ("judge", "random_partial", "random_all")),
+                              ("original_prompt", ("paper", "dataset"))):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"DerlConfig.{name} must be one of {list(choices)}, got {getattr(self, name)!r}")
+        for name in ("store_size", "plan_attempts", "plan_max_tokens", "judge_max_tokens", "plans_per_step"):
             if getattr(self, name) < 1:
                 raise ValueError(f"DerlConfig.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("plan_temperature", "judge_temperature"):

@@ -56,9 +56,10 @@ class VerdictCache:
 
 
 class VerifierWorker:
-    def __init__(self, cfg: VerifierConfig, worker_id: str, gate_factory=None, llm=None):
+    def __init__(self, cfg: VerifierConfig, worker_id: str, gate_factory=None, llm=None, derl=None):
         self.cfg, self.worker_id = cfg, worker_id
         self.llm = llm  # an LLMClient for the TinyV cascade
+        self.derl = derl  # a derl_scorer.DerlScorer when derl.enabled: the reward on diversifying prompts
         # built here, in this process: a gate may own processes (Lean REPLs) that cannot be shipped
         self.gate = gate_factory() if gate_factory else None
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
@@ -127,18 +128,26 @@ class VerifierWorker:
         label = group.task.label
         verdicts = self._verdicts([s.answer for s in group.samples], label) if label is not None else \
             [Verdict("inconclusive", "none", 0.0) for _ in group.samples]
+        # a diversifying group's reward is DeRL's alone: the run's scheme (proof gate, TinyV) is not
+        # asked about it, and majority_vote only fills in the group's facts (majority, vote share)
+        diversify = self.derl is not None and group.task.kind == "diversify"
         view = reward_schemes.GroupView(
             answer_keys=[answer_key(s.answer) for s in group.samples],
             verdicts=[v.kind for v in verdicts] if label is not None else None,
             token_logprobs=[s.logprobs.tolist() for s in group.samples],
             problem=group.task.prompt,
-            tinyv=self._tinyv(group, verdicts) if self.cfg.reward == "tinyv" else None,
+            tinyv=self._tinyv(group, verdicts) if self.cfg.reward == "tinyv" and not diversify else None,
         )
-        result = self._reward(view, group)
+        result = reward_schemes.majority_vote(view) if diversify else self._reward(view, group)
+        rewards = result.rewards
         correct = sum(v.kind == "correct" for v in verdicts)
         stats = {"pass_rate": correct / len(verdicts) if verdicts and label is not None else float("nan")}
-        return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(result.rewards, np.float32),
-                           scheme=self.cfg.reward, majority_answer=result.majority_answer,
+        if self.derl is not None:  # correctness for DeRL is the label check above (see derl_scorer)
+            rewards, derl_stats = self.derl.rewards(group.task, [s.text for s in group.samples],
+                                                    [v.kind == "correct" for v in verdicts], rewards)
+            stats.update(derl_stats)
+        return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(rewards, np.float32),
+                           scheme="derl" if diversify else self.cfg.reward, majority_answer=result.majority_answer,
                            vote_share=result.vote_share, gate=result.gate, num_distinct=result.num_distinct,
                            verify_s=0.0, worker_id=self.worker_id, stats=stats)
 
