@@ -30,7 +30,7 @@ class Run:
 def flatten(d: dict, prefix: str = "") -> dict:
     out = {}
     for k, v in d.items():
-        if isinstance(v, dict):
+        if isinstance(v, dict) and v and all(isinstance(x, str) for x in v):  # a section; {k: w} is a value
             out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[prefix + k] = v
@@ -101,6 +101,16 @@ def _series(rows: list[dict], x: str, y: str) -> tuple[list, list]:
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+def running_mean(ys: list[float], window: int = 0) -> list[float]:
+    """Mean of the last `window` values at each point (default: a tenth of the series, at least 1)."""
+    window = window or max(1, len(ys) // 10)
+    out, total = [], 0.0
+    for i, y in enumerate(ys):
+        total += y - (ys[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
 def plot_curves(runs: list[Run], path: Path) -> Path:
     """Reward and pass rate against step (top) and wall time (bottom), a colour per setting."""
     import matplotlib.pyplot as plt
@@ -113,15 +123,17 @@ def plot_curves(runs: list[Run], path: Path) -> Path:
         seen = set()
         for r in runs:
             xs, ys = _series(r.rows, x, y)
+            # per-step values are noisy (8 groups a step): faint dots, and a running mean to read
+            ax.plot(xs, ys, color=colours[r.label], marker=".", linestyle="none", alpha=0.25, markersize=3)
             # seeds of one setting share a colour; the legend names each setting once
-            ax.plot(xs, ys, color=colours[r.label], marker=".", alpha=0.8,
+            ax.plot(xs, running_mean(ys), color=colours[r.label], linewidth=2,
                     label=None if r.label in seen else r.label)
             seen.add(r.label)
         ax.set_xlabel("learner step" if x == "step" else "wall time since the first step (s)")
         ax.set_ylabel(y)
         ax.grid(alpha=0.3)
     axes[0, 0].legend(fontsize=8)
-    fig.suptitle("reward and pass rate")
+    fig.suptitle("reward and pass rate (dots: each step; lines: running mean over a tenth of the run)")
     return _save(fig, path)
 
 

@@ -109,3 +109,11 @@ def test_plot_command(sweep_dir, tmp_path, capsys):
     args = parser.parse_args(["plot", str(tmp_path / "empty"), "--out", str(tmp_path / "q")])
     assert args.func(args) == 2
     assert "no metrics.jsonl" in capsys.readouterr().err
+
+
+def test_running_mean_smooths_over_the_window():
+    from jury.cluster.plots import running_mean
+
+    assert running_mean([1.0, 3.0, 5.0, 7.0], window=2) == [1.0, 2.0, 4.0, 6.0]
+    assert running_mean([2.0] * 30) == [2.0] * 30
+    assert running_mean([]) == []
