@@ -37,7 +37,7 @@ class GeneratorConfig:
     enforce_eager: bool = True     # skip compilation: engine start matters more than peak speed here
     max_num_seqs: int = 256
     max_tasks_in_flight: int = 64  # tasks handed to the engine at once
-    tensor_parallel_size: int = 1
+    tensor_parallel_size: int = 1  # > 1 with num_gpus > 0: its GPUs reserved in one placement group
     kv_cache_gib: int = 1          # VLLM_CPU_KVCACHE_SPACE on the CPU
     num_cpus: float = 1.0          # Ray resources per generator actor
     num_gpus: float = 0.0
