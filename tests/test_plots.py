@@ -117,3 +117,12 @@ def test_running_mean_smooths_over_the_window():
     assert running_mean([1.0, 3.0, 5.0, 7.0], window=2) == [1.0, 2.0, 4.0, 6.0]
     assert running_mean([2.0] * 30) == [2.0] * 30
     assert running_mean([]) == []
+
+
+def test_throughput_is_placed_at_the_staleness_the_runs_trained_at():
+    def run(forced, stale, tps, seed):
+        rows = [{"staleness/mean": stale, "perf/tokens_per_s": tps} for _ in range(3)]
+        return plots.Run(plots.Path("."), {"forced_staleness": forced, "seed": seed, "learner.lr": 1e-4}, rows)
+
+    runs = [run({0: 1.0}, 0.0, 100.0, 0), run({4: 1.0}, 4.0, 180.0, 0), run({4: 1.0}, 4.0, 200.0, 1)]
+    assert plots.throughput_points(runs) == {"all runs": {0.0: [100.0], 4.0: [180.0, 200.0]}}
