@@ -6,21 +6,14 @@ only a `\\boxed{}` counts.
 """
 from __future__ import annotations
 
+from jury.verifiers.math_normalize import brace_group
+
 
 def extract_boxed(text: str) -> str | None:
-    """Contents of the last \\boxed{...} or \\fbox{...}, braces balanced; None if absent."""
+    """Contents of the last \\boxed{...} or \\fbox{...}, braces balanced; None if absent
+    or if that last box was never closed (unlike the verifier, no earlier box stands in)."""
     start = max(text.rfind("\\boxed{"), text.rfind("\\fbox{"))
     if start < 0:
         return None
-    i = text.index("{", start) + 1
-    depth, j = 1, i
-    while j < len(text):
-        c = text[j]
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[i:j].strip()
-        j += 1
-    return None  # unbalanced: the model never closed its box
+    inner = brace_group(text, text.index("{", start))
+    return None if inner is None else inner.strip()

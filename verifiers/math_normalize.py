@@ -193,7 +193,7 @@ _BOX = re.compile(r"\\(?:boxed|fbox)")
 _ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*:?\s*", re.IGNORECASE)
 
 
-def _brace_group(text: str, start: int) -> str | None:
+def brace_group(text: str, start: int) -> str | None:
     """Content of the brace group opening at text[start] == '{', or None if unclosed."""
     depth = 0
     for k in range(start, len(text)):
@@ -213,7 +213,7 @@ def _last_box(text: str) -> str | None:
         while pos < len(text) and text[pos] == " ":
             pos += 1
         if pos < len(text) and text[pos] == "{":
-            body = _brace_group(text, pos)
+            body = brace_group(text, pos)
             if body is not None:
                 return body
         else:  # `\boxed 5`: the next space-delimited token

@@ -136,13 +136,19 @@ def _item_key(node) -> str | None:
     return None if value is None else str(value)
 
 
-def answer_key(answer: str | None) -> str | None:
-    """Majority-vote key: equal keys mean the same answer; None when there is none."""
+def _normalized_final(answer: str | None) -> str | None:
+    """The final answer normalised, or None when there is none or it is over the size limit."""
     if answer is None:
         return None
     answer = _final_answer(answer)
     a = normalize(answer) if answer is not None and len(answer) <= 10 * MAX_CHARS else ""
-    if not a or len(a) > MAX_CHARS:
+    return a if a and len(a) <= MAX_CHARS else None
+
+
+def answer_key(answer: str | None) -> str | None:
+    """Majority-vote key: equal keys mean the same answer; None when there is none."""
+    a = _normalized_final(answer)
+    if a is None:
         return None
     try:
         items = _parsed(a).items
@@ -160,11 +166,8 @@ def answer_key(answer: str | None) -> str | None:
 def exact_value(answer: str | None) -> Fraction | None:
     """A single rational answer's exact value ("x=-1.5", "\\frac{-6}{4}" -> -3/2), else
     None (several answers, irrational, unparsable, over the limits). For proof gates."""
-    if answer is None:
-        return None
-    answer = _final_answer(answer)
-    a = normalize(answer) if answer is not None and len(answer) <= 10 * MAX_CHARS else ""
-    if not a or len(a) > MAX_CHARS:
+    a = _normalized_final(answer)
+    if a is None:
         return None
     try:
         items = _parsed(a).items
