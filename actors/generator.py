@@ -149,7 +149,8 @@ class Generator:
             prompt_ids, samples = await self._generate_streamed(task.prompt, params, request_id)
         else:
             final = None
-            async for out in self.engine.generate(task.prompt, params, request_id=request_id):
+            async for out in self.engine.generate(await render(self.engine, {"prompt": task.prompt}), params,
+                                                  request_id=request_id):
                 final = out
             prompt_ids, samples = final.prompt_token_ids, [_sample(c) for c in final.outputs]
         if len(samples) != self.cfg.group_size:
@@ -175,7 +176,8 @@ class Generator:
         ids, lps, versions = [[] for _ in range(n)], [[] for _ in range(n)], [[] for _ in range(n)]
         text, finish = [[] for _ in range(n)], ["abort"] * n
         prompt_ids = None
-        async for out in self.engine.generate(prompt, params, request_id=request_id):
+        async for out in self.engine.generate(await render(self.engine, {"prompt": prompt}), params,
+                                              request_id=request_id):
             prompt_ids = prompt_ids or out.prompt_token_ids
             for c in out.outputs:
                 i, new = c.index, list(c.token_ids)
@@ -228,12 +230,11 @@ class Generator:
     async def token_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The engine's log-prob of a fixed completion (prompt log-probs over prompt+completion)."""
         from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
 
         params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
         ids = list(prompt_ids) + list(completion_ids)
         final = None
-        async for out in self.engine.generate(TokensPrompt(prompt_token_ids=ids), params,
+        async for out in self.engine.generate(await render(self.engine, {"prompt_token_ids": ids}), params,
                                               request_id=f"score-{time.perf_counter()}"):
             final = out
         rows = final.prompt_logprobs[len(prompt_ids):]
@@ -272,6 +273,13 @@ class Generator:
 
     async def pid(self) -> int:
         return os.getpid()
+
+
+async def render(engine, prompt: dict):
+    """A prompt dict ({"prompt": text} or {"prompt_token_ids": ids}) as the engine's input,
+    through vLLM's renderer (raw prompts handed to generate() are deprecated)."""
+    (engine_input,) = await engine.renderer.render_cmpl_async([prompt])
+    return engine_input
 
 
 def _sample(c) -> Sample:

@@ -34,7 +34,10 @@ class LLMServer:
 
     async def _one(self, prompt: str, params, rid: str) -> list[tuple[str, int]]:
         final = None
-        async for out in self.engine.generate(await self._template(prompt), params, request_id=rid):
+        from jury.actors.generator import render
+
+        prompt = await render(self.engine, {"prompt": await self._template(prompt)})
+        async for out in self.engine.generate(prompt, params, request_id=rid):
             final = out
         return [(c.text, len(c.token_ids)) for c in final.outputs]
 
