@@ -53,7 +53,7 @@ def parse_grid(items: list[str], seeds: str | None = None) -> dict[str, list[str
     grid: dict[str, list[str]] = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        values = [v.strip() for v in raw.split(",")]
+        values = [v.strip() for v in _split_top(raw)]
         if not sep or not key or not all(values):
             raise SweepError(f"--grid {item!r}: expected key=v1,v2,... with no empty value")
         if key in grid:
@@ -71,6 +71,19 @@ def parse_grid(items: list[str], seeds: str | None = None) -> dict[str, list[str
             raise SweepError(f"--seeds {seeds!r}: expected distinct integers like 0,1,2")
         grid["seed"] = values
     return grid
+
+
+def _split_top(raw: str) -> list[str]:
+    """Split on commas outside brackets: "[4,1],[2,1]" -> ["[4,1]", "[2,1]"] (YAML lists and maps as values)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(raw):
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == "," and depth == 0:
+            parts.append(raw[start:i])
+            start = i + 1
+    parts.append(raw[start:])
+    return parts
 
 
 def expand(grid: dict[str, list[str]]) -> list[dict[str, str]]:

@@ -41,6 +41,15 @@ class StubTrain:
         return summary
 
 
+def test_grid_values_may_be_yaml_lists_and_maps(tmp_path):
+    grid = sw.parse_grid(["derl.ratio=[4,1],[2,1]", "forced_staleness={0: 1, 4: 1},2"])
+    assert grid == {"derl.ratio": ["[4,1]", "[2,1]"], "forced_staleness": ["{0: 1, 4: 1}", "2"]}
+    runs = sw.plan(grid, ["steps=3"], tmp_path / "s")
+    assert [r.cfg.derl.ratio for r in runs] == [(4, 1), (4, 1), (2, 1), (2, 1)]
+    assert [r.cfg.forced_staleness for r in runs[:2]] == [{0: 1.0, 4: 1.0}, {2: 1.0}]
+    assert len({r.name for r in runs}) == 4
+
+
 def test_grid_expands_in_order_with_seeds_last():
     grid = sw.parse_grid(["max_staleness=0,1,2", "verifier.fallback=reszero,zero"], seeds="0,1")
     assert grid == {"max_staleness": ["0", "1", "2"], "verifier.fallback": ["reszero", "zero"], "seed": ["0", "1"]}
