@@ -104,6 +104,9 @@ class RunConfig:
     bucket_mb: int = 64
     curve: bool = False            # ZeroMQ CURVE: encrypt the data plane, refuse peers without the run's keys
     checkpoint_every: int = 0      # learner steps between checkpoints (0: only the final one)
+    # where the learner writes checkpoints (default: the run folder). The learner writes on its
+    # own node: on a cluster give a path every node shares (NFS, EFS), or they stay on that node
+    checkpoint_dir: str = ""
     max_restarts: int = 3          # Ray restarts of a crashed generator or verifier
     resend_after_s: float = 120.0  # the learner reports missing groups after waiting this long; they are re-sent
     faults: str = ""               # fault injection, e.g. "kill:verifier0@3,slow:generator0@2:5" (action:target@step[:seconds])

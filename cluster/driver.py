@@ -151,11 +151,17 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, final: bool = False) -> str:
     """Weights (for generators and `jury eval`), DeepSpeed state, version and data position."""
     import ray
 
-    path = run_dir.resolve() / ("final" if final else "checkpoint")
+    base = Path(pipe.cfg.checkpoint_dir).resolve() if pipe.cfg.checkpoint_dir else run_dir.resolve()
+    path = base / ("final" if final else "checkpoint")
     version = ray.get(pipe.learner.save.remote(str(path)))  # the learner's version: the weights it saved
+    learner_node = ray.get(pipe.learner.node.remote())
     state = {"version": version, "next_index": version * pipe.cfg.batch_groups,
              "stream_position": pipe.feeder.position_of(version * pipe.cfg.batch_groups),
-             "hf": str(path), "engine": str(path / "engine")}
+             "hf": str(path), "engine": str(path / "engine"), "learner_node": learner_node}
+    if learner_node != ray.util.get_node_ip_address() and not pipe.cfg.checkpoint_dir:
+        log.warning("checkpoint written on the learner's node %s at %s, not beside this run's metrics; "
+                    "set checkpoint_dir to a path every node shares", learner_node, path)
+    path.mkdir(parents=True, exist_ok=True)  # the learner's node may not be this one
     (path / "state.json").write_text(json.dumps(state, indent=2))
     latest = run_dir / "latest_checkpoint"
     latest.write_text(str(path))

@@ -327,6 +327,10 @@ class Learner:
     def pid(self) -> int:
         return os.getpid()
 
+    def node(self) -> str:
+        """This learner's node address: checkpoints are written on its disk."""
+        return _node_address()
+
 
 def _tokens_by_version(group) -> dict[str, int]:
     """How many of the group's tokens each policy version sampled (JSON keys are strings)."""

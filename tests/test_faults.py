@@ -44,10 +44,11 @@ def test_kill_9_mid_run_loses_no_group_and_counts_none_twice(tiny_model_path, tm
 def test_resume_continues_metrics_ledger_and_version(tiny_model_path, tmp_path):
     from jury.cluster.driver import train
 
-    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "steps=2"])
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "steps=2", f"checkpoint_dir={tmp_path / 'shared'}"])
     train(cfg)
-    state = json.loads((tmp_path / "final" / "state.json").read_text())
-    assert state["version"] == 2 and state["next_index"] == 4
+    state = json.loads((tmp_path / "shared" / "final" / "state.json").read_text())  # where checkpoint_dir says
+    assert state["version"] == 2 and state["next_index"] == 4 and state["learner_node"]
+    assert not (tmp_path / "final").exists()
 
     # a crash after the checkpoint leaves rows of steps that will be trained again
     with open(tmp_path / "metrics.jsonl", "a") as f:
