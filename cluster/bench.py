@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -144,15 +145,26 @@ def verifier_only(cfg, run_dir: Path) -> dict:
             "cache_hit_rate": worker.stats()["verifier/cache_hit_rate"]}
 
 
-def peer(cfg, model_path: str) -> dict:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    try:
-        from trl_peer import run_trl_peer
-    except ImportError as e:
-        return {"skipped": f"TRL peer unavailable: {e}"}
-    return run_trl_peer(model_path, steps=cfg.steps, prompts_per_step=cfg.batch_groups,
-                        group_size=cfg.generator.group_size, max_new_tokens=cfg.generator.max_new_tokens,
-                        seed=cfg.seed)
+def peer(cfg, model_path: str, out: Path) -> dict:
+    """TRL's GRPOTrainer on the same model, prompts, G, completion length, steps and learning rate,
+    in a process of its own (its colocated vLLM engine opens a torch.distributed group)."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "trl_peer.py"
+    if not script.exists():
+        return {"skipped": f"{script} not found (a source checkout has it)"}
+    result = out / "peer_trl.json"
+    cmd = [sys.executable, str(script), "--model", model_path, "--steps", str(cfg.steps),
+           "--prompts-per-step", str(cfg.batch_groups), "--group-size", str(cfg.generator.group_size),
+           "--max-new-tokens", str(cfg.generator.max_new_tokens), "--seed", str(cfg.seed), "--json", str(result)]
+    # not this process's torch.distributed settings (the learner-only replay set them, and holds the port)
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
+                                                            "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"skipped": f"TRL peer failed: {last}"}
+    return json.loads(result.read_text())
 
 
 def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False) -> dict:
@@ -173,7 +185,7 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False) -> dict
     report["learner_only"] = learner_only(recorded)
     report["verifier_only"] = verifier_only(cfg, recorded)
     if with_peer:
-        report["peer/trl"] = peer(cfg, model_path)
+        report["peer/trl"] = peer(cfg, model_path, out)
     sync, fastest = report[f"end_to_end/max_staleness={staleness[0]}"], max(
         (report[f"end_to_end/max_staleness={k}"] for k in staleness), key=lambda r: r["tokens_per_s"])
     report["ratios"] = {
@@ -182,7 +194,9 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False) -> dict
         "end_to_end/generator_only": fastest["tokens_per_s"] / report["generator_only"]["tokens_per_s"],
     }
     if "completions_per_s" in report.get("peer/trl", {}):
-        report["ratios"]["ours/trl (completions/s)"] = fastest["completions_per_s"] / report["peer/trl"]["completions_per_s"]
+        trl = report["peer/trl"]
+        report["ratios"]["ours/trl (completions/s)"] = fastest["completions_per_s"] / trl["completions_per_s"]
+        report["ratios"]["ours/trl (tokens/s)"] = fastest["tokens_per_s"] / trl["tokens_per_s"]
     (out / "bench.json").write_text(json.dumps(report, indent=2))
     plot_bench(report, out)
     return report

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow
 
 def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "jury.cluster.cli", "bench", "--steps", "5", "--staleness", "0,2", "--out",
+        [sys.executable, "-m", "jury.cluster.cli", "bench", "--steps", "5", "--staleness", "0,2", "--peer", "--out",
          str(tmp_path), f"model={tiny_model_path}", "batch_groups=4", "generator.group_size=4"],
         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -31,5 +31,10 @@ def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
     assert report["learner_only"]["loss_max_abs_diff"] < 1e-4
     for name in ("throughput.png", "time.png"):
         assert (tmp_path / name).stat().st_size > 5000
+    # the peer ran the same shape: 5 steps of 4 prompts x 4 samples, the first not timed
+    trl = report["peer/trl"]
+    assert trl["completions_per_step"] == [16] * 5 and trl["completions_per_s"] > 0
+    assert report["ratios"]["ours/trl (completions/s)"] == pytest.approx(
+        max(sync["completions_per_s"], async_["completions_per_s"]) / trl["completions_per_s"])
     table = out.stdout
     assert "generator_only" in table and "async/sync" in table and "learner_only" in table
