@@ -141,7 +141,7 @@ class Learner:
             if time.monotonic() > deadline:
                 return {"missing": missing}
             self._take(timeout=0.2)
-        return {"hold_s": time.perf_counter() - t0}
+        return {"learner/hold_s": time.perf_counter() - t0}
 
     def record(self, path: str):
         """From now on write each trained batch to path/step-NNNNNN.msgpack (see `jury replay`)."""
@@ -277,9 +277,10 @@ class Learner:
     def _named_weights(self):
         """(name, tensor) in state_dict order. Under ZeRO-3 state_dict holds empty partitions,
         so the parameters themselves are returned (partitioned; `broadcast` gathers them)."""
-        names = list(self.engine.module.state_dict().keys())
+        state = self.engine.module.state_dict()
         if self.cfg.zero_stage != 3:
-            return list(self.engine.module.state_dict().items())
+            return list(state.items())
+        names = list(state)
         params = dict(self.engine.module.named_parameters(remove_duplicate=False))
         params.update(self.engine.module.named_buffers())
         return [(k, params[k]) for k in names]
