@@ -117,12 +117,23 @@ def token_logprobs(model, input_ids, attention, completion, temperature: float =
     return out, ent
 
 
-def micro_loss(model, batch: Batch, idx: slice, cfg: LearnerConfig, *, ref_model=None,
+def length_sorted_chunks(batch: Batch, size: int) -> list[torch.Tensor]:
+    """Row indices in micro-batches of `size`, rows of similar length together: each micro-batch
+    is then cut to its own longest row (see micro_loss), so little compute goes to padding."""
+    order = torch.argsort(batch.attention.sum(1), stable=True)
+    return list(order.split(size))
+
+
+def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
                total_tokens: int, total_seqs: int, max_new_tokens: int, temperature: float = 1.0):
-    """Loss of the samples `idx`, scaled so the micro-batch losses add up to the batch loss."""
-    ids, attn, comp = batch.input_ids[idx], batch.attention[idx], batch.completion[idx]
+    """Loss of the samples `idx` (a slice or row indices), scaled so the micro-batch losses add up
+    to the batch loss. Rows are right-padded, so the columns past the micro-batch's longest row
+    are padding only and are cut off: causal attention never looks right, the result is the same."""
+    attn = batch.attention[idx]
+    width = int(attn.sum(1).max())
+    ids, attn, comp = batch.input_ids[idx][:, :width], attn[:, :width], batch.completion[idx][:, : width - 1]
     logp, entropy = token_logprobs(model, ids, attn, comp, temperature)
-    behav = batch.behav_logp[idx]
+    behav = batch.behav_logp[idx][:, : width - 1]
     ref = None
     if ref_model is not None:
         with torch.no_grad():

@@ -26,7 +26,7 @@ import torch
 from jury.cluster.config import LearnerConfig
 from jury.cluster.messages import ScoredGroup, Shutdown, WeightUpdate
 from jury.cluster.transport import Receiver
-from jury.learner.grpo import collate, micro_loss, use_fused_head
+from jury.learner.grpo import collate, length_sorted_chunks, micro_loss, use_fused_head
 from jury.learner.weight_sender import WeightSender
 
 log = logging.getLogger(__name__)
@@ -185,10 +185,9 @@ class Learner:
         sums: dict[str, float] = {}
         loss_total = 0.0
         self.engine.train()
-        for start in range(0, n, mb):
-            idx = slice(start, min(n, start + mb))
-            last = start + mb >= n
-            self.engine.set_gradient_accumulation_boundary(last)
+        chunks = length_sorted_chunks(batch, mb)
+        for i, idx in enumerate(chunks):
+            self.engine.set_gradient_accumulation_boundary(i == len(chunks) - 1)
             loss, stats = micro_loss(self.engine.module, _to(batch, self.device), idx, self.cfg,
                                      ref_model=self.ref_model, total_tokens=total_tokens, total_seqs=n,
                                      max_new_tokens=self.max_new_tokens, temperature=self.temperature)

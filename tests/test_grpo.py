@@ -90,6 +90,20 @@ def test_micro_batches_add_up_to_the_whole_batch(agg):
         torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-6)
     assert math.isfinite(whole.item())
 
+    # length-sorted micro-batches, each cut to its own longest row: the same loss and gradient
+    from jury.learner.grpo import length_sorted_chunks
+
+    chunks = length_sorted_chunks(b, 3)
+    assert sorted(torch.cat(chunks).tolist()) == list(range(8))
+    lengths = b.attention.sum(1)
+    assert int(lengths[chunks[0]].max()) < b.input_ids.shape[1]  # the short rows' chunk is cut
+    model.zero_grad()
+    parts = [micro_loss(model, b, idx, cfg, **kw)[0] for idx in chunks]
+    sum(parts).backward()
+    assert sum(p.item() for p in parts) == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
+    for a, c in zip(g_whole, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-6)
+
 
 def test_groups_of_different_sizes_are_normalised_each_within_itself():
     a = _scored(0, [1], [[2], [3]], [1.0, 0.0])
