@@ -43,12 +43,13 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
     from jury.cluster.config import load_config
     from jury.cluster.driver import resolve_model
     from jury.cluster.metrics import read_metrics
-    from jury.learner.learner import Learner, read_record
+    from jury.learner.learner import Learner
 
     run = Path(run_dir)
     cfg = load_config(str(run / "config.yaml"))
     files = record_steps(run)[: steps or None]
     original = {r["step"]: r for r in read_metrics(run)} if (run / "metrics.jsonl").exists() else {}
+    _read(files[0])  # a broken record is refused before a learner is built
     out = Path(out_dir or run / "replay")
     out.mkdir(parents=True, exist_ok=True)
     learner = Learner(cfg.learner, resolve_model(cfg), cfg.batch_groups, max_new_tokens=cfg.generator.max_new_tokens,
@@ -56,7 +57,7 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
     diffs, train_s, tokens = [], 0.0, 0.0
     with open(out / "metrics.jsonl", "w", encoding="utf-8") as f:
         for step, path in enumerate(tqdm(files, desc="replay", unit="step", disable=not progress)):
-            groups = read_record(str(path))
+            groups = _read(path)
             t0 = time.perf_counter()
             row = learner.train_on(groups)
             dt = time.perf_counter() - t0
@@ -72,6 +73,15 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
                "loss_max_abs_diff": max(diffs) if diffs else math.nan}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
+
+
+def _read(path: Path) -> list:
+    from jury.learner.learner import read_record
+
+    try:
+        return read_record(str(path))
+    except Exception as e:  # msgpack's and the codec's errors alike: name the file
+        raise ValueError(f"{path}: not a recorded batch ({type(e).__name__}: {e})") from None
 
 
 def add_command(sub):

@@ -30,8 +30,16 @@ def read_ledger(run_dir: str | Path) -> list[dict]:
     path = Path(run_dir) / "ledger.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir}: no ledger.jsonl")
+    rows = []
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
+    return rows
 
 
 def _mean(xs) -> float:
@@ -41,7 +49,7 @@ def _mean(xs) -> float:
 
 def staleness_report(rows: list[dict]) -> dict:
     """{"buckets": {k: {"groups", "share", field means..., "<field>_vs_all"}}, "all": {...}}."""
-    rows = [r for r in rows if "staleness" in r or "version_start" in r]
+    rows = [r for r in rows if "staleness" in r or {"step", "version_start"} <= r.keys()]
     for r in rows:
         r.setdefault("staleness", r["step"] - r["version_start"])  # ledgers written before the field existed
     everyone = {f: _mean(r.get(f) for r in rows) for f in FIELDS}
@@ -111,7 +119,7 @@ def add_command(sub):
 def _main(args) -> int:
     try:
         report = staleness_report(read_ledger(args.run_dir))
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ValueError) as e:
         print(f"jury staleness: {e}", file=sys.stderr)
         return 2
     if not report["buckets"]:

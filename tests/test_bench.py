@@ -5,9 +5,16 @@ import sys
 
 import pytest
 
-pytestmark = pytest.mark.slow
+def test_bad_bench_arguments_are_refused_before_anything_starts(tmp_path, capsys):
+    from jury.cluster.cli import main
+
+    for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"]):
+        assert main(["bench", "--out", str(tmp_path / "b"), *args]) == 2
+        assert capsys.readouterr().err.startswith("jury bench: ")
+    assert not (tmp_path / "b").exists()
 
 
+@pytest.mark.slow
 def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "jury.cluster.cli", "bench", "--steps", "5", "--staleness", "0,2", "--peer", "--out",

@@ -57,3 +57,28 @@ def test_a_recorded_batch_reads_back_identical(tmp_path):
     assert back[0].group.t_generated == 123.5 and back[0].t_verified == 124.25
     assert back[0].gate == "proved" and back[0].rewards.tolist() == [1.0]
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_bad_input_to_replay_and_staleness_is_refused_naming_the_file(tmp_path, capsys):
+    from jury.cluster.cli import main
+
+    run = tmp_path / "run"
+    (run / "record").mkdir(parents=True)
+    (run / "config.yaml").write_text("steps: 2\n")
+    assert main(["replay", str(run)]) == 2
+    assert "record_groups=true" in capsys.readouterr().err  # an empty record/ is no record
+    (run / "record" / "step-000000.msgpack").write_bytes(b"\x93not a batch")
+    (run / "record" / "step-000002.msgpack").write_bytes(b"")
+    assert main(["replay", str(run)]) == 2
+    assert "have gaps" in capsys.readouterr().err
+    (run / "record" / "step-000002.msgpack").unlink()
+    assert main(["replay", str(run)]) == 2
+    assert "step-000000.msgpack: not a recorded batch" in capsys.readouterr().err
+    assert not (run / "replay").exists()  # nothing built, nothing written
+
+    (run / "ledger.jsonl").write_text('{"step": 1, "version_start": 0}\n{broken\n')
+    assert main(["staleness", str(run)]) == 2
+    assert "ledger.jsonl:2: not JSON" in capsys.readouterr().err
+    (run / "ledger.jsonl").write_text('{"unrelated": 1}\n')
+    assert main(["staleness", str(run)]) == 2
+    assert "the ledger is empty" in capsys.readouterr().err
