@@ -52,7 +52,6 @@ class Feeder:
         self.drawn = 0                          # problems taken from the stream, refused ones included
         self.pending: dict[int, PromptTask] = {}  # the ledger: admitted, not yet consumed
         self.positions: dict[int, int] = {}      # task index -> stream position it was drawn at
-        self.release_at: dict[int, int] = {}     # forced staleness: task index -> version it is sent at
         self.held: dict[int, PromptTask] = {}    # admitted, not yet released
         # the bound admits at most (max_staleness + 1) · B tasks ahead, so this HWM never blocks
         cap = (max_staleness + 2) * batch_groups
@@ -72,7 +71,6 @@ class Feeder:
             task = self._task(self._next_problem(), version)
             self.pending[task.index] = task
             if self.forced:
-                self.release_at[task.index] = self.release_version(task.index)
                 self.held[task.index] = task
             else:
                 self.sender.send(task)
@@ -89,10 +87,10 @@ class Feeder:
 
     def released_at(self, version: int) -> list[int]:
         """Pending tasks sent at `version`: all must be generated before the version moves on."""
-        return sorted(i for i in self.pending if self.release_at.get(i) == version)
+        return sorted(i for i in self.pending if self.forced and self.release_version(i) == version)
 
     def _release(self, version: int):
-        for i in sorted(i for i in self.held if self.release_at[i] <= version):
+        for i in sorted(i for i in self.held if self.release_version(i) <= version):
             self.sender.send(self.held.pop(i))
 
     def consumed(self, upto: int):
@@ -100,7 +98,6 @@ class Feeder:
         for i in [i for i in self.pending if i < upto]:
             del self.pending[i]
             self.positions.pop(i, None)
-            self.release_at.pop(i, None)
 
     def resend(self, indices: list[int]) -> int:
         """Send pending tasks again, same ids (after a worker crash lost them)."""
