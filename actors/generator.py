@@ -21,9 +21,9 @@ import time
 
 import numpy as np
 
-from jury.cluster.config import GeneratorConfig
-from jury.cluster.messages import PromptTask, RolloutGroup, Sample, Shutdown, WeightUpdate
-from jury.cluster.transport import Receiver, Sender
+from jury.protocol.config import GeneratorConfig
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, Shutdown, WeightUpdate
+from jury.protocol.transport import Receiver, Sender
 
 log = logging.getLogger(__name__)
 

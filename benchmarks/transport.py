@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from jury.cluster.messages import PromptTask, RolloutGroup, Sample, decode, encode
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, decode, encode
 
 
 def make_group(g: int, tokens: int) -> RolloutGroup:
@@ -32,7 +32,7 @@ def payload_bytes(group) -> int:
 
 
 def _zmq_consumer(endpoint, n, out):
-    from jury.cluster.transport import Receiver
+    from jury.protocol.transport import Receiver
 
     r = Receiver(connect=[endpoint], hwm=64, maxsize=64, name="bench")
     t0 = None
@@ -46,7 +46,7 @@ def _zmq_consumer(endpoint, n, out):
 
 
 def bench_zmq(group, n: int) -> float:
-    from jury.cluster.transport import Sender
+    from jury.protocol.transport import Sender
 
     s = Sender(bind_host="127.0.0.1", hwm=64, maxsize=64, name="bench")
     ctx = mp.get_context("spawn")

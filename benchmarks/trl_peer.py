@@ -63,7 +63,7 @@ def make_reward(tally: Tally):
 
     Called once per generation batch, so it also counts what each step generated.
     """
-    from jury.verifiers.answers import extract_boxed
+    from jury.verifiers.math.boxed import extract_boxed
 
     def boxed_match(prompts, completions, completion_ids, answer, **_):
         tally.completions_per_step.append(len(completions))

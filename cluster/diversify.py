@@ -20,8 +20,8 @@ import threading
 from dataclasses import replace
 
 from jury.cluster.data import Problem
-from jury.cluster.messages import PromptTask
-from jury.verifiers.derl import DerlConfig, DerlTask, DiversifyingMixer, PlanRequest, PlanResult, make_proof_plans
+from jury.protocol.messages import PromptTask
+from jury.verifiers.derl.plans import DerlConfig, DerlTask, DiversifyingMixer, PlanRequest, PlanResult, make_proof_plans
 from jury.verifiers.llm import LLMClient
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from jury.cluster.config import RunConfig, parse_faults, to_dict
+from jury.protocol.config import RunConfig, parse_faults, to_dict
 from jury.cluster.metrics import MetricsLog
 from jury.cluster.pipeline import Pipeline
 

@@ -24,8 +24,8 @@ import logging
 import random
 
 from jury.cluster.data import PROMPT_SUFFIX, Problem, problem_stream
-from jury.cluster.messages import PromptTask
-from jury.cluster.transport import Sender
+from jury.protocol.messages import PromptTask
+from jury.protocol.transport import Sender
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from jury.cluster.config import RunConfig
+from jury.protocol.config import RunConfig
 
 
 @dataclass
@@ -24,8 +24,8 @@ class GateFactory:
             from jury.verifiers.arith_gate import arith_gate
 
             return arith_gate
-        from jury.verifiers.lean_backends import load_backend
-        from jury.verifiers.lean_gate import LeanGate
+        from jury.verifiers.lean.backends import load_backend
+        from jury.verifiers.lean.gate import LeanGate
 
         cfg = self.lean_config
         return LeanGate(cfg, backend=load_backend(cfg.lean, cfg.kimina_url), **self.clients)

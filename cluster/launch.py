@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from jury.cluster.config import ConfigError, RunConfig, load_config
+from jury.protocol.config import ConfigError, RunConfig, load_config
 
 
 def project_root() -> Path:

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from jury import kernels
-from jury.cluster.config import LearnerConfig
-from jury.cluster.messages import ScoredGroup
+from jury.protocol.config import LearnerConfig
+from jury.protocol.messages import ScoredGroup
 
 
 @dataclass

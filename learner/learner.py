@@ -23,9 +23,10 @@ import time
 import numpy as np
 import torch
 
-from jury.cluster.config import LearnerConfig
-from jury.cluster.messages import ScoredGroup, Shutdown, WeightUpdate
-from jury.cluster.transport import Receiver
+from jury.protocol.config import LearnerConfig
+from jury.protocol.messages import ScoredGroup, Shutdown, WeightUpdate
+from jury.protocol.record import write_record
+from jury.protocol.transport import Receiver
 from jury.learner.grpo import collate, length_sorted_chunks, micro_loss, use_fused_head
 from jury.learner.weight_sender import WeightSender
 
@@ -343,26 +344,6 @@ def _tokens_by_version(group) -> dict[str, int]:
         elif len(s.token_ids):
             out[str(group.version_start)] = out.get(str(group.version_start), 0) + len(s.token_ids)
     return out
-
-
-def write_record(path: str, groups: list[ScoredGroup]):
-    """One batch as MessagePack: a list of groups, each the codec's frames (no pickle)."""
-    import msgpack
-
-    from jury.cluster.messages import encode
-
-    with open(path + ".tmp", "wb") as f:
-        f.write(msgpack.packb([[bytes(fr) for fr in encode(g)] for g in groups]))
-    os.replace(path + ".tmp", path)
-
-
-def read_record(path: str) -> list[ScoredGroup]:
-    import msgpack
-
-    from jury.cluster.messages import decode
-
-    with open(path, "rb") as f:
-        return [decode(frames) for frames in msgpack.unpackb(f.read())]
 
 
 def _node_address() -> str:

@@ -18,7 +18,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from jury.cluster.messages import WeightUpdate
+from jury.protocol.messages import WeightUpdate
 
 
 class WeightSender:

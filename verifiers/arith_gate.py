@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .math_verify import exact_value
+from jury.verifiers.math.verify import exact_value
 
 MAX_PROBLEM_CHARS = 2_000
 MAX_EXPR_TOKENS = 200

@@ -9,10 +9,17 @@ honour the same contract.
     outs = client.generate(prompts, n=4, temperature=0.7, max_tokens=256)
     for prompt, completions in zip(prompts, outs):
         assert len(completions) == 4  # n completions per prompt, in order
+
+And the prompt plumbing they share: the papers' prompts live in prompts/*.txt
+(`load_prompt`), are filled without str.format (`fill`), sent with a shape check
+(`generate_checked`), and their replies read after any reasoning (`strip_reasoning`).
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol, Sequence
 
 
@@ -33,3 +40,54 @@ class LLMClient(Protocol):
     ) -> list[list[Completion]]:
         """n completions for each prompt, outer list in prompt order. Blocking."""
         ...
+
+
+PROMPT_DIR = Path(__file__).parent / "prompts"
+
+
+@functools.cache
+def load_prompt(name: str) -> str:
+    """The text of prompts/<name>.txt without its leading `#` lines, which cite the source."""
+    lines = (PROMPT_DIR / f"{name}.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    start = 0
+    while start < len(lines) and lines[start].startswith("#"):
+        start += 1
+    return "".join(lines[start:])
+
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def fill(template: str, **fields: str) -> str:
+    """Substitute `{name}` for the given fields, in one pass.
+
+    Not str.format: the papers' prompts carry LaTeX braces (`\\boxed{final answer}`), and a
+    single pass never re-expands a placeholder that happens to appear inside a solution.
+    """
+    missing = [k for k in fields if "{" + k + "}" not in template]
+    if missing:
+        raise KeyError(f"template has no placeholder for {missing}")
+    return _FIELD.sub(lambda m: fields.get(m.group(1), m.group(0)), template)
+
+
+def strip_reasoning(text: str) -> str:
+    """The part of a reply after a reasoning model's thinking, where the verdict lives."""
+    if "</think>" in text:
+        return text.rsplit("</think>", 1)[1]
+    if "<think>" in text:
+        # Thinking cut off by max_tokens: whatever precedes it is prompt echo, not a verdict.
+        return text.split("<think>", 1)[0]
+    return text
+
+
+def generate_checked(
+    client: LLMClient, prompts: Sequence[str], *, n: int, temperature: float, max_tokens: int
+) -> list[list[Completion]]:
+    """client.generate, refusing replies that break the protocol's shape (fail loudly inside)."""
+    if not prompts:
+        return []
+    outs = client.generate(prompts, n=n, temperature=temperature, max_tokens=max_tokens)
+    shape = [len(o) for o in outs]
+    if len(outs) != len(prompts) or any(k != n for k in shape):
+        raise RuntimeError(f"LLM client returned {shape} completions for {len(prompts)} prompts x n={n}")
+    return outs

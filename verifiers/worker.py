@@ -20,16 +20,16 @@ from collections import OrderedDict
 
 import numpy as np
 
-from jury.cluster.config import VerifierConfig
-from jury.cluster.messages import RolloutGroup, ScoredGroup, Shutdown, Verdict
-from jury.cluster.transport import Receiver, Sender
+from jury.protocol.config import VerifierConfig
+from jury.protocol.messages import RolloutGroup, ScoredGroup, Shutdown, Verdict
+from jury.protocol.transport import Receiver, Sender
 from jury.verifiers import rewards as reward_schemes
-from jury.verifiers.math_verify import answer_key, check, extract_answer, normalize, quick_check
+from jury.verifiers.math.verify import answer_key, check, extract_answer, normalize, quick_check
 from jury.verifiers.pool import CheckPool
 from jury.verifiers.tinyv import TinyVItem, tinyv_verify
 
 log = logging.getLogger(__name__)
-CHECK_FN = "jury.verifiers.math_verify:check"
+CHECK_FN = "jury.verifiers.math.verify:check"
 NAME = "math"
 
 

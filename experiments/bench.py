@@ -1,0 +1,296 @@
+"""`jury bench`: throughput of the whole pipeline and of each stage alone, in one report.
+
+    generator only   one generator fed as fast as it takes tasks; a sink drops its groups
+    end to end       `jury train` at each max_staleness asked for (0 = synchronous), with
+                     record_groups on, timed over the loop (engine start-up left out)
+    learner only     `jury replay` of the synchronous run's record: the learner on
+                     recorded batches, nothing else running
+    verifier only    the same record's rollout groups through one verifier worker, in process
+    peer (--peer)    TRL's GRPOTrainer on the same model, data, G, completion length and
+                     steps (benchmarks/trl_peer.py), completions/s side by side with ours
+
+Every figure comes from this one invocation, so ratios compare like with like. Output:
+a table on the terminal, bench.json, throughput.png and time.png in --out.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+WARMUP_STEPS = 2  # the first steps include vLLM's slow first generate and the pipeline filling
+
+
+def generator_only(cfg, model_path: str, tasks: int) -> dict:
+    import ray
+
+    from jury.actors.generator import Generator
+    from jury.cluster.feeder import Feeder
+    from jury.protocol.messages import RolloutGroup
+    from jury.protocol.transport import Receiver
+
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    sink = Receiver("127.0.0.1", hwm=1024, maxsize=1024, name="sink")
+    # one "batch" of every task: the feeder's staleness bound never holds the generator back here
+    feeder = Feeder(cfg.dataset, cfg.seed, tasks + 8, 0, "127.0.0.1")
+    gen = ray.remote(Generator).options(
+        num_cpus=1, runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib)}}
+    ).remote(cfg.generator, model_path, "generator0", cfg.seed, cfg.max_model_len)
+    try:
+        ray.get(gen.start.remote(feeder.endpoint, [sink.endpoint]))
+        feeder.admit(0, stop_at=8)  # warm-up: the first generate is slow on vLLM's CPU backend
+        for _ in range(8):
+            sink.get(timeout=300)
+        t0 = time.perf_counter()
+        feeder.admit(0, stop_at=tasks + 8)
+        tokens = 0
+        for _ in range(tasks):
+            g = sink.get(timeout=300)
+            if not isinstance(g, RolloutGroup):
+                raise RuntimeError(f"generator-only: expected a RolloutGroup, got {type(g).__name__}")
+            tokens += sum(len(s.token_ids) for s in g.samples)
+        dt = time.perf_counter() - t0
+        ray.get(gen.stop.remote())
+    finally:
+        feeder.close()
+        sink.close()
+        ray.shutdown()
+    return {"tokens_per_s": tokens / dt, "groups_per_s": tasks / dt,
+            "completions_per_s": tasks * cfg.generator.group_size / dt, "wall_s": dt}
+
+
+def end_to_end(cfg, run_dir: Path) -> dict:
+    """One training run; per-stage times and idle fractions from its metrics.jsonl."""
+    from dataclasses import replace
+
+    from jury.cluster.driver import train
+    from jury.cluster.metrics import read_metrics
+
+    summary = train(replace(cfg, run_dir=str(run_dir), record_groups=True, progress=False))
+    rows = read_metrics(run_dir)
+    if len(rows) <= WARMUP_STEPS:
+        raise ValueError(f"bench needs more than {WARMUP_STEPS} steps, got {len(rows)}")
+    before, rows = rows[WARMUP_STEPS - 1], rows[WARMUP_STEPS:]
+    wall = sum(r["perf/step_s"] for r in rows)
+    n = len(rows)
+    mean = lambda key: sum(r.get(key, 0.0) for r in rows) / n  # noqa: E731
+    delta = lambda key: rows[-1].get(key, 0.0) - before.get(key, 0.0)  # counters summed by the roles  # noqa: E731
+    gens, vers = range(cfg.num_generators), range(cfg.num_verifiers)
+    groups = n * cfg.batch_groups
+    return {
+        "tokens_per_s": sum(r["rollout/tokens"] for r in rows) / wall,
+        "groups_per_s": groups / wall,
+        "completions_per_s": groups * cfg.generator.group_size / wall,
+        "step_s": wall / n,
+        "startup_s": summary.get("startup_s", math.nan),
+        "learner_wait_s": mean("learner/wait_s"), "learner_train_s": mean("learner/train_s"),
+        "sync_total_s": mean("sync/total_s"), "sync_gather_s": mean("sync/gather_s"),
+        "sync_broadcast_s": mean("sync/broadcast_s"), "generator_pause_s": mean("sync/generator_pause_s"),
+        "generator_load_s": mean("sync/generator_load_s"),
+        # idle: the share of the loop's wall time a role had nothing to do
+        "idle/learner": sum(r["learner/wait_s"] for r in rows) / wall,
+        "idle/generator": 1 - sum(delta(f"generator{i}/busy_s") for i in gens) / (wall * len(gens)),
+        "idle/verifier": 1 - sum(delta(f"verifier{i}/verify_s") for i in vers) / (wall * len(vers)),
+        "queue/feeder": mean("feeder/queue_depth"),
+        "queue/generator_tasks": sum(mean(f"generator{i}/task_queue") for i in gens),
+        "queue/verifier": sum(mean(f"verifier{i}/queue_depth") for i in vers),
+        "queue/learner": mean("learner/queue_depth"),
+        "staleness_mean": mean("staleness/mean"),
+        "verify_share_of_life": mean("staleness/verify_share"),
+        "reward_mean": mean("reward/mean"),
+        "run_dir": str(run_dir),
+    }
+
+
+def learner_only(run_dir: Path) -> dict:
+    from jury.experiments.replay import replay
+
+    s = replay(str(run_dir), str(run_dir / "replay"), progress=False)
+    rows = [json.loads(line) for line in open(run_dir / "replay" / "metrics.jsonl")][WARMUP_STEPS:]
+    train_s = sum(r["learner/train_s"] for r in rows)
+    return {"tokens_per_s": sum(r["learner/tokens"] for r in rows) / train_s, "step_s": train_s / len(rows),
+            "loss_max_abs_diff": s["loss_max_abs_diff"]}
+
+
+def verifier_only(cfg, run_dir: Path) -> dict:
+    """The recorded rollout groups through one worker (its process pool included), in this process."""
+    from jury.experiments.replay import record_steps
+    from jury.protocol.record import read_record
+    from jury.verifiers.worker import VerdictCache, VerifierWorker
+
+    if cfg.verifier.reward == "tinyv" or cfg.verifier.gate == "lean":
+        return {"skipped": f"verifier-only needs its LLMs (reward {cfg.verifier.reward}, gate {cfg.verifier.gate})"}
+    from jury.cluster.gates import GateFactory
+
+    groups = [g.group for f in record_steps(run_dir) for g in read_record(str(f))]
+    for g in groups:
+        for s in g.samples:
+            s.answer = None  # as a generator sends it
+    worker = VerifierWorker(cfg.verifier, "bench", GateFactory(cfg.verifier.gate) if cfg.verifier.gate != "none"
+                            else None)
+    try:
+        worker.score(groups[0])  # start the pool's processes outside the timing
+        worker.cache = VerdictCache(cfg.verifier.cache_size)  # and nothing cached by that call
+        t0 = time.perf_counter()
+        for g in groups:
+            worker.score(g)
+        dt = time.perf_counter() - t0
+    finally:
+        worker.stop()
+    samples = sum(len(g.samples) for g in groups)
+    return {"groups_per_s": len(groups) / dt, "samples_per_s": samples / dt, "groups": len(groups),
+            "cache_hit_rate": worker.stats()["verifier/cache_hit_rate"]}
+
+
+def peer(cfg, model_path: str, out: Path) -> dict:
+    """TRL's GRPOTrainer on the same model, prompts, G, completion length, steps and learning rate,
+    in a process of its own (its colocated vLLM engine opens a torch.distributed group)."""
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "trl_peer.py"
+    if not script.exists():
+        return {"skipped": f"{script} not found (a source checkout has it)"}
+    result = out / "peer_trl.json"
+    cmd = [sys.executable, str(script), "--model", model_path, "--steps", str(cfg.steps),
+           "--prompts-per-step", str(cfg.batch_groups), "--group-size", str(cfg.generator.group_size),
+           "--max-new-tokens", str(cfg.generator.max_new_tokens), "--seed", str(cfg.seed), "--json", str(result)]
+    # not this process's torch.distributed settings (the learner-only replay set them, and holds the port)
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
+                                                            "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"skipped": f"TRL peer failed: {last}"}
+    return json.loads(result.read_text())
+
+
+def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False) -> dict:
+    from dataclasses import replace
+
+    from jury.cluster.driver import resolve_model
+
+    out.mkdir(parents=True, exist_ok=True)
+    model_path = resolve_model(cfg)
+    cfg = replace(cfg, model=model_path)
+    report: dict = {"config": {"steps": cfg.steps, "batch_groups": cfg.batch_groups,
+                               "group_size": cfg.generator.group_size, "max_new_tokens": cfg.generator.max_new_tokens,
+                               "staleness": staleness}}
+    report["generator_only"] = generator_only(cfg, model_path, (cfg.steps - WARMUP_STEPS) * cfg.batch_groups)
+    for k in staleness:
+        report[f"end_to_end/max_staleness={k}"] = end_to_end(replace(cfg, max_staleness=k), out / f"staleness-{k}")
+    recorded = out / f"staleness-{staleness[0]}"
+    report["learner_only"] = learner_only(recorded)
+    report["verifier_only"] = verifier_only(cfg, recorded)
+    if with_peer:
+        report["peer/trl"] = peer(cfg, model_path, out)
+    sync, fastest = report[f"end_to_end/max_staleness={staleness[0]}"], max(
+        (report[f"end_to_end/max_staleness={k}"] for k in staleness), key=lambda r: r["tokens_per_s"])
+    report["ratios"] = {
+        f"async/sync (max_staleness {max(staleness)} / {staleness[0]})":
+            report[f"end_to_end/max_staleness={max(staleness)}"]["tokens_per_s"] / sync["tokens_per_s"],
+        "end_to_end/generator_only": fastest["tokens_per_s"] / report["generator_only"]["tokens_per_s"],
+    }
+    if "completions_per_s" in report.get("peer/trl", {}):
+        trl = report["peer/trl"]
+        report["ratios"]["ours/trl (completions/s)"] = fastest["completions_per_s"] / trl["completions_per_s"]
+        report["ratios"]["ours/trl (tokens/s)"] = fastest["tokens_per_s"] / trl["tokens_per_s"]
+    (out / "bench.json").write_text(json.dumps(report, indent=2))
+    plot_bench(report, out)
+    return report
+
+
+def format_bench(report: dict) -> str:
+    lines = [f"{'stage':<28}{'tokens/s':>10}{'groups/s':>10}{'compl/s':>9}{'step s':>8}"
+             f"{'idle gen':>9}{'idle ver':>9}{'idle lrn':>9}"]
+    for name, r in report.items():
+        if name in ("config", "ratios") or "skipped" in r:
+            continue
+        f = lambda key, spec: format(r[key], spec) if key in r else ""  # noqa: E731
+        lines.append(f"{name:<28}{f('tokens_per_s', '>10.0f'):>10}{f('groups_per_s', '>10.2f'):>10}"
+                     f"{f('completions_per_s', '>9.1f'):>9}{f('step_s', '>8.3f'):>8}{f('idle/generator', '>9.0%'):>9}"
+                     f"{f('idle/verifier', '>9.0%'):>9}{f('idle/learner', '>9.0%'):>9}")
+    e2e = {k: v for k, v in report.items() if k.startswith("end_to_end/")}
+    lines.append("")
+    lines.append(f"{'end to end':<28}{'wait s':>8}{'train s':>8}{'sync s':>8}{'gather':>8}{'bcast':>8}"
+                 f"{'pause s':>8}{'q feed':>7}{'q gen':>7}{'q ver':>7}{'q lrn':>7}{'stale':>7}{'ver share':>10}")
+    for k, r in e2e.items():
+        lines.append(f"{k.removeprefix('end_to_end/'):<28}{r['learner_wait_s']:>8.3f}{r['learner_train_s']:>8.3f}"
+                     f"{r['sync_total_s']:>8.3f}{r['sync_gather_s']:>8.3f}{r['sync_broadcast_s']:>8.3f}"
+                     f"{r['generator_pause_s']:>8.3f}{r['queue/feeder']:>7.1f}{r['queue/generator_tasks']:>7.1f}"
+                     f"{r['queue/verifier']:>7.1f}{r['queue/learner']:>7.1f}{r['staleness_mean']:>7.2f}"
+                     f"{r['verify_share_of_life']:>10.1%}")
+    for name, r in report.items():
+        if isinstance(r, dict) and "skipped" in r:
+            lines.append(f"{name}: skipped: {r['skipped']}")
+    lines.append("")
+    lines += [f"{k}: {v:.2f}x" for k, v in report["ratios"].items()]
+    return "\n".join(lines)
+
+
+def plot_bench(report: dict, out: Path) -> list[Path]:
+    """throughput.png: tokens/s per stage; time.png: where an end-to-end step's time goes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stages = [(k, v) for k, v in report.items() if isinstance(v, dict) and "tokens_per_s" in v]
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(stages)), 4))
+    ax.bar([k.replace("end_to_end/", "e2e ").replace("_", " ") for k, _ in stages],
+           [v["tokens_per_s"] for _, v in stages], color="tab:blue")
+    ax.set_ylabel("tokens/s")
+    ax.set_title("throughput by stage (one run of jury bench)")
+    plt.setp(ax.get_xticklabels(), rotation=20, ha="right")
+    fig.tight_layout()
+    paths = [out / "throughput.png"]
+    fig.savefig(paths[0], dpi=110)
+    plt.close(fig)
+
+    e2e = [(k.removeprefix("end_to_end/"), v) for k, v in report.items() if k.startswith("end_to_end/")]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(e2e)), 4))
+    bottom = [0.0] * len(e2e)
+    for key, label in (("learner_wait_s", "learner waits for groups"), ("learner_train_s", "learner trains"),
+                       ("sync_total_s", "weight sync")):
+        vals = [v[key] for _, v in e2e]
+        ax.bar([k for k, _ in e2e], vals, bottom=bottom, label=label)
+        bottom = [b + x for b, x in zip(bottom, vals)]
+    ax.set_ylabel("seconds per learner step")
+    ax.set_title("where a step's time goes")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(out / "time.png")
+    fig.savefig(paths[1], dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def add_command(sub):
+    p = sub.add_parser("bench", help="throughput of the pipeline and of each stage alone, in one report")
+    p.add_argument("--config", help="YAML config (default: the embedded default)")
+    p.add_argument("--steps", type=int, default=30, help="learner steps per end-to-end run")
+    p.add_argument("--staleness", default="0,1,2", help="max_staleness values, the first is the reference")
+    p.add_argument("--peer", action="store_true", help="also run TRL's GRPOTrainer on the same work")
+    p.add_argument("--out", default="", help="output folder (default runs/bench-<time>)")
+    p.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
+    p.set_defaults(func=_main)
+
+
+def _main(args) -> int:
+    from jury.protocol.config import ConfigError, load_config
+
+    try:
+        cfg = load_config(args.config, [*args.overrides, f"steps={args.steps}"])
+        staleness = [int(x) for x in args.staleness.split(",")]
+        if args.steps <= WARMUP_STEPS + 1:
+            raise ConfigError(f"--steps must be > {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} are warm-up)")
+    except (ConfigError, ValueError, OSError) as e:
+        print(f"jury bench: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}")
+    report = bench(cfg, out, staleness, with_peer=args.peer)
+    print(format_bench(report))
+    print(f"\n{out / 'bench.json'}\n{out / 'throughput.png'}\n{out / 'time.png'}")
+    return 0

@@ -1,0 +1,74 @@
+"""The `jury` command."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+
+def _train(args) -> int:
+    from jury.protocol.config import ConfigError, load_config
+    from jury.cluster.driver import RunFailed, train
+
+    config = args.config
+    if args.resume:
+        if args.config:
+            print("jury train: --resume uses the run's own config.yaml; give changes as key=value", file=sys.stderr)
+            return 2
+        config = os.path.join(args.resume, "config.yaml")
+    try:
+        cfg = load_config(config, args.overrides)
+    except (ConfigError, OSError) as e:
+        print(f"jury train: bad config: {e}", file=sys.stderr)
+        return 2
+    try:
+        summary = train(cfg, resume=args.resume)
+    except KeyboardInterrupt:
+        print("jury train: interrupted; every actor was stopped", file=sys.stderr)
+        return 130
+    except RunFailed as e:
+        print(f"jury train: {e}", file=sys.stderr)
+        return 1
+    print(_table(summary))
+    return 0
+
+
+def _make_tiny_model(args) -> int:
+    from jury.cluster.tiny_model import make_tiny_model
+
+    path = make_tiny_model(args.path)
+    print(path)
+    return 0
+
+
+def _table(summary: dict) -> str:
+    keys = ["run_dir", "wall_s", "startup_s", "steps", "reward_first_fifth", "reward_last_fifth",
+            "pass_rate_first_fifth", "pass_rate_last_fifth", "max_staleness_seen", "final_checkpoint"]
+    rows = [(k, summary[k]) for k in keys if k in summary]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v:.3f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def main(argv=None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="jury", description="Asynchronous RL with verifiable rewards.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train", help="run a training run (no arguments: the embedded default)")
+    p.add_argument("--config", help="YAML config file")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
+    p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. steps=20 generator.group_size=4")
+    p.set_defaults(func=_train)
+    p = sub.add_parser("make-tiny-model", help="build (or reuse) the local tiny model")
+    p.add_argument("--path", default=None, help="output folder (default: ~/.cache/jury-rl/tiny-model)")
+    p.set_defaults(func=_make_tiny_model)
+    from jury.experiments import bench, evaluate, plots, replay, select, staleness, sweep
+
+    for module in (bench, evaluate, sweep, plots, select, replay, staleness):
+        module.add_command(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

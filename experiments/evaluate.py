@@ -1,0 +1,318 @@
+"""`jury eval`: pass@k and answer diversity of a checkpoint on a problem set.
+
+    problems ──vLLM LLM.generate, n samples each──> texts ──extract_answer──> answers
+       answers ──quick_check, then check in a pool with a hard timeout──> c correct of n
+       (n, c) ──pass_at_k──> pass@k        answers ──answer_key──> distinct answers
+
+Generation runs in this process through vLLM's offline `LLM` class: an evaluation
+needs no actors, queues or weight syncs. vLLM starts its engine core with spawn, so
+whatever script calls `evaluate` needs the `if __name__ == "__main__":` guard (the
+`jury` entry point and `python -m jury.experiments.evaluate` have it).
+
+When the checkpoint is a run's `final/` folder, the run's config.yaml beside it gives
+the defaults: the training model's tokenizer (the learner saves weights only) and
+the sampling settings the policy was trained with.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+CHECK_FN = "jury.verifiers.math.verify:check"
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k of Chen et al. (2021): 1 - C(n-c, k) / C(n, k).
+
+    Written as 1 - prod_{i=n-c+1..n} (1 - k/i): the binomials overflow a float for n in
+    the hundreds, the product of factors in [0, 1] never does.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"pass_at_k: need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"pass_at_k: need 1 <= k <= n, got n={n}, k={k}")
+    if n - c < k:  # every draw of k samples holds a correct one
+        return 1.0
+    miss = 1.0
+    for i in range(n - c + 1, n + 1):
+        miss *= 1.0 - k / i
+    return 1.0 - miss
+
+
+@dataclass(frozen=True)
+class ProblemResult:
+    problem: str
+    label: str
+    answers: list            # extracted final answer per sample (None: no answer)
+    verdicts: list[str]      # check's verdict per sample, or "timeout" / "error" from the pool
+    correct: int
+    distinct: int            # distinct parsable answers (answer_key), as the verifier counts them
+
+
+@dataclass(frozen=True)
+class Sampling:
+    n: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 512
+    max_model_len: int | None = None  # None: the model's own
+    dtype: str = "auto"
+    seed: int = 0
+
+
+def grade(problems: list, completions: list[list[str]], *, timeout_s: float = 5.0,
+          pool_workers: int = 1) -> list[ProblemResult]:
+    """Verdicts and distinct answers for each problem's samples, as the verifier worker judges them."""
+    from jury.verifiers.math.verify import answer_key, extract_answer, quick_check
+
+    answers = [[extract_answer(t) for t in texts] for texts in completions]
+    verdicts = [[quick_check(a, p.answer) for a in row] for p, row in zip(problems, answers)]
+    todo = [(i, j) for i, row in enumerate(verdicts) for j, v in enumerate(row) if v is None]
+    if todo:
+        from jury.verifiers.pool import CheckPool
+
+        # symbolic checks of model output can hang; the pool turns that into a "timeout" verdict
+        pool = CheckPool(pool_workers, timeout_s)
+        try:
+            results = pool.map(CHECK_FN, [(answers[i][j], problems[i].answer) for i, j in todo])
+        finally:
+            pool.close()
+        for (i, j), r in zip(todo, results):
+            verdicts[i][j] = r.value if r.status == "ok" else r.status
+    return [ProblemResult(problem=p.problem, label=p.answer, answers=a, verdicts=v,
+                          correct=sum(x == "correct" for x in v),
+                          distinct=len({answer_key(x) for x in a} - {None}))
+            for p, a, v in zip(problems, answers, verdicts)]
+
+
+def summarise(results: list[ProblemResult], ks: list[int]) -> dict:
+    """Means over problems: pass@k for each k, distinct answers; verdict counts over samples."""
+    if not results:
+        raise ValueError("summarise: no problems were evaluated")
+    sizes = {len(r.verdicts) for r in results}
+    if len(sizes) != 1:
+        raise ValueError(f"summarise: every problem needs the same number of samples, got {sorted(sizes)}")
+    n = sizes.pop()
+    out: dict = {"problems": len(results), "samples_per_problem": n}
+    for k in ks:
+        out[f"pass@{k}"] = sum(pass_at_k(n, r.correct, k) for r in results) / len(results)
+    out["distinct_answers"] = sum(r.distinct for r in results) / len(results)
+    out["distinct_answers_max"] = max(r.distinct for r in results)
+    out["verdicts"] = dict(Counter(v for r in results for v in r.verdicts).most_common())
+    return out
+
+
+def load_problems(dataset: str, seed: int, count: int) -> list:
+    """The first `count` problems: of the seeded synthetic stream, or of the JSONL file in
+    file order (count 0: all of it), so two evaluations of one dataset see the same problems."""
+    from itertools import islice
+
+    from jury.cluster.data import load_jsonl, synthetic_problems
+
+    if dataset == "synthetic":
+        if count < 1:
+            raise ValueError("--count must be >= 1 for the synthetic dataset (it never ends)")
+        return list(islice(synthetic_problems(seed), count))
+    problems = load_jsonl(dataset)
+    return problems[:count] if count > 0 else problems
+
+
+def run_config_of(checkpoint: Path) -> dict:
+    """The training run's config when the checkpoint is a run's `final/` folder, else {}."""
+    import yaml
+
+    path = checkpoint.parent / "config.yaml"
+    if not checkpoint.is_dir() or not path.exists():
+        return {}
+    cfg = yaml.safe_load(path.read_text())
+    # some other program's config.yaml beside a model folder is not a run's
+    is_run = isinstance(cfg, dict) and isinstance(cfg.get("generator"), dict) and "model" in cfg
+    return cfg if is_run else {}
+
+
+def resolve_model(checkpoint: str, tokenizer: str | None, run_cfg: dict) -> tuple[str, str]:
+    """(model folder, tokenizer folder); "tiny" is the local tiny model."""
+    def local(name: str) -> str:
+        if name != "tiny":
+            return name
+        from jury.cluster.tiny_model import make_tiny_model
+
+        return str(make_tiny_model(progress=False))
+
+    model = local(checkpoint)
+    if not (Path(model) / "config.json").exists():
+        raise FileNotFoundError(f"checkpoint: {model} is not a Hugging Face model folder (no config.json)")
+    if tokenizer:
+        return model, local(tokenizer)
+    if any((Path(model) / f).exists() for f in TOKENIZER_FILES):
+        return model, model
+    if run_cfg.get("model"):
+        return model, local(run_cfg["model"])
+    raise FileNotFoundError(f"checkpoint: {model} has no tokenizer and no run config.yaml beside it; "
+                            f"pass --tokenizer")
+
+
+@contextmanager
+def _stdout_to_stderr():
+    """vLLM logs to stdout, from this process and the engine's children (which inherit the
+    file descriptor); moving fd 1 keeps stdout for the result, so `--json` output parses."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def generate_vllm(model: str, tokenizer: str, prompts: list[str], s: Sampling,
+                  progress: bool = True) -> tuple[list[list[str] | None], dict]:
+    """n completions per prompt from an in-process vLLM engine; None for a prompt too long to fit."""
+    # the engine core reads these at start; a caller's own settings win
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    with _stdout_to_stderr():
+        from vllm import LLM, SamplingParams
+
+        t0 = time.perf_counter()
+        llm = LLM(model=model, tokenizer=tokenizer, dtype=s.dtype, max_model_len=s.max_model_len, seed=s.seed,
+                  enforce_eager=True)
+        try:
+            start_s = time.perf_counter() - t0
+            limit = llm.llm_engine.model_config.max_model_len - s.max_new_tokens
+            tok = llm.get_tokenizer()
+            # vLLM refuses a whole batch when one prompt does not fit, so those are left out and counted
+            fits = [len(tok(p)["input_ids"]) <= limit for p in prompts]
+            params = SamplingParams(n=s.n, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens)
+            t1 = time.perf_counter()
+            outs = iter(llm.generate([p for p, ok in zip(prompts, fits) if ok], params, use_tqdm=progress))
+            texts = [[c.text for c in next(outs).outputs] if ok else None for ok in fits]
+            timing = {"engine_start_s": start_s, "generate_s": time.perf_counter() - t1}
+        finally:
+            # vLLM's default grace of 5 s is too short on a loaded 2-core machine: it then force-kills
+            llm.llm_engine.engine_core.shutdown(timeout=30)
+    return texts, timing
+
+
+Generate = Callable[[str, str, list, Sampling], tuple[list, dict]]
+
+
+def evaluate(checkpoint: str, problems: list, sampling: Sampling, ks: list[int], *, tokenizer: str | None = None,
+             check_timeout_s: float = 5.0, generate: Generate | None = None) -> dict:
+    """The summary (pass@k, distinct answers, verdicts, settings) and per-problem results."""
+    from jury.cluster.data import PROMPT_SUFFIX
+
+    bad = [k for k in ks if not 1 <= k <= sampling.n]
+    if bad:
+        raise ValueError(f"pass@k needs 1 <= k <= n={sampling.n}, got k={bad}")
+    model, tok = resolve_model(checkpoint, tokenizer, run_config_of(Path(checkpoint)))
+    prompts = [p.problem + PROMPT_SUFFIX for p in problems]  # as the feeder builds them in training
+    texts, timing = (generate or generate_vllm)(model, tok, prompts, sampling)
+    kept = [i for i, t in enumerate(texts) if t is not None]
+    if not kept:
+        raise ValueError(f"all {len(problems)} prompts are too long for max_model_len with "
+                         f"max_new_tokens={sampling.max_new_tokens}")
+    results = grade([problems[i] for i in kept], [texts[i] for i in kept], timeout_s=check_timeout_s)
+    summary = summarise(results, ks)
+    summary.update(skipped_too_long=len(problems) - len(kept), checkpoint=model, tokenizer=tok,
+                   sampling=asdict(sampling), **timing)
+    return {"summary": summary, "problems": [asdict(r) for r in results]}
+
+
+def sampling_from(args, run_cfg: dict) -> Sampling:
+    """Flags first, then the training run's generator settings, then the defaults."""
+    gen = run_cfg.get("generator", {})
+    inherited = {"temperature": gen.get("temperature"), "top_p": gen.get("top_p"),
+                 "max_new_tokens": gen.get("max_new_tokens"), "max_model_len": run_cfg.get("max_model_len"),
+                 "dtype": gen.get("dtype")}
+    given = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens,
+             "max_model_len": args.max_model_len, "dtype": args.dtype}
+    chosen = {k: given[k] if given[k] is not None else inherited[k] for k in given}
+    return replace(Sampling(n=args.n, seed=args.seed), **{k: v for k, v in chosen.items() if v is not None})
+
+
+def table(summary: dict) -> str:
+    s = summary["sampling"]
+    rows = [("checkpoint", summary["checkpoint"]),
+            ("problems", f"{summary['problems']} ({summary['skipped_too_long']} too long, left out)"),
+            ("sampling", (f"n={s['n']} temperature={s['temperature']} top_p={s['top_p']} "
+                          f"max_new_tokens={s['max_new_tokens']} seed={s['seed']}"))]
+    rows += [(k, f"{v:.4f}") for k, v in summary.items() if k.startswith("pass@")]
+    rows.append(("distinct answers", (f"{summary['distinct_answers']:.2f} per problem "
+                                      f"(max {summary['distinct_answers_max']})")))
+    rows.append(("verdicts", ", ".join(f"{k} {v}" for k, v in summary["verdicts"].items())))
+    times = [(k.removesuffix("_s").replace("_", " "), summary[k]) for k in ("engine_start_s", "generate_s")
+             if k in summary]
+    if times:
+        rows.append(("time", ", ".join(f"{k} {v:.1f} s" for k, v in times)))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def _ks(text: str) -> list[int]:
+    return sorted({int(x) for x in text.split(",") if x.strip()})
+
+
+def _run(args) -> int:
+    try:
+        run_cfg = run_config_of(Path(args.checkpoint))
+        sampling = sampling_from(args, run_cfg)
+        ks = _ks(args.k) if args.k else sorted({1, sampling.n})
+        problems = load_problems(args.dataset, args.seed, args.count)
+        result = evaluate(args.checkpoint, problems, sampling, ks, tokenizer=args.tokenizer,
+                          check_timeout_s=args.check_timeout_s)
+    except (ValueError, OSError) as e:
+        print(f"jury eval: {e}", file=sys.stderr)
+        return 2
+    result["summary"]["dataset"] = {"name": args.dataset, "seed": args.seed, "count": args.count}
+    if args.json == "-":
+        print(json.dumps(result, indent=2))
+        return 0
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    print(table(result["summary"]))
+    return 0
+
+
+def add_command(subparsers) -> None:
+    p = subparsers.add_parser("eval", help="pass@k and distinct answers of a checkpoint on a dataset")
+    p.add_argument("checkpoint", help='a Hugging Face model folder (e.g. a run\'s final/), or "tiny"')
+    p.add_argument("--dataset", default="synthetic", help='"synthetic" or a MATH-shaped JSONL path')
+    p.add_argument("--count", type=int, default=128, help="problems (JSONL: first COUNT, 0 = all)")
+    p.add_argument("--seed", type=int, default=0, help="synthetic problem stream and sampling seed")
+    p.add_argument("-n", type=int, default=8, help="samples per problem")
+    p.add_argument("-k", default=None, help="comma-separated k for pass@k (default: 1 and n)")
+    p.add_argument("--temperature", type=float, default=None, help="default: the run's, else 1.0")
+    p.add_argument("--top-p", type=float, default=None, help="default: the run's, else 1.0")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="default: the run's, else 512")
+    p.add_argument("--max-model-len", type=int, default=None, help="default: the run's, else the model's")
+    p.add_argument("--dtype", default=None, help="default: the run's, else auto")
+    p.add_argument("--tokenizer", default=None, help="default: the checkpoint's, else the run's model's")
+    p.add_argument("--check-timeout-s", type=float, default=5.0, help="hard limit per answer check")
+    p.add_argument("--json", nargs="?", const="-", default=None,
+                   help="write the JSON result to PATH (alone: print JSON instead of the table)")
+    p.set_defaults(func=_run)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="jury")
+    add_command(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["eval", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":  # vLLM's engine core starts with spawn, which re-imports __main__
+    sys.exit(main())

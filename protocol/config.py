@@ -1,0 +1,418 @@
+"""The run's config: one frozen dataclass per role, combined into `RunConfig`.
+
+Loaded from YAML, then `key=value` overrides (dotted paths, values parsed as YAML).
+Every key and value is checked at start; a bad one is refused with its field's name,
+never half-applied. Imports only the standard library and PyYAML, so every role may
+read its own section, and the Lean-gate and DeRL sections live here too: importing
+the config loads no verifier.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# ── the Lean proof gate (verifier.gate=lean; verifiers/lean/) ──
+DEFAULT_HEADER = (
+    "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\n"
+    "open BigOperators Real Nat Topology Rat"
+)
+
+
+@dataclass(frozen=True)
+class LeanReplConfig:
+    """How to run Lean. The command runs wherever a user has Lean, Mathlib and the REPL."""
+
+    command: str = "lake env repl"  # shell-quoted argv; absolute paths if `user` applies
+    cwd: str = ""                   # a Mathlib project, for `lake env`; "" = the caller's
+    header: str = DEFAULT_HEADER    # imported once per process
+    pool_size: int = 4              # REPL processes; each holds Mathlib in memory (~6-10 GB)
+    memory_limit_mb: int = 16384    # RLIMIT_AS per process, 0 = none; counts mmapped .oleans
+    start_timeout_s: float = 600.0  # header import; Mathlib takes tens of seconds cold
+    recycle_after: int = 500        # commands per process: the REPL keeps every env snapshot
+    user: str = "nobody"            # a root caller runs Lean as this user; "" = stay root
+    isolate_network: Literal["auto", "on", "off"] = "auto"  # on: require `unshare --net`
+
+    def __post_init__(self) -> None:
+        try:
+            argv = shlex.split(self.command)
+        except ValueError as e:
+            raise ValueError(f"LeanReplConfig.command {self.command!r}: {e}") from None
+        if not argv:
+            raise ValueError("LeanReplConfig.command must not be empty")
+        for name in ("pool_size", "recycle_after"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"LeanReplConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if self.memory_limit_mb < 0 or self.start_timeout_s <= 0:
+            raise ValueError("LeanReplConfig.memory_limit_mb must be >= 0 and start_timeout_s > 0")
+        if self.isolate_network not in ("auto", "on", "off"):
+            raise ValueError(f"LeanReplConfig.isolate_network must be auto, on or off, "
+                             f"got {self.isolate_network!r}")
+
+    def identity(self) -> str:
+        """What a verdict depends on besides the Lean text: the command and its toolchain."""
+        toolchain = ""
+        if self.cwd and (Path(self.cwd) / "lean-toolchain").is_file():
+            toolchain = (Path(self.cwd) / "lean-toolchain").read_text().strip()
+        return json.dumps(["repl", self.command, self.cwd, toolchain])
+
+
+@dataclass(frozen=True)
+class LeanGateConfig:
+    """The gate's settings (§5.5.1). Model names are for the wiring that builds the clients."""
+
+    formalizer_model: str = "Goedel-LM/Goedel-Formalizer-V2-32B"
+    checker_model: str = "Qwen/QwQ-32B"
+    prover_model: str = "Goedel-LM/Goedel-Prover-V2-32B"
+    num_statements: int = 8          # k autoformalizer samples
+    checker_samples: int = 1         # judgements per candidate; the largest Correct share wins
+    max_attempts: int = 16           # prover pass@k (Prover@16, Table 5)
+    attempts_per_round: int = 4      # prover samples per generate call; fewer wastes less after a proof
+    formalizer_temperature: float = 0.7
+    checker_temperature: float = 0.7
+    prover_temperature: float = 0.7
+    formalizer_max_tokens: int = 32768
+    checker_max_tokens: int = 32768
+    prover_max_tokens: int = 32768
+    proof_timeout_s: float = 60.0    # per proof check, Lean wall clock
+    elaborate_statements: bool = True  # skip candidates Lean cannot elaborate before proving
+    result_cache_size: int = 100_000   # (problem, answer) pairs
+    verdict_cache_size: int = 100_000  # (statement, proof) pairs
+    kimina_url: str = ""             # a kimina-lean-server instead of the local REPL pool
+    lean: LeanReplConfig = field(default_factory=LeanReplConfig)
+
+    def __post_init__(self) -> None:
+        for name in ("num_statements", "checker_samples", "max_attempts", "attempts_per_round",
+                     "formalizer_max_tokens", "checker_max_tokens", "prover_max_tokens",
+                     "result_cache_size", "verdict_cache_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"LeanGateConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("formalizer_temperature", "checker_temperature", "prover_temperature"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"LeanGateConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if self.proof_timeout_s <= 0:
+            raise ValueError(f"LeanGateConfig.proof_timeout_s must be > 0, got {self.proof_timeout_s}")
+
+
+# ── DeRL (derl.enabled; verifiers/derl/, cluster/diversify.py) ──
+# §3.1 / §3.2.2, the list the model is shown, verbatim and in the paper's order.
+FORBIDDEN_TACTICS = ("linarith", "simp_all", "simp", "omega", "ring", "aesop", "positivity", "trivial")
+
+
+@dataclass(frozen=True)
+class DerlConfig:
+    """DeRL settings; the root config embeds one."""
+
+    ratio: tuple[int, int] = (4, 1)  # original : diversifying prompts; §5.1/Table 1: 4:1 beats 2:1
+    store_size: int = 60_000  # problems whose first correct CoT is kept (the paper trains on 60k)
+    seed: int = 0  # which slots of each ratio block diversify
+    plan_attempts: int = 2  # plans sampled per CoT; the first that does not leak is used
+    plan_temperature: float = 0.6
+    plan_max_tokens: int = 1024
+    judge_temperature: float = 0.0  # one greedy verdict per sample, as a fixed external judge
+    judge_max_tokens: int = 1024
+    # Judge incorrect samples too: their reward is 0 either way, but Fig. 3's "judged
+    # dissimilar" share counts them. False saves those calls.
+    judge_all: bool = True
+    # Numbers quoted from the problem statement may appear in a plan: the paper's own plans
+    # do ("pairs of numbers that multiply to give 50", App. 8.1; "(a^2 - b^2)^2", App. 8.3).
+    allow_problem_numbers: bool = True
+    forbidden_tactics: tuple[str, ...] = FORBIDDEN_TACTICS
+    # ── in a training run (cluster/diversify.py on the driver, verifiers/derl_scorer.py on the workers) ──
+    enabled: bool = False  # `jury train derl.enabled=true`: mix diversifying prompts into training
+    model: str = "tiny"  # the planner's and the judge's LLM: a HF folder, or "tiny" for the local tiny model
+    # the reward on diversifying prompts: the paper's judge (1 iff correct and judged dissimilar), or
+    # §3.3's control, a fair coin on diversifying prompts only (Table 1 "Partial Random Reward") or on
+    # every prompt ("Random Reward (on all prompts)")
+    reward: Literal["judge", "random_partial", "random_all"] = "judge"
+    # original prompts in §3.1's format ("paper"), or as the dataset gives them ("dataset": a model
+    # trained on that format, like the tiny one, keeps its pass rate and so has correct CoTs to plan from)
+    original_prompt: Literal["paper", "dataset"] = "dataset"
+    plans_per_step: int = 64  # stored CoTs sent to the planner at once; one request in flight at a time
+
+    def __post_init__(self) -> None:
+        # YAML hands in lists; keep the config hashable and immutable.
+        object.__setattr__(self, "ratio", tuple(self.ratio))
+        object.__setattr__(self, "forbidden_tactics", tuple(self.forbidden_tactics))
+        if len(self.ratio) != 2 or self.ratio[0] < 0 or self.ratio[1] < 0 or sum(self.ratio) == 0:
+            raise ValueError(f"DerlConfig.ratio must be two non-negative ints, not both 0, got {self.ratio}")
+        for name, choices in (("reward", ("judge", "random_partial", "random_all")),
+                              ("original_prompt", ("paper", "dataset"))):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"DerlConfig.{name} must be one of {list(choices)}, got {getattr(self, name)!r}")
+        for name in ("store_size", "plan_attempts", "plan_max_tokens", "judge_max_tokens", "plans_per_step"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"DerlConfig.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("plan_temperature", "judge_temperature"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"DerlConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if not self.forbidden_tactics:
+            raise ValueError("DerlConfig.forbidden_tactics must not be empty")
+
+
+@dataclass(frozen=True)
+class GeneratorConfig:
+    group_size: int = 8            # G samples per task
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 16
+    min_new_tokens: int = 0        # for benchmarks that need completions of a set length
+    # what a weight sync does to groups being generated: wait for them (drain), abort and
+    # regenerate them with the new weights (interrupt), or swap under them (inflight: a
+    # group's tokens may then come from two versions; version_start and version_end say which)
+    sync_mode: Literal["drain", "interrupt", "inflight"] = "drain"
+    dtype: str = "float32"
+    enforce_eager: bool = True     # skip compilation: engine start matters more than peak speed here
+    max_num_seqs: int = 256
+    max_tasks_in_flight: int = 64  # tasks handed to the engine at once
+    tensor_parallel_size: int = 1  # > 1 with num_gpus > 0: its GPUs reserved in one placement group
+    kv_cache_gib: int = 1          # VLLM_CPU_KVCACHE_SPACE on the CPU
+    num_cpus: float = 1.0          # Ray resources per generator actor
+    num_gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {generator: 1}
+
+
+@dataclass(frozen=True)
+class VerifierConfig:
+    reward: Literal["ground_truth", "majority_vote", "jury", "self_certainty", "entropy", "tinyv"] = "jury"
+    fallback: Literal["reszero", "zero", "mv"] = "reszero"  # JURY-RL when the proof gate is inconclusive
+    reszero_c: float = 0.01
+    gate: Literal["arith", "lean", "none"] = "arith"
+    pool_workers: int = 1          # processes for checks
+    check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {verifier: 1}
+    cache_size: int = 100_000
+    tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or "tiny" for the local tiny model
+    tinyv_max_model_len: int = 4096
+    num_cpus: float = 0.5
+
+
+@dataclass(frozen=True)
+class LearnerConfig:
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    kl_coef: float = 0.0           # k3 KL to a frozen reference; 0 = no reference model
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    # drgrpo (no std): JURY-RL's ResZero fallback is small on purpose (c = 0.01); dividing by the
+    # group's std would blow it up to the size of a proved group's signal (see README, Results)
+    advantage: Literal["grpo", "drgrpo", "rloo"] = "drgrpo"
+    adv_eps: float = 1e-6
+    loss_agg: Literal["token-mean", "seq-mean", "drgrpo"] = "token-mean"
+    tis_cap: float = 0.0           # >0: truncated importance weight to the behaviour policy
+    micro_batch: int = 64          # samples per forward/backward
+    zero_stage: int = 0
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    threads: int = 1               # torch threads on the CPU
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {learner: 1}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: str = "tiny"            # "tiny": build (or reuse) the local tiny model; otherwise a HF folder
+    dataset: str = "synthetic"     # "synthetic" or a MATH-shaped JSONL path
+    seed: int = 0
+    steps: int = 300               # learner steps
+    batch_groups: int = 8          # groups (prompts) per learner step
+    max_staleness: int = 1         # 0 = synchronous on-policy
+    sync_every: int = 1            # learner steps between weight syncs
+    # staleness as an independent variable: every group is trained exactly k versions after the
+    # policy that generated it, whatever the hardware speed. 2: k = 2 for all; {0: 1, 4: 3}: k drawn
+    # per group with those weights (seeded). {} = off (max_staleness is then only a bound)
+    forced_staleness: dict[int, float] = field(default_factory=dict)
+    record_groups: bool = False    # write every trained batch to run_dir/record/ (for `jury replay`)
+    num_generators: int = 1
+    num_verifiers: int = 1
+    max_model_len: int = 256
+    max_prompt_tokens: int = 128   # longer prompts are refused by the feeder (counted)
+    weight_backend: Literal["gloo", "nccl"] = "gloo"
+    bucket_mb: int = 64
+    curve: bool = False            # ZeroMQ CURVE: encrypt the data plane, refuse peers without the run's keys
+    checkpoint_every: int = 0      # learner steps between checkpoints (0: only the final one)
+    # where the learner writes checkpoints (default: the run folder). The learner writes on its
+    # own node: on a cluster give a path every node shares (NFS, EFS), or they stay on that node
+    checkpoint_dir: str = ""
+    max_restarts: int = 3          # Ray restarts of a crashed generator or verifier
+    resend_after_s: float = 120.0  # the learner reports missing groups after waiting this long; they are re-sent
+    faults: str = ""               # fault injection, e.g. "kill:verifier0@3,slow:generator0@2:5" (action:target@step[:seconds])
+    run_dir: str = ""              # default: runs/<timestamp>
+    group_timeout_s: float = 600.0  # the learner gives up waiting for a batch after this
+    progress: bool = True
+    generator: GeneratorConfig = field(default_factory=GeneratorConfig)
+    verifier: VerifierConfig = field(default_factory=VerifierConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    lean: LeanGateConfig = field(default_factory=LeanGateConfig)  # verifier.gate=lean: models, Lean command
+    derl: DerlConfig = field(default_factory=DerlConfig)  # DeRL's diversifying prompts and reward (derl.enabled)
+
+    def __post_init__(self):
+        positive = ["steps", "batch_groups", "sync_every", "num_generators", "num_verifiers",
+                    "max_model_len", "max_prompt_tokens", "bucket_mb"]
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_staleness < 0:
+            raise ConfigError(f"max_staleness must be >= 0, got {self.max_staleness}")
+        if self.max_staleness < self.sync_every - 1:
+            # generators only see a new version every sync_every steps, so groups are
+            # necessarily up to sync_every - 1 versions old; a tighter bound would deadlock
+            raise ConfigError(f"max_staleness ({self.max_staleness}) must be >= sync_every - 1 ({self.sync_every - 1})")
+        if self.generator.group_size < 1:
+            raise ConfigError(f"generator.group_size must be >= 1, got {self.generator.group_size}")
+        if self.max_prompt_tokens + self.generator.max_new_tokens > self.max_model_len:
+            raise ConfigError(
+                f"max_prompt_tokens + generator.max_new_tokens ({self.max_prompt_tokens} + "
+                f"{self.generator.max_new_tokens}) exceeds max_model_len ({self.max_model_len})")
+        if self.verifier.check_timeout_s <= 0:
+            raise ConfigError("verifier.check_timeout_s must be > 0")
+        if self.checkpoint_every < 0 or self.max_restarts < 0 or self.resend_after_s <= 0:
+            raise ConfigError("checkpoint_every and max_restarts must be >= 0, resend_after_s > 0")
+        parse_faults(self.faults, self.num_generators, self.num_verifiers)
+        if self.forced_staleness and self.sync_every != 1:
+            raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
+        if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):
+            raise ConfigError(f"forced_staleness must be k or {{k: weight}} with k >= 0 and weights > 0, "
+                              f"got {self.forced_staleness!r}")
+
+
+@dataclass(frozen=True)
+class Fault:
+    action: str   # kill | slow
+    target: str   # generator<i> | verifier<i>
+    step: int     # applied before this learner step
+    seconds: float = 0.0
+
+
+def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1) -> list[Fault]:
+    """"kill:verifier0@3,slow:generator0@2:5" -> Faults; a bad item is refused naming it."""
+    faults = []
+    for item in filter(None, (x.strip() for x in text.split(","))):
+        try:
+            action, rest = item.split(":", 1)
+            target, when = rest.split("@", 1)
+            step, _, seconds = when.partition(":")
+            role = target.rstrip("0123456789")
+            index = int(target[len(role):])
+            fault = Fault(action, target, int(step), float(seconds or 0))
+        except ValueError:
+            raise ConfigError(f"faults: {item!r} is not action:target@step[:seconds]") from None
+        limit = {"generator": num_generators, "verifier": num_verifiers, "learner": 1}.get(role)
+        if action not in ("kill", "slow") or limit is None or not 0 <= index < limit or fault.step < 0 \
+                or (role == "learner" and action != "kill"):
+            raise ConfigError(f"faults: {item!r}: action kill|slow, target generator<i>|verifier<i>|learner0 "
+                              f"that exists (the learner can only be killed), step >= 0")
+        faults.append(fault)
+    return faults
+
+
+def parse_staleness(weights: dict[int, float]) -> dict[int, float]:
+    """{0: 1, 4: 3} -> {0: 0.25, 4: 0.75} (k -> probability); {} -> {} (not forced)."""
+    total = sum(weights.values())
+    return {k: w / total for k, w in sorted(weights.items())}
+
+
+def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig:
+    """YAML file (optional) then `a.b=value` overrides; refuses unknown keys and bad values."""
+    data: dict = {}
+    if path:
+        with open(path, encoding="utf-8") as f:
+            loaded = yaml.safe_load(f)
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: top level must be a mapping")
+        data = loaded or {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value")
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {p} is not a section")
+        node[leaf] = yaml.safe_load(raw) if raw else ""
+    return _build(RunConfig, data, "")
+
+
+def _build(cls, data: dict, prefix: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown config key {prefix}{unknown[0]} (known: {', '.join(sorted(fields))})")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _value(hints[name], value, prefix + name)
+    try:
+        return cls(**kwargs)
+    except (ConfigError, ValueError) as e:  # a section's own checks raise ValueError
+        raise ConfigError(f"{prefix}{e}" if prefix else str(e)) from None
+
+
+def _value(hint, value, name):
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, name + ".")
+    if typing.get_args(hint) == (int, float):  # forced_staleness: k, or {k: weight}
+        if type(value) is int:
+            value = {value: 1.0}
+        if not isinstance(value, dict) or not all(
+                type(k) is int and isinstance(w, (int, float)) and not isinstance(w, bool) for k, w in value.items()):
+            raise ConfigError(f"{name} must be k or {{k: weight}} with integer k, got {value!r}")
+        return {k: float(w) for k, w in value.items()}
+    if typing.get_origin(hint) is dict:  # custom resources: names to amounts
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                for k, v in value.items()):
+            raise ConfigError(f"{name} must map names to amounts >= 0, got {value!r}")
+        return {k: float(v) for k, v in value.items()}
+    if typing.get_origin(hint) is tuple:  # derl.ratio (int, int), derl.forbidden_tactics (str, ...)
+        args = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise ConfigError(f"{name} must be a list, got {value!r}")
+        arms = (args[0],) * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if len(value) != len(arms):
+            raise ConfigError(f"{name} must be a list of {len(arms)} values, got {value!r}")
+        return tuple(_value(arm, v, f"{name}[{i}]") for i, (arm, v) in enumerate(zip(arms, value)))
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ConfigError(f"{name} must be one of {list(choices)}, got {value!r}")
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):  # YAML 1.1 reads "1e-5" as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if hint in (int, float, str, bool) and type(value) is hint:
+        return value
+    raise ConfigError(f"{name} must be {hint.__name__}, got {value!r}")
+
+
+def to_dict(cfg) -> dict:
+    """The config as plain YAML-safe data (tuples become lists)."""
+    return _plain(dataclasses.asdict(cfg))
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

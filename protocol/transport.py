@@ -1,0 +1,232 @@
+"""ZeroMQ queues for the data plane: PUSH/PULL with bounded high-water marks.
+
+Each socket is owned by one background thread (ZeroMQ sockets are not thread-safe)
+and talks to the role's loop through a bounded `queue.Queue`, so socket I/O runs
+beside the compute loop, never in it.
+
+Backpressure and the rule that prevents deadlock: every hop is bounded (the local
+queue plus ZeroMQ's high-water marks), so a slow consumer stalls its producer
+instead of growing memory. The chain feeder → generators → verifiers → learner has
+no cycle, and the feeder admits at most (max_staleness + 1) · batch groups beyond
+what the learner has consumed, so the bounds only bite when a stage is slow, and the
+learner, which is at the end of the chain, never blocks on a send.
+(ZeroMQ's high-water marks count messages; the kernel's TCP buffers hold a few
+hundred kilobytes more, so many tiny messages can be in flight, few large ones.)
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import zmq
+
+from jury.protocol.messages import DecodeError, Shutdown, decode, encode
+
+log = logging.getLogger(__name__)
+_POLL_MS = 100
+
+
+@dataclass(frozen=True)
+class CurveKeys:
+    """ZeroMQ CURVE keys of a run (config `curve: true`): encryption and authentication.
+
+    The side that binds is the CURVE server; it accepts only peers that present the
+    run's client key, so a process that does not hold the keys cannot put a frame on
+    any queue. The driver makes the keys and hands them to the actors over Ray.
+    """
+    server_public: bytes
+    server_secret: bytes
+    client_public: bytes
+    client_secret: bytes
+
+    @staticmethod
+    def generate() -> "CurveKeys":
+        sp, ss = zmq.curve_keypair()
+        cp, cs = zmq.curve_keypair()
+        return CurveKeys(sp, ss, cp, cs)
+
+
+_authenticators: dict[int, object] = {}
+
+
+def _secure(sock, keys: CurveKeys | None, server: bool):
+    if keys is None:
+        return
+    if server:
+        ctx = zmq.Context.instance()
+        if id(ctx) not in _authenticators:  # one ZAP handler per context, allowing only the run's client key
+            from zmq.auth.thread import ThreadAuthenticator
+
+            auth = ThreadAuthenticator(ctx)
+            auth.start()
+            auth.configure_curve_callback(domain="*", credentials_provider=_AllowKeys({keys.client_public}))
+            _authenticators[id(ctx)] = auth
+        else:
+            _authenticators[id(ctx)].credentials_providers["*"].keys.add(keys.client_public)
+        sock.curve_secretkey, sock.curve_publickey, sock.curve_server = keys.server_secret, keys.server_public, True
+    else:
+        sock.curve_secretkey, sock.curve_publickey = keys.client_secret, keys.client_public
+        sock.curve_serverkey = keys.server_public
+
+
+class _AllowKeys:
+    def __init__(self, keys: set[bytes]):
+        self.keys = keys
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        if key in self.keys:
+            return True
+        log.warning("refused a ZeroMQ peer with an unknown CURVE key")
+        return False
+
+
+@dataclass
+class QueueStats:
+    sent: int = 0
+    received: int = 0
+    rejected: int = 0  # malformed or unknown frames, dropped with a log line
+
+    def as_dict(self, prefix: str) -> dict[str, int]:
+        return {f"{prefix}/sent": self.sent, f"{prefix}/received": self.received, f"{prefix}/rejected": self.rejected}
+
+
+class Receiver:
+    """A PULL socket, bound to a random port or connected, feeding a bounded local queue."""
+
+    def __init__(self, host: str = "127.0.0.1", *, connect: list[str] | None = None,
+                 hwm: int = 64, maxsize: int = 64, name: str = "recv", curve: CurveKeys | None = None):
+        self.name, self.stats = name, QueueStats()
+        self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
+        self._ctx = zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.PULL)
+        self._sock.setsockopt(zmq.RCVHWM, hwm)
+        self._sock.setsockopt(zmq.LINGER, 0)
+        _secure(self._sock, curve, server=not connect)
+        if connect:
+            for ep in connect:
+                self._sock.connect(ep)
+            self.endpoint = None
+        else:
+            port = self._sock.bind_to_random_port(f"tcp://{host}")
+            self.endpoint = f"tcp://{host}:{port}"
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"zmq-{name}", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        while not self._stop.is_set():
+            if not poller.poll(_POLL_MS):
+                continue
+            frames = self._sock.recv_multipart(copy=False)
+            try:
+                msg = decode(frames)
+            except DecodeError as e:
+                self.stats.rejected += 1
+                log.warning("%s: rejected a frame (%s); %d rejected so far", self.name, e, self.stats.rejected)
+                continue
+            self.stats.received += 1
+            while not self._stop.is_set():
+                try:
+                    self._queue.put(msg, timeout=_POLL_MS / 1000)
+                    break
+                except queue.Full:
+                    continue
+        self._sock.close(linger=0)
+
+    def get(self, timeout: float | None = None):
+        """The next message, or None after `timeout` seconds."""
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def wake(self, reason: str = "stop"):
+        """Make a blocked `get` return a Shutdown (a local message, never on the wire)."""
+        try:
+            self._queue.put_nowait(Shutdown(reason))
+        except queue.Full:
+            pass
+
+    def depth(self) -> int:
+        return self._queue.qsize()
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(timeout=2)
+
+
+class Sender:
+    """A PUSH socket (connected to one or more PULL endpoints, round-robin) fed by a bounded local queue."""
+
+    def __init__(self, endpoints: list[str] | None = None, *, bind_host: str | None = None,
+                 hwm: int = 64, maxsize: int = 64, name: str = "send", curve: CurveKeys | None = None):
+        self.name, self.stats = name, QueueStats()
+        self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
+        self._ctx = zmq.Context.instance()
+        self._sock = self._ctx.socket(zmq.PUSH)
+        self._sock.setsockopt(zmq.SNDHWM, hwm)
+        self._sock.setsockopt(zmq.LINGER, 2000)  # let queued frames go out at close
+        # only live peers get frames: none queue up for a dead or restarting worker
+        self._sock.setsockopt(zmq.IMMEDIATE, 1)
+        _secure(self._sock, curve, server=bool(bind_host))
+        self.endpoint = None
+        if bind_host:
+            port = self._sock.bind_to_random_port(f"tcp://{bind_host}")
+            self.endpoint = f"tcp://{bind_host}:{port}"
+        for ep in endpoints or []:
+            self._sock.connect(ep)
+        self._connect_requests: queue.Queue = queue.Queue()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"zmq-{name}", daemon=True)
+        self._thread.start()
+
+    def _connect_pending(self):
+        while not self._connect_requests.empty():
+            for ep in self._connect_requests.get():
+                self._sock.connect(ep)
+
+    def _run(self):
+        while True:
+            self._connect_pending()
+            try:
+                frames = self._queue.get(timeout=_POLL_MS / 1000)
+            except queue.Empty:
+                if self._stop.is_set():
+                    break
+                continue
+            while True:  # block on the high-water mark, but stay stoppable
+                try:
+                    self._sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
+                    self.stats.sent += 1
+                    break
+                except zmq.Again:
+                    if self._stop.is_set() and self._queue.empty():
+                        log.warning("%s: closing with an unsent message", self.name)
+                        break
+                    self._connect_pending()  # the peer this frame waits for may be a new one
+                    time.sleep(0.005)
+        self._sock.close()
+
+    def send(self, msg, timeout: float | None = None):
+        """Encode now (errors surface in the caller), hand the frames to the socket thread."""
+        self._queue.put(encode(msg), timeout=timeout)
+
+    def connect(self, endpoints: list[str]):
+        """More peers (a restarted worker's new endpoint); only the socket thread may touch the socket."""
+        self._connect_requests.put(list(endpoints))
+
+    def send_raw(self, frames: list):
+        """Frames as they are: for tests of the receiver's refusal of bad input."""
+        self._queue.put(frames)
+
+    def depth(self) -> int:
+        return self._queue.qsize()
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(timeout=5)

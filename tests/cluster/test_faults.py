@@ -1,0 +1,85 @@
+"""Surviving faults with real processes: kill -9 of a verifier or a generator mid-run, and resume."""
+import json
+
+import pytest
+
+from jury.protocol.config import load_config
+from jury.cluster.metrics import read_metrics
+
+pytestmark = pytest.mark.slow
+
+BASE = ["steps=5", "batch_groups=2", "generator.group_size=2", "max_staleness=1", "progress=false",
+        "resend_after_s=10", "group_timeout_s=400"]
+
+
+def _ledger(run_dir):
+    with open(run_dir / "ledger.jsonl") as f:
+        return [json.loads(line) for line in f]
+
+
+def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch):
+    entries = _ledger(run_dir)
+    indices = [e["index"] for e in entries]
+    assert sorted(indices) == list(range(steps * batch)), "a group was lost or trained twice"
+    assert len({e["task_id"] for e in entries}) == len(entries)
+    assert summary["feeder/admitted"] == steps * batch
+    for e in entries:  # each group trained in its own batch, within the staleness bound
+        assert e["step"] == e["index"] // batch
+        assert e["step"] - e["version_start"] <= 1
+
+
+@pytest.mark.parametrize("target", ["verifier0", "generator0"])
+def test_kill_9_mid_run_loses_no_group_and_counts_none_twice(tiny_model_path, tmp_path, target):
+    from jury.cluster.driver import train
+
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", f"faults=kill:{target}@2"])
+    summary = train(cfg)
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == list(range(5))
+    assert summary["pipeline/recoveries"] >= 1, "the killed worker was never wired back in"
+    assert summary["feeder/resent"] >= 1
+    _assert_nothing_lost_nothing_twice(tmp_path, summary, 5, 2)
+
+
+def test_resume_continues_metrics_ledger_and_version(tiny_model_path, tmp_path):
+    from jury.cluster.driver import train
+
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "steps=2", f"checkpoint_dir={tmp_path / 'shared'}"])
+    train(cfg)
+    state = json.loads((tmp_path / "shared" / "final" / "state.json").read_text())  # where checkpoint_dir says
+    assert state["version"] == 2 and state["next_index"] == 4 and state["learner_node"]
+    assert not (tmp_path / "final").exists()
+
+    # a crash after the checkpoint leaves rows of steps that will be trained again
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write(json.dumps({"step": 2, "left_by_the_crash": True}) + "\n")
+    with open(tmp_path / "ledger.jsonl", "a") as f:
+        f.write(json.dumps({"step": 2, "index": 4, "left_by_the_crash": True}) + "\n")
+
+    resumed = load_config(str(tmp_path / "config.yaml"), ["steps=4"])
+    summary = train(resumed, resume=str(tmp_path))
+    rows = read_metrics(tmp_path)
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert not any("left_by_the_crash" in r for r in rows)
+    assert "left_by_the_crash" not in (tmp_path / "ledger.jsonl").read_text()
+    assert rows[2]["learner/version"] == 3        # re-based on the restored version
+    assert rows[2]["staleness/max"] <= 1          # generators started from the checkpoint's version
+    _assert_nothing_lost_nothing_twice(tmp_path, summary, 4, 2)
+
+
+def test_a_dead_learner_stops_the_run_with_a_clear_message(tiny_model_path, tmp_path):
+    import os
+    import time
+
+    from conftest import descendants, live_pids
+
+    from jury.cluster.driver import RunFailed, train
+
+    before = set(descendants(os.getpid()))
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "faults=kill:learner0@1"])
+    with pytest.raises(RunFailed, match="the learner died at step 1"):
+        train(cfg)
+    deadline = time.time() + 30
+    while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
+        time.sleep(1)
+    assert not live_pids(set(descendants(os.getpid())) - before), "processes left after the learner died"

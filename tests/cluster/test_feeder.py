@@ -1,0 +1,122 @@
+"""Data and admission control: the staleness budget in tasks, refusal of over-long prompts."""
+import json
+
+import pytest
+
+from jury.cluster.data import load_jsonl, synthetic_problems
+from jury.cluster.feeder import Feeder
+from jury.protocol.transport import Receiver
+
+
+def test_synthetic_task_is_seeded_and_boxed():
+    a = [p for _, p in zip(range(50), synthetic_problems(3))]
+    b = [p for _, p in zip(range(50), synthetic_problems(3))]
+    assert a == b and a != [p for _, p in zip(range(50), synthetic_problems(4))]
+    for p in a:
+        expr = p.problem.removeprefix("Compute ").removesuffix(".")
+        x, op, y = next((expr.partition(o) for o in "+-*" if o in expr[1:]))
+        assert str({"+": int(x) + int(y), "-": int(x) - int(y), "*": int(x) * int(y)}[op]) == p.answer
+
+
+def test_jsonl_loader_refuses_bad_lines(tmp_path):
+    good = tmp_path / "good.jsonl"
+    good.write_text('{"problem": "1+1?", "answer": 2}\n\n{"problem": "2+2?", "answer": "4"}\n')
+    assert [(p.problem, p.answer) for p in load_jsonl(good)] == [("1+1?", "2"), ("2+2?", "4")]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"problem": "1+1?", "answer": 2}\n{"question": "x"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2"):
+        load_jsonl(bad)
+    (tmp_path / "nojson.jsonl").write_text("{not json\n")
+    with pytest.raises(ValueError, match="not JSON"):
+        load_jsonl(tmp_path / "nojson.jsonl")
+
+
+def _drain(recv, n):
+    return [recv.get(timeout=5) for _ in range(n)]
+
+
+def test_admission_follows_the_staleness_budget():
+    feeder = Feeder("synthetic", 0, batch_groups=4, max_staleness=2, host="127.0.0.1")
+    recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
+    try:
+        # at version v, tasks of batches s <= v + max_staleness may be out: (v + 3) * 4 in total
+        assert feeder.admit(version=0, stop_at=1000) == 12
+        assert feeder.admit(version=0, stop_at=1000) == 0
+        assert feeder.admit(version=1, stop_at=1000) == 4
+        assert feeder.admit(version=5, stop_at=30) == 14  # capped by the run's total
+        tasks = _drain(recv, 30)
+        assert [t.index for t in tasks] == list(range(30))
+        assert [t.admitted_version for t in tasks[10:14]] == [0, 0, 1, 1]
+        assert len({t.task_id for t in tasks}) == 30
+    finally:
+        recv.close()
+        feeder.close()
+
+
+def test_synchronous_budget_admits_one_batch_per_version():
+    feeder = Feeder("synthetic", 0, batch_groups=3, max_staleness=0, host="127.0.0.1")
+    recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
+    try:
+        assert [feeder.admit(v, stop_at=100) for v in (0, 0, 1, 2)] == [3, 0, 3, 3]
+        assert [t.index for t in _drain(recv, 9)] == list(range(9))
+    finally:
+        recv.close()
+        feeder.close()
+
+
+def test_prompts_over_the_limit_are_skipped_and_counted(tmp_path, tiny_model_path):
+    from transformers import AutoTokenizer
+
+    data = tmp_path / "d.jsonl"
+    rows = [{"problem": "Compute 1+1.", "answer": "2"}, {"problem": "x" * 5000, "answer": "0"},
+            {"problem": "Compute 2+2.", "answer": "4"}]
+    data.write_text("\n".join(json.dumps(r) for r in rows))
+    tok = AutoTokenizer.from_pretrained(tiny_model_path)
+    feeder = Feeder(str(data), 0, batch_groups=2, max_staleness=1, host="127.0.0.1",
+                    tokenizer=tok, max_prompt_tokens=64)
+    recv = Receiver(connect=[feeder.endpoint], name="gen")
+    try:
+        # 4 tasks take more than one pass over the 3 problems, so the long one was met at least once
+        assert feeder.admit(0, stop_at=4) == 4
+        assert feeder.refused_too_long >= 1
+        assert sorted(t.label for t in _drain(recv, 4)) == ["2", "2", "4", "4"]
+    finally:
+        recv.close()
+        feeder.close()
+
+
+def test_forced_staleness_releases_each_task_exactly_k_versions_before_its_batch():
+    feeder = Feeder("synthetic", 0, batch_groups=4, max_staleness=0, host="127.0.0.1", forced={0: 0.5, 3: 0.5})
+    recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
+    try:
+        ks = [feeder.staleness_of(i) for i in range(40)]
+        assert set(ks) == {0, 3}  # both drawn, and the draw is a function of (seed, index) only
+        assert ks[:8] != [0] * 8 and ks == [feeder.staleness_of(i) for i in range(40)]
+        sent = {}
+        for v in range(7):
+            feeder.admit(v, stop_at=40)
+            for i in feeder.released_at(v):
+                sent[i] = v
+            got = [recv.get(timeout=5) for _ in range(len(feeder.released_at(v)))]
+            assert sorted(t.index for t in got) == feeder.released_at(v)  # exactly these, nothing early
+            assert recv.get(timeout=0.2) is None
+            feeder.consumed(v * 4)  # the learner trained batch v - 1
+        for i, v in sent.items():
+            assert v == max(0, i // 4 - ks[i])  # released at the version k_i before its batch
+    finally:
+        recv.close()
+        feeder.close()
+
+
+def test_forced_staleness_window_admits_the_stalest_batch():
+    feeder = Feeder("synthetic", 1, batch_groups=2, max_staleness=0, host="127.0.0.1", forced={5: 1.0})
+    try:
+        assert feeder.max_staleness == 5 and feeder.limit(0) == 12
+        feeder.admit(0, stop_at=100)
+        # batches 0..5 may only come from version 0; from batch 5 on, k = 5 holds exactly
+        assert feeder.released_at(0) == list(range(12)) and feeder.release_version(14) == 2
+        assert not feeder.held
+        feeder.admit(1, stop_at=100)
+        assert feeder.released_at(1) == [12, 13] and not feeder.held
+    finally:
+        feeder.close()

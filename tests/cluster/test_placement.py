@@ -1,0 +1,88 @@
+"""Roles placed by resources on a local multi-node Ray cluster (several raylets on this machine)."""
+import pytest
+
+from jury.protocol.config import load_config
+
+pytestmark = pytest.mark.slow
+
+
+def test_roles_land_on_the_nodes_their_resources_name(tiny_model_path, tmp_path):
+    import ray
+    from ray.cluster_utils import Cluster
+    from ray.util.state import list_actors
+
+    from jury.cluster.pipeline import Pipeline
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"head": 1}})
+    nodes = {role: cluster.add_node(num_cpus=2, resources={role: 1})
+             for role in ("learner_node", "generator_node", "verifier_node")}
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address)
+    cfg = load_config(None, [
+        f"run_dir={tmp_path}", "steps=2", "batch_groups=2", "generator.group_size=2", "progress=false",
+        "learner.resources={learner_node: 1}", "generator.resources={generator_node: 1}",
+        "verifier.resources={verifier_node: 1}"])
+    pipe = Pipeline(cfg, tiny_model_path)
+    try:
+        pipe.start()
+        assert not pipe.started_ray  # it joined the cluster it was given
+        where = {a.class_name: a.node_id for a in list_actors(filters=[("state", "=", "ALIVE")])}
+        assert where["Learner"] == nodes["learner_node"].node_id
+        assert where["Generator"] == nodes["generator_node"].node_id
+        assert where["VerifierWorker"] == nodes["verifier_node"].node_id
+        # and the roles, on three nodes, still train together
+        pipe.feeder.admit(pipe.version, stop_at=4)
+        for step in range(2):
+            row = ray.get(pipe.learner.step.remote(step, 300))
+            assert "missing" not in row and row["learner/version"] == step + 1
+            pipe.sync_weights()
+            pipe.feeder.consumed((step + 1) * 2)
+            pipe.feeder.admit(pipe.version, stop_at=4)
+    finally:
+        pipe.close()
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_a_tensor_parallel_engine_gets_its_gpus_together_on_one_node():
+    """The placement group a TP=2 GPU generator gets, on a cluster with (declared) GPUs: the
+    actor lands on the node holding both GPUs, and tasks it starts with a GPU each (as vLLM's
+    Ray executor starts its workers) run inside the group, on that node."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    from jury.protocol.config import GeneratorConfig
+    from jury.cluster.placement import generator_bundles, generator_placement
+
+    assert generator_bundles(GeneratorConfig()) == []  # TP 1: plain options
+    assert generator_bundles(GeneratorConfig(tensor_parallel_size=2)) == []  # CPU: vLLM's own processes
+    g = GeneratorConfig(tensor_parallel_size=2, num_gpus=1, num_cpus=1, resources={"generator": 1})
+    assert generator_bundles(g) == [{"CPU": 1, "generator": 1}, {"GPU": 1.0}, {"GPU": 1.0}]
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    one_gpu = cluster.add_node(num_cpus=2, num_gpus=1, resources={"generator": 1})
+    two_gpus = cluster.add_node(num_cpus=2, num_gpus=2, resources={"generator": 1})
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address)
+    try:
+        @ray.remote(num_gpus=1, num_cpus=0)
+        def worker():
+            return ray.get_runtime_context().get_node_id(), ray.get_gpu_ids()
+
+        @ray.remote
+        class Engine:
+            def where(self):
+                return ray.get_runtime_context().get_node_id()
+
+            def workers(self, n):
+                return ray.get([worker.remote() for _ in range(n)])
+
+        e = Engine.options(**generator_placement(g, 0)).remote()
+        assert ray.get(e.where.remote()) == two_gpus.node_id
+        placed = ray.get(e.workers.remote(2), timeout=60)
+        assert {node for node, _ in placed} == {two_gpus.node_id}
+        assert sorted(gpu for _, ids in placed for gpu in ids) == [0, 1]  # each its own GPU
+        assert one_gpu.node_id not in {node for node, _ in placed}
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

@@ -1,0 +1,47 @@
+"""`jury bench` end to end: every stage measured in one invocation, a table, JSON and plots."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+def test_bad_bench_arguments_are_refused_before_anything_starts(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"]):
+        assert main(["bench", "--out", str(tmp_path / "b"), *args]) == 2
+        assert capsys.readouterr().err.startswith("jury bench: ")
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.slow
+def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "jury.experiments.cli", "bench", "--steps", "5", "--staleness", "0,2", "--peer", "--out",
+         str(tmp_path), f"model={tiny_model_path}", "batch_groups=4", "generator.group_size=4"],
+        capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads((tmp_path / "bench.json").read_text())
+    stages = ["generator_only", "end_to_end/max_staleness=0", "end_to_end/max_staleness=2", "learner_only"]
+    for s in stages:
+        assert report[s]["tokens_per_s"] > 0, s
+    assert report["verifier_only"]["groups"] == 5 * 4 and report["verifier_only"]["groups_per_s"] > 0
+    sync, async_ = report["end_to_end/max_staleness=0"], report["end_to_end/max_staleness=2"]
+    for r in (sync, async_):
+        assert 0 <= r["idle/learner"] <= 1 and -0.05 <= r["idle/generator"] <= 1 and 0 <= r["idle/verifier"] <= 1
+        assert r["sync_total_s"] > 0 and r["sync_broadcast_s"] > 0 and r["generator_pause_s"] >= 0
+        assert 0 < r["verify_share_of_life"] < 1
+    assert sync["staleness_mean"] == 0  # synchronous: every group from the learner's own version
+    ratio = report["ratios"]["async/sync (max_staleness 2 / 0)"]
+    assert ratio == pytest.approx(async_["tokens_per_s"] / sync["tokens_per_s"])
+    # the learner replayed the synchronous run's record and reproduced its losses
+    assert report["learner_only"]["loss_max_abs_diff"] < 1e-4
+    for name in ("throughput.png", "time.png"):
+        assert (tmp_path / name).stat().st_size > 5000
+    # the peer ran the same shape: 5 steps of 4 prompts x 4 samples, the first not timed
+    trl = report["peer/trl"]
+    assert trl["completions_per_step"] == [16] * 5 and trl["completions_per_s"] > 0
+    assert report["ratios"]["ours/trl (completions/s)"] == pytest.approx(
+        max(sync["completions_per_s"], async_["completions_per_s"]) / trl["completions_per_s"])
+    table = out.stdout
+    assert "generator_only" in table and "async/sync" in table and "learner_only" in table

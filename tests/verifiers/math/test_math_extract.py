@@ -1,0 +1,73 @@
+"""Answer extraction and normalisation (jury.verifiers.math.verify, stage 1)."""
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from jury.verifiers.math.verify import check, extract_answer, normalize
+
+
+@pytest.mark.parametrize("text, expected", [
+    (r"so \boxed{\frac{1}{2}}.", r"\frac{1}{2}"),
+    (r"\boxed{\{1, \{2\}\}}", r"\{1, \{2\}\}"),                 # nested braces, escaped or not
+    (r"first \boxed{1}, then \boxed{2}", "2"),                   # several boxes: the last
+    (r"\fbox{7}", "7"),
+    (r"\boxed 5 is it", "5"),
+    (r"\boxed{3} and finally \boxed{4", "3"),                     # a cut-off last box is skipped
+    ("Thus the answer is $42$. Done.", "42"),
+    ("The final answer is: x = 2\nmore text", "x = 2"),
+    ("no answer here", None),
+    ("", None),
+    (r"\boxed{}", None),
+])
+def test_extract_answer(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_extract_answer_is_linear_on_huge_inputs():
+    text = "{" * 100_000 + r"\boxed{" * 1000 + "x" * 1_000_000
+    t0 = time.perf_counter()
+    assert extract_answer(text) is None
+    assert extract_answer(text + r"\boxed{9}") == "9"
+    assert time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize("raw, canonical", [
+    (r"$\dfrac{1}{2}$", r"\frac{1}{2}"),
+    (r"\left( -\sqrt{3},\ \sqrt{3} \right) \, ", r"(-\sqrt{3},\sqrt{3})"),
+    ("\x0crac{1}{e^2}", r"\frac{1}{e^2}"),                      # "\f" eaten by a string escape
+    ("\text{odd}", r"\text{odd}"),                               # "\t" likewise
+    (r"12^{\mathrm{th}}", r"12^{\text{th}}"),
+    (r"\text{(B)}", "B"),
+    ("1,000,000", "1000000"),
+    ("1{,}000", "1000"),
+    ("②③", "2,3"),
+    (r"x \leqslant 3", r"x\le 3"),
+    ("(2, π/2)", r"(2,\pi/2)"),
+    (r"(- \frac {1}{2}, \sqrt {2}.]", r"(-\frac{1}{2},\sqrt{2}]"),
+    (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", r"\begin{pmatrix}1\\2\end{pmatrix}"),
+    (r"f(x) = \text{sin}(\\frac{\\pi}{2}x)", r"f(x)=\sin(\frac{\pi}{2}x)"),
+])
+def test_normalize(raw, canonical):
+    assert normalize(raw) == canonical
+
+
+_FRAGMENTS = ["1", "0.5", "x", "e", r"\pi", "+", "-", "^", "_", "(", ")", "[", "]", "{", "}", r"\{", r"\}", ",", ":",
+              "=", "<", r"\le", "!", "%", "|", "&", r"\\", r"\frac", r"\sqrt", r"\sin", r"\cdot", r"\pm", r"\infty",
+              r"\cup", r"\text{ and }", r"\text{cm}", r"^\circ", r"\begin{pmatrix}", r"\end{pmatrix}", " ", r"\,",
+              "$", "\x0c", "\t", r"\dfrac", r"\left(", r"\right)", "th", "or", r"\mathrm{m}", "1,000"]
+latexish = st.lists(st.sampled_from(_FRAGMENTS), max_size=16).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(latexish)
+def test_normalize_is_idempotent(s):
+    assert normalize(normalize(s)) == normalize(s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(latexish, latexish)
+def test_check_depends_only_on_normal_forms(a, r):
+    """What makes the worker's cache keyed by (normalize(a), normalize(r)) sound."""
+    if r"\boxed" not in a:
+        assert check(a, r) == check(normalize(a), normalize(r))

@@ -1,0 +1,87 @@
+"""check(): equivalence by structure, on hand-written cases (none from HardVerify-Math).
+
+Each pair is (answer, reference). The "same" list must come out "correct", the
+"different" list "incorrect"; together they pin down the rules in math_compare's
+docstring without looking at the benchmark.
+"""
+import pytest
+from jury.verifiers.math.verify import VERDICTS, check
+
+SAME = [
+    # numbers: exact forms, decimals, percentages, mixed numbers, separators
+    (r"\dfrac{3}{4}", "0.75"), ("75\\%", r"\frac34"), ("50", "50\\%"), ("40\\%", "0.4"), ("12,\\!000", "12000"),
+    (r"1\frac{1}{2}", r"\frac32"), (r"-1\frac{1}{2}", r"-\frac32"), ("12.0", "12"), ("1.50", "1.5"), ("-0", "0"),
+    (r"2\times 10^{3}", "2000"), ("2^{10}", "1024"), (r"\sqrt[4]{16}", "2"), (r"\sqrt[3]{-8}", "-2"), ("5!", "120"),
+    (r"\binom{5}{2}", "10"), (r"\log_{3} 81", "4"), (r"\ln e", "1"), (r"\cos\frac{\pi}{3}", r"\frac12"),
+    # decimals to the precision written (3 significant digits; 2 when both are decimals)
+    ("0.333", r"\frac13"), ("3.14", r"\pi"), ("1.5708", r"\frac{\pi}{2}"), ("2.83", r"2\sqrt{2}"), ("1.3\\%", "1.27\\%"),
+    # irrational constants and symbolic expressions
+    (r"3\sqrt{2}", r"\sqrt{18}"), (r"\frac{2}{\sqrt{3}}", r"\frac{2\sqrt{3}}{3}"), (r"\frac{\sqrt{6}}{3}", r"\sqrt{\frac{2}{3}}"),
+    ("i", r"\sqrt{-1}"), ("3 + 4i", "4i + 3"), (r"e^{i\pi}", "-1"), ("(x-1)(x+2)", "x^2+x-2"), ("a^2 - b^2", "(a-b)(a+b)"),
+    (r"\frac{n(n-1)}{2}", r"\binom{n}{2}"), ("x^{-1}", r"\frac1x"), (r"\sin^2 x + \cos^2 x", "1"), (r"\tan^{-1} 1", r"\frac{\pi}{4}"),
+    (r"\frac{-b}{2a}", r"-\frac{b}{2a}"), (r"\pi/2", r"\frac{\pi}{2}"),
+    # degrees and units, labels and text wrappers
+    (r"45^{\circ}", r"\frac{\pi}{4}"), (r"90^\circ", "90"), (r"1.5 \text{ hours}", r"\frac{3}{2}"), (r"5 \text{ dollars}", "5"),
+    ("5^{\\text{th}}", "5"), (r"\$5", "5"), ("k=5", "5"), ("5", "x=5"), (r"\text{(B)}", "B"), (r"\text{Tuesday}", "Tuesday"),
+    ("f(x)=x^2", "x^2"), ("g(t)=t^2", "f(x)=x^2"), (r"\text{The answer is } 5", "5"), (r"\frac{1}{2}\text{ m}^2", "0.5"),
+    (r"\text{A, C}", "A, C"),
+    # several answers, tuples, sets, vectors, matrices
+    (r"x = \pm 2", "2, -2"), (r"\{1,2\}", r"\{2,1\}"), (r"\{1,2\}", r"\{1,2,2\}"), ("b=2,a=1", "a=1,b=2"), ("m = 3, n = 4", "(3, 4)"),
+    (r"\left\{ 1, 2 \right\}", r"\{2, 1\}"), (r"\begin{pmatrix} 2 \\ -1 \end{pmatrix}", "(2, -1)"),
+    (r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}"), (r"x=1 \text{ or } x=2", r"\{1,2\}"),
+    # intervals and inequalities
+    ("(-2, 3]", r"-2 < x \le 3"), (r"\{x \mid x > 5\}", r"(5, \infty)"), ("[1,3)", r"1\le x<3"), (r"x \in (0, 1]", r"0 < x \le 1"),
+    ("(2, 3)", "2 < x < 3"), (r"(-\infty,2)\cup(2,\infty)", r"x\neq 2"), (r"(0,\infty)", "x>0"), (r"\emptyset", r"\text{no solution}"),
+    (r"(1, 2) \cup (3, 4)", r"1<x<2 \text{ or } 3<x<4"), (r"x \in [1, 2]", "[1,2]"),
+    # equations
+    (r"y = -\frac{1}{2}x + 3", "x + 2y = 6"), ("y = 2x+3", "2x - y + 3 = 0"), ("6/x", "xy=6"),
+    # renamed arbitrary constants
+    (r"\frac{\pi}{2} + k\pi", r"\frac{\pi}{2} + n\pi"),
+    # prose references
+    (r"\text{Alice}", "Alice wins the game"), (r"\text{infinitely many}", r"\infty"), ("Yes", r"\text{yes}"),
+]
+
+DIFFERENT = [
+    ("0.75", r"\frac{3}{5}"), (r"x = \pm 2", "2"), ("(-2, 3)", r"-2 < x \le 3"), (r"\sqrt{18}", r"2\sqrt{3}"), ("(2, -1)", "(-1, 2)"),
+    (r"y = -\frac12 x + 3", "x + 2y = 8"), ("y=2x+3", "2x+y+3=0"), ("2^{10}", "1000"), (r"\frac{n(n+1)}{2}", r"\binom{n}{2}"),
+    ("3 + 4i", "3 - 4i"), (r"\text{Monday}", "Tuesday"), ("40\\%", "0.04"), ("50", "5\\%"), ("1", r"\text{infinitely many}"),
+    (r"\{1, 2\}", r"\{1, 2, 3\}"), ("1,2", "1,2,2"), ("x < 3", r"x \le 3"), ("x>3", r"x\ge3"), (r"(0, \infty)", r"[0, \infty)"),
+    ("[1,3]", r"1\le x<3"), ("e^{x}", "x^{e}"), (r"\sin x", r"\cos x"), (r"\ln 2", r"\log_{10} 2"), ("a/b", "b/a"),
+    ("2000", r"2\times 10^{4}"), (r"\text{(A)}", "B"), ("x^2", "2x"), ("n!", "n"), (r"-\infty", r"\infty"), ("5", r"5\sqrt{2}"),
+    ("5", "5x"), ("12", "1.2"), ("100", "10"), ("0.5", "5"), ("12", "12.4"), ("3", "2.5"), ("0.3", r"\frac13"), ("3.1", r"\pi"),
+    ("3.15", r"\pi"), ("0.1", "0.10000001"), ("a+2b", "b+2a"), ("|x|", "x"), (r"\lfloor n/2 \rfloor", "n/2"), ("x=2y", "y=2x"),
+    ("a=1, b=2", "a=2, b=1"), (r"x=1 \text{ or } x=3", r"\{1,2\}"), ("x^2+2x+1", "(x-1)^2"), ("(1,2)", "(2,1)"),
+    (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", r"\begin{pmatrix}1&3\\2&4\end{pmatrix}"), (r"\frac{\pi}{2} + k\pi", r"\frac{\pi}{2}"),
+    (r"\text{Bob}", "Alice wins the game"), (r"\text{odd}", "The number is not odd"), ("n", "m"), ("N", "n"),
+    ("Yes", "No"),
+]
+
+
+@pytest.mark.parametrize("answer, reference", SAME)
+def test_equivalent_answers_are_correct(answer, reference):
+    assert check(answer, reference) == "correct"
+
+
+@pytest.mark.parametrize("answer, reference", DIFFERENT)
+def test_different_answers_are_incorrect(answer, reference):
+    assert check(answer, reference) == "incorrect"
+
+
+@pytest.mark.parametrize("answer, reference", SAME[::7] + DIFFERENT[::7])
+def test_check_is_symmetric_on_these(answer, reference):
+    assert check(answer, reference) == check(reference, answer)
+
+
+def test_verdict_kinds():
+    assert check(None, "1") == "no_answer"
+    assert check("", "1") == "no_answer"
+    assert check(r"\boxed{}", "1") == "no_answer"
+    assert check(r"The result: \boxed{\frac{6}{4}}", "1.5") == "correct"  # a whole response is extracted first
+    assert check("1", "") == "error"
+    assert set(VERDICTS) == {"correct", "incorrect", "no_answer", "error"}
+
+
+def test_sympy_is_the_last_resort():
+    """x^5000 overflows floating point at every test point, so only sympy can decide."""
+    assert check(r"x^{5000} \cdot x", "x^{5001}") == "correct"
+    assert check("x^{5000}", "x^{5001}") == "incorrect"

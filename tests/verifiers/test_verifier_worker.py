@@ -1,0 +1,117 @@
+"""The verifier worker with its real check pool and queues (no Ray needed to drive it)."""
+import numpy as np
+import pytest
+
+from jury.protocol.config import VerifierConfig
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
+from jury.protocol.transport import Receiver, Sender
+from jury.verifiers.arith_gate import arith_gate
+from jury.verifiers.worker import VerifierWorker
+
+
+def _group(texts, label="12", prompt="Compute 5+7.\n", index=0):
+    task = PromptTask(task_id=f"t{index}", index=index, prompt=prompt, label=label, source="test")
+    samples = [Sample(np.arange(3, dtype=np.int32), np.full(3, -0.5, np.float32), t, "stop") for t in texts]
+    return RolloutGroup(task, np.arange(4, dtype=np.int32), samples, 0, 0, "g0", 0.1)
+
+
+@pytest.fixture
+def worker():
+    w = VerifierWorker(VerifierConfig(reward="ground_truth", check_timeout_s=2.0), "v0", gate_factory=lambda: arith_gate)
+    yield w
+    w.stop()
+
+
+def test_ground_truth_verdicts_rewards_and_cache(worker):
+    texts = ["\\boxed{12}", "\\boxed{13}", "no box here", "\\boxed{\\frac{24}{2}}"]
+    sg = worker.score(_group(texts))
+    assert [v.kind for v in sg.verdicts] == ["correct", "incorrect", "no_answer", "correct"]
+    assert sg.rewards.tolist() == [1.0, 0.0, 0.0, 1.0]
+    assert sg.stats["pass_rate"] == 0.5
+    again = worker.score(_group(texts))
+    assert [v.cache_hit for v in again.verdicts] == [True, True, False, True]
+    assert worker.stats()["verifier/cache_hit_rate"] > 0
+
+
+def test_jury_reward_with_the_arithmetic_gate():
+    w = VerifierWorker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate_factory=lambda: arith_gate)
+    try:
+        # majority 12 (4 of 6) is right: the gate proves it, rewards are 1[a = majority]
+        sg = w.score(_group(["\\boxed{12}"] * 4 + ["\\boxed{11}", "\\boxed{3}"]))
+        assert sg.gate == "proved" and sg.majority_answer is not None
+        assert sg.rewards.tolist() == [1, 1, 1, 1, 0, 0]
+        # majority 11 is wrong: the gate refutes, ResZero gives a zero-mean signal
+        sg = w.score(_group(["\\boxed{11}"] * 4 + ["\\boxed{12}", "\\boxed{12}"]))
+        assert sg.gate == "inconclusive"
+        assert abs(float(sg.rewards.sum())) < 1e-6 and sg.rewards.std() > 0
+        assert w.stats()["verifier/gate_calls"] == 2
+    finally:
+        w.stop()
+
+
+def test_pathological_answers_end_as_verdicts_not_hangs(worker):
+    texts = ["\\boxed{10^{10^{10}}}", "\\boxed{" + "{" * 100_000 + "}" * 100_000 + "}",
+             "\\boxed{" + "1" * 1_000_000 + "}", "\\boxed{print('X') or 1\\pi}", "\\boxed{12}"]
+    sg = worker.score(_group(texts))
+    kinds = [v.kind for v in sg.verdicts]
+    assert kinds[-1] == "correct"
+    # refused by a size limit (no_answer, error), cut by the pool (timeout) or wrong: never "correct"
+    assert all(k in ("incorrect", "error", "timeout", "no_answer") for k in kinds[:-1]), kinds
+    assert sg.rewards[:-1].tolist() == [0.0] * 4
+
+
+def test_a_scoring_crash_still_sends_the_group(worker, monkeypatch):
+    def boom(*a, **k):
+        raise RuntimeError("scheme bug")
+
+    monkeypatch.setattr(worker, "_reward", boom)
+    sg = worker.score(_group(["\\boxed{12}", "\\boxed{1}"]))
+    assert [v.kind for v in sg.verdicts] == ["error", "error"]
+    assert sg.rewards.tolist() == [0.0, 0.0]
+    assert worker.stats()["verifier/failed_groups"] == 1
+
+
+def test_queues_in_and_out_survive_a_malformed_frame(worker):
+    out = Receiver(name="learner")
+    try:
+        endpoint = worker.start("127.0.0.1", out.endpoint)
+        send = Sender([endpoint], name="gen")
+        send.send_raw([b"\xc1 not a message"])
+        send.send(_group(["\\boxed{12}"] * 2, index=7))
+        got = out.get(timeout=30)
+        assert isinstance(got, ScoredGroup) and got.group.task.index == 7
+        assert worker.stats()["verifier/rollouts/rejected"] == 1
+        send.close()
+    finally:
+        out.close()
+
+
+class _ScriptedTinyV:
+    """An LLMClient that says True to every question, or fails when told to."""
+
+    def __init__(self, fail=False):
+        self.fail, self.prompts = fail, []
+
+    def generate(self, prompts, *, n=1, temperature=0.0, max_tokens=512):
+        if self.fail:
+            raise TimeoutError("engine unreachable")
+        from jury.verifiers.llm import Completion
+
+        self.prompts += list(prompts)
+        return [[Completion("True", 1)] * n for _ in prompts]
+
+
+def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
+    llm = _ScriptedTinyV()
+    w = VerifierWorker(VerifierConfig(reward="tinyv"), "v2", llm=llm)
+    try:
+        sg = w.score(_group(["\\boxed{12}", "\\boxed{13}", "nothing", "\\boxed{11}"]))
+        assert len(llm.prompts) == 2 and "13" in llm.prompts[0] and "11" in llm.prompts[1]
+        assert sg.rewards.tolist() == [1.0, 1.0, 0.0, 1.0]  # this judge overturns every rule negative
+        assert w.stats()["verifier/tinyv_share"] == 0.5
+        w.llm = _ScriptedTinyV(fail=True)
+        sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
+        assert sg.rewards.tolist() == [1.0, 0.0]  # the rules' verdicts stand
+        assert w.counts["tinyv_failed"] == 1
+    finally:
+        w.stop()

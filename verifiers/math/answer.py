@@ -1,0 +1,81 @@
+"""Whole answers: split into items, clean, parse, expand ± (stages 2-3 put together).
+
+    parse_answer("x=1\\pm\\sqrt{2}, y=3") -> Parsed(items=(1+√2 [x], 1-√2 [x], 3 [y]), ...)
+
+An item that does not parse becomes ("text", its words), so prose answers still
+compare as words. Raises LimitExceeded for inputs over the size limits.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .items import LimitExceeded, ParseError, check_nesting, prepare_item, split_items, tokenize, words
+from .parse import Parser, add, neg
+
+
+class Item(NamedTuple):
+    node: tuple
+    labels: frozenset  # symbols named by dropped labels ("x" in "x = 3")
+
+
+MAX_PM_BRANCHES = 64
+
+
+def expand_pm(node) -> list:
+    """All sign choices of the ± inside a tree: 1±√5 -> [1+√5, 1-√5]."""
+    if not isinstance(node, tuple) or not node:
+        return [node]
+    if isinstance(node[0], str) and node[0] in ("num", "sym", "const", "text"):
+        return [node]
+    if node[0] == "pm":
+        out = []
+        for a in [None] if node[1] is None else expand_pm(node[1]):
+            for b in expand_pm(node[2]):
+                out += [b, neg(b)] if a is None else [add(a, b), add(a, neg(b))]
+        return _capped(out)
+    if node[0] == "set":  # {1±√5, -2}: the choices are all members
+        return [("set", tuple(x for e in node[1] for x in expand_pm(e)))]
+    head, parts = (node[:1], node[1:]) if isinstance(node[0], str) else ((), node)
+    options = [head]
+    for part in parts:
+        options = _capped([o + (c,) for o in options for c in expand_pm(part)])
+    return options
+
+
+def _capped(xs: list) -> list:
+    if len(xs) > MAX_PM_BRANCHES:
+        raise LimitExceeded("too many ± branches")
+    return xs
+
+
+class Parsed(NamedTuple):
+    items: tuple  # of Item
+    text: str  # the normalised answer
+
+
+def parse_answer(normalized: str) -> Parsed:
+    """Split, clean, parse and ±-expand a normalised answer. Raises LimitExceeded."""
+    check_nesting(normalized)
+    try:
+        toks = tokenize(normalized)
+    except ParseError:
+        return Parsed((Item(("text", " ".join(words(normalized))), frozenset()),), normalized)
+    items = []
+    for raw in split_items(toks):
+        item_toks, labels, is_text = prepare_item(raw)
+        node = None
+        if not is_text and item_toks:
+            try:
+                node = Parser(item_toks).parse_item()
+            except RecursionError:
+                raise LimitExceeded("expression nested too deeply") from None
+            except (ParseError, ZeroDivisionError, ValueError) as exc:
+                if isinstance(exc, LimitExceeded):
+                    raise
+                node = None
+        if node is None:
+            source = item_toks or raw
+            items.append(Item(("text", " ".join(w for t in source for w in words(t.text))), labels))
+            continue
+        items.extend(Item(n, labels) for n in expand_pm(node))
+    return Parsed(tuple(items), normalized)

@@ -1,0 +1,363 @@
+"""Deciding whether two parsed answers are the same answer (stage 5 of the verifier).
+
+When both sides label every item with distinct names ("a=1, b=2"), items pair up by
+label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}). Otherwise
+views are tried in turn; the first that says "equal" decides:
+  1. items: several answers compare as a multiset (as a set when either side is
+     written `\\{...\\}`); a single tuple/vector against a bare list compares in order;
+     each pair of items by structure (tuples in order, sets without order, intervals
+     with their closures, relations as chains, values by `value_equal`).
+  2. the real line: when intervals or inequalities are involved, both sides become
+     unions of intervals (`k<-5` = `(-\\infty,-5)`, `a\\le-2 \\text{or} a=1` =
+     `(-\\infty,-2]\\cup\\{1\\}`).
+  3. equations against expressions: `xy=6` against `6/x` (solve for the one symbol
+     the expression lacks); an identity `L=R` against R.
+  4. renaming: free symbols that occur on one side only may be renamed bijectively
+     (`k\\pi` = `n\\pi`, up to 3 symbols); when both sides name what they solve for
+     (labels), the labels take part, so `x=2y` is not `y=2x`; a bare letter answer
+     ("B", "n") is never renamed.
+  5. text: equal word lists ("Yes" = "\\text{yes}"); a short phrase inside a prose
+     reference without negation ("stopped" in "A stopped clock shows the correct time
+     more often.").
+Values: exact rationals compare exactly; a decimal literal matches the value rounded
+(or truncated) to the places written, when it has at least 3 significant digits (2
+when both sides are decimal literals); `x%` also matches x/100, `x°` also x·π/180;
+anything else goes through the randomised identity test, then sympy.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from fractions import Fraction
+
+from .answer import Parsed
+from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
+from .items import words
+from .parse import PI
+from .sets import INEQUALITIES, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
+
+VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg"})
+_MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
+_STOP_WORDS = frozenset({"the", "a", "an"})
+_NEGATIONS = frozenset({"not", "no", "never", "neither", "nor", "cannot", "doesn", "isn", "aren", "don", "won", "t"})
+MAX_RENAMED = 3
+
+
+# --- values ----------------------------------------------------------------------
+
+
+def _decimal_literal(node) -> tuple[Fraction, int] | None:
+    sign = 1
+    if node[0] == "neg":
+        node, sign = node[1], -1
+    if node[0] == "num" and node[2]:
+        return sign * node[1], node[2]
+    return None
+
+
+def _significant_digits(value: Fraction, places: int) -> int:
+    return len(str(abs(int(value * 10**places))).lstrip("0"))
+
+
+def _rounds_to(x, value: Fraction, places: int) -> bool:
+    """x rounded half-up, or truncated, to `places` decimals equals the literal."""
+    target = value * 10**places
+    scaled = x * 10**places
+    if isinstance(scaled, float) and (not math.isfinite(scaled) or abs(scaled) > 1e14):
+        return False
+    sign = -1 if scaled < 0 else 1
+    half = Fraction(1, 2) if isinstance(scaled, Fraction) else 0.5
+    rounded, truncated = sign * math.floor(abs(scaled) + half), sign * math.floor(abs(scaled))
+    return rounded == target or truncated == target
+
+
+def _decimal_match(a, b) -> bool:
+    la, lb = _decimal_literal(a), _decimal_literal(b)
+    if la and lb:
+        (cv, cp), (fv, _) = sorted((la, lb), key=lambda t: t[1])
+        return _significant_digits(cv, cp) >= 2 and _rounds_to(fv, cv, cp)
+    (lv, lp), other = (la, b) if la else (lb, a)
+    if _significant_digits(lv, lp) < 3 or free_symbols(other):
+        return False
+    x = exact(other)
+    if x is None:
+        try:
+            z = numeric(other, {})
+        except EvalError:
+            return False
+        if abs(z.imag) > 1e-12:
+            return False
+        x = z.real
+    return _rounds_to(x, lv, lp)
+
+
+def _alternatives(node) -> list:
+    """The readings of a value: x% is x/100 or x; x° is x or x·π/180."""
+    if node[0] == "pct":
+        lit = _decimal_literal(node[1])
+        scaled = ("num", lit[0] / 100, lit[1] + 2) if lit else ("div", node[1], ("num", Fraction(100), None))
+        return [scaled, node[1]]
+    if node[0] == "deg":
+        return [node[1], ("mul", (node[1], PI, ("num", Fraction(1, 180), None)))]
+    return [node]
+
+
+def _scalar_equal(a, b) -> bool:
+    ea, eb = exact(a), exact(b)
+    if ea is not None and eb is not None and ea == eb:
+        return True
+    if _decimal_literal(a) or _decimal_literal(b):
+        return _decimal_match(a, b)
+    if ea is not None and eb is not None:
+        return False
+    if infinity_sign(a) or infinity_sign(b):
+        return infinity_sign(a) == infinity_sign(b)
+    verdict = identical(a, b)
+    if verdict is None:
+        verdict = sympy_equal(a, b)
+    return bool(verdict)
+
+
+def value_equal(a, b) -> bool:
+    return any(_scalar_equal(x, y) for x in _alternatives(a) for y in _alternatives(b))
+
+
+# --- items -------------------------------------------------------------------------
+
+
+def _vector(node):
+    """A one-row or one-column matrix as a tuple of cells."""
+    rows = node[1]
+    if len(rows) == 1 or all(len(r) == 1 for r in rows):
+        return ("tuple", tuple(c for r in rows for c in r))
+    return None
+
+
+def _rel_equal(x, y) -> bool:
+    (ox, ex), (oy, ey) = x[1:], y[1:]
+    if len(ex) == len(ey):
+        if ox == oy and all(item_equal(p, q) for p, q in zip(ex, ey)):
+            return True
+        if tuple(_MIRROR[o] for o in reversed(ox)) == oy and all(item_equal(p, q) for p, q in zip(reversed(ex), ey)):
+            return True
+    if len(ex) == len(ey) == 2:
+        sign = 1 if ox == oy else -1 if (_MIRROR[ox[0]],) == oy else 0
+        if sign:
+            return _proportional(("add", (ex[0], ("neg", ex[1]))), ("add", (ey[0], ("neg", ey[1]))), sign, ox[0] in INEQUALITIES)
+    return False
+
+
+def _proportional(d1, d2, sign: int, ordered: bool) -> bool:
+    """d1 = k·d2 for a constant k != 0 (k > 0 for same-direction inequalities)."""
+    syms = free_symbols(d1) | free_symbols(d2)
+    if not syms:
+        return False
+    ratios = []
+    for env in points(syms, False):
+        try:
+            v1, v2 = numeric(d1, env), numeric(d2, env)
+        except EvalError:
+            continue
+        if abs(v2) < 1e-12:
+            if abs(v1) > 1e-9:
+                return False
+            continue
+        ratios.append(v1 / v2)
+    if len(ratios) < 2 or any(abs(r - ratios[0]) > 1e-9 * max(1.0, abs(r)) for r in ratios) or abs(ratios[0]) < 1e-12:
+        return False
+    return not ordered or (abs(ratios[0].imag) < 1e-12 and ratios[0].real * sign > 0)
+
+
+def item_equal(x, y) -> bool:
+    kx, ky = x[0], y[0]
+    if kx in VALUE_KINDS and ky in VALUE_KINDS:
+        return value_equal(x, y)
+    if kx == "matrix" and ky != "matrix":
+        v = _vector(x)
+        return v is not None and item_equal(v, y)
+    if ky == "matrix" and kx != "matrix":
+        return item_equal(y, x)
+    if kx != ky:
+        if {kx, ky} == {"interval", "tuple"}:
+            iv, tu = (x, y) if kx == "interval" else (y, x)
+            return len(tu[1]) == 2 and not iv[3] and not iv[4] and all(map(item_equal, iv[1:3], tu[1]))
+        return False
+    if kx == "tuple":
+        return len(x[1]) == len(y[1]) and all(map(item_equal, x[1], y[1]))
+    if kx == "matrix":
+        same_shape = [len(r) for r in x[1]] == [len(r) for r in y[1]]
+        return same_shape and all(item_equal(p, q) for rx, ry in zip(x[1], y[1]) for p, q in zip(rx, ry))
+    if kx in ("set", "union"):
+        return match_items(list(x[1]), list(y[1]), as_sets=True)
+    if kx == "interval":
+        return x[3:5] == y[3:5] and item_equal(x[1], y[1]) and item_equal(x[2], y[2])
+    if kx == "rel":
+        return _rel_equal(x, y)
+    if kx == "text":
+        return _content_words(x[1]) == _content_words(y[1])
+    return x == y
+
+
+def _print(node):
+    return fingerprint(node) if node[0] in VALUE_KINDS else ("node", node)
+
+
+def _dedupe(nodes: list) -> list:
+    out: list = []
+    for n in nodes:
+        if not any(item_equal(n, m) for m in out):
+            out.append(n)
+    return out
+
+
+def match_items(xs: list, ys: list, as_sets: bool) -> bool:
+    """Multiset (or set) equality under item_equal; exact fingerprints pair up first."""
+    if as_sets:
+        xs, ys = _dedupe(xs), _dedupe(ys)
+    if len(xs) != len(ys):
+        return False
+    free = list(range(len(ys)))
+    prints = [_print(y) for y in ys]
+    for x in xs:
+        px = _print(x)
+        order = sorted(free, key=lambda j: prints[j] != px)  # likely partners first
+        hit = next((j for j in order if (prints[j] == px and px[0] == "q") or item_equal(x, ys[j])), None)
+        if hit is None:
+            return False
+        free.remove(hit)
+    return True
+
+
+# --- whole answers -------------------------------------------------------------------
+
+
+def _unwrap(nodes: list) -> tuple[list, bool]:
+    if len(nodes) == 1 and nodes[0][0] == "set":
+        return list(nodes[0][1]), True
+    return nodes, False
+
+
+def _ordered_against_list(xs: list, ys: list) -> bool:
+    """(x,y,z)=(1,2,3) against "1,2,3": a lone tuple or vector is an ordered list."""
+    if len(xs) == 1 and len(ys) > 1:
+        lone = _vector(xs[0]) if xs[0][0] == "matrix" else xs[0]
+        if lone is not None and lone[0] == "tuple" and len(lone[1]) == len(ys):
+            return all(map(item_equal, lone[1], ys))
+    return False
+
+
+def _realsets_view(xs: list, ys: list) -> bool:
+    if not any(is_set_like(n) for n in xs + ys):
+        return False
+    sets = []
+    for nodes in (xs, ys):
+        parts = [to_realset(n, allow_tuple=True) for n in nodes]
+        if any(p is None for p in parts):
+            return False
+        sets.append(sorted(iv for p in parts for iv in p))
+    return realsets_equal(normalised(sets[0]), normalised(sets[1]))
+
+
+def _equation_view(eq, value) -> bool:
+    """`xy=6` vs `6/x`: solve for the one symbol the value lacks; `L=R` identity vs R."""
+    if eq[0] != "rel" or eq[1] != ("=",) or value[0] not in VALUE_KINDS:
+        return False
+    lhs, rhs = eq[2]
+    if identical(lhs, rhs):
+        return value_equal(value, rhs)
+    missing = (free_symbols(lhs) | free_symbols(rhs)) - free_symbols(value)
+    if len(missing) != 1:
+        return False
+    v = missing.pop()
+    return bool(identical(substituted(lhs, v, value), substituted(rhs, v, value)))
+
+
+def _items_view(xs: list, ys: list) -> bool:
+    (xs, xset), (ys, yset) = _unwrap(xs), _unwrap(ys)
+    if match_items(xs, ys, as_sets=xset or yset):
+        return True
+    if _ordered_against_list(xs, ys) or _ordered_against_list(ys, xs):
+        return True
+    if _realsets_view(xs, ys):
+        return True
+    if len(xs) == len(ys) == 1:
+        return _equation_view(xs[0], ys[0]) or _equation_view(ys[0], xs[0])
+    return False
+
+
+def _renamings(a: Parsed, r: Parsed):
+    """Bijections from symbols only the answer uses to symbols only the reference uses."""
+    def symbols(p: Parsed, with_labels: bool) -> set:
+        out = set()
+        for item in p.items:
+            free_symbols(item.node, out)
+            if with_labels:
+                out |= item.labels
+        return out
+
+    if any(i.node[0] == "sym" and not i.labels for i in a.items + r.items):
+        return  # a bare letter is the answer itself (choice "B", variable "n"), not a dummy
+    with_labels = any(i.labels for i in a.items) and any(i.labels for i in r.items)
+    sa, sr = symbols(a, with_labels), symbols(r, with_labels)
+    only_a, only_r = sorted(sa - sr), sorted(sr - sa)
+    if not only_a or len(only_a) != len(only_r) or len(only_a) > MAX_RENAMED:
+        return
+    for perm in itertools.permutations(only_r):
+        yield dict(zip(only_a, perm))
+
+
+_MATH_CHARS = re.compile(r"[\d\\^_=+*/<>()\[\]{}|%&]")
+
+
+def _is_prose(normalized: str) -> bool:
+    """Words only: no digits, operators or commands once \\text{...} wrappers are gone."""
+    return not _MATH_CHARS.search(re.sub(r"\\text\{([^{}]*)\}", r"\1", normalized))
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in words(text) if w not in _STOP_WORDS]
+
+
+def _text_view(a: Parsed, r: Parsed) -> bool:
+    aw, rw = _content_words(a.text.replace("\\text", " ")), _content_words(r.text.replace("\\text", " "))
+    a_is_text = all(i.node[0] == "text" for i in a.items)
+    r_is_text = all(i.node[0] == "text" for i in r.items)
+    if a_is_text and r_is_text and aw and aw == rw:
+        return True
+    # "Yes" parses as Y·e·s; as prose it is the word "yes", like "\text{yes}"
+    if aw and aw == rw and _is_prose(a.text) and _is_prose(r.text) and all(len(w) > 1 for w in aw):
+        return True
+    if a_is_text and r_is_text and [i.node for i in a.items] == [i.node for i in r.items]:
+        return True  # same words once labels and units are gone: "x \in \mathbb{R}"
+    reference_is_sentence = r_is_text and len(rw) >= 3
+    # a phrase of real words: "odd", "the round trip"; never a formula like "x" or "2n"
+    short_phrase = 0 < len(aw) <= 4 and all(w.isalpha() and len(w) > 1 for w in aw)
+    if not (reference_is_sentence and short_phrase) or _NEGATIONS & set(rw):
+        return False
+    n = len(aw)
+    return any(rw[k : k + n] == aw for k in range(len(rw) - n + 1))
+
+
+def _by_label(a: Parsed, r: Parsed) -> list | None:
+    """When both sides label every item distinctly with the same names ("a=1, b=2"),
+    the reference items in the answer's label order; else None."""
+    la, lr = [i.labels for i in a.items], [i.labels for i in r.items]
+    labelled = all(la) and all(lr) and len(set(la)) == len(la) and len(set(lr)) == len(lr)
+    if not labelled or set(la) != set(lr):
+        return None
+    position = {labels: k for k, labels in enumerate(lr)}
+    return [r.items[position[labels]].node for labels in la]
+
+
+def answers_equivalent(a: Parsed, r: Parsed) -> bool:
+    xs, ys = [i.node for i in a.items], [i.node for i in r.items]
+    aligned = _by_label(a, r)
+    if aligned is not None:  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
+        return all(map(item_equal, xs, aligned))
+    if _items_view(xs, ys):
+        return True
+    for mapping in _renamings(a, r):
+        if _items_view([renamed(x, mapping) for x in xs], ys):
+            return True
+    return _text_view(a, r)

@@ -1,0 +1,250 @@
+"""Answer extraction and lexical normalisation (stage 1 of the math verifier).
+
+`extract_answer` finds the final answer in a model's response; `normalize` maps an
+answer to one canonical string. The canonical string is the verdict-cache key, so
+`verify.check` compares normalised strings only: two answers with the same
+normal form always get the same verdict. `normalize` is idempotent.
+
+Normalisation is purely lexical (no parsing): dataset escape damage (`\\f` read as a
+form feed), unicode maths, `$`/`\\left`/`\\dfrac`/spacing spellings, text wrappers
+(`\\mathrm`, `\\mbox` ... all become `\\text{...}`), thousands separators, trailing
+full stops. Structural rules (labels, units, intervals) live in items/parse.
+Standard library only.
+"""
+from __future__ import annotations
+
+import re
+
+MAX_TEXT_CHARS = 1_000_000  # extract_answer reads at most this many trailing chars
+MAX_EXTRACTED_CHARS = 2_000  # an answer longer than this is not an answer
+
+# Command names that take part in the grammar; used to repair `\\frac` written as
+# `\\\\frac` and to decide what a `\\text{...}` holding a function name means.
+FUNCTION_NAMES = frozenset(
+    "sin cos tan cot sec csc arcsin arccos arctan arccot sinh cosh tanh "
+    "log ln lg exp max min gcd lcm".split()
+)
+_KNOWN_COMMANDS = FUNCTION_NAMES | frozenset(
+    "frac dfrac tfrac sqrt pi infty cdot times div pm mp le leq ge geq ne neq "
+    "left right bigg big Big Bigg text mathrm circ theta alpha beta gamma".split()
+)
+
+# Unicode spellings -> LaTeX. Applied character by character (after control repair).
+_UNICODE = {
+    "π": r"\pi ", "∞": r"\infty ", "≤": r"\le ", "≥": r"\ge ", "≠": r"\ne ",
+    "×": r"\times ", "÷": r"\div ", "·": r"\cdot ", "−": "-", "–": "-", "—": "-",
+    "∪": r"\cup ", "∩": r"\cap ", "√": r"\sqrt ", "°": r"^\circ ", "∀": r"\forall ",
+    "∈": r"\in ", "＞": ">", "＜": "<", "（": "(", "）": ")", "，": ",", "：": ":",
+    "＝": "=", "±": r"\pm ", "∓": r"\mp ", "≈": r"\approx ", "θ": r"\theta ",
+    "α": r"\alpha ", "β": r"\beta ", "γ": r"\gamma ", "λ": r"\lambda ",
+    "ρ": r"\rho ", "φ": r"\varphi ", "′": "'", "″": "''", "⩽": r"\le ",
+    "⩾": r"\ge ", "∅": r"\emptyset ", "…": r"\cdots ", "⋯": r"\cdots ",
+    "\u3000": " ", "\u00a0": " ",
+}
+_CIRCLED = {chr(0x2460 + k): str(k + 1) for k in range(20)}  # ① .. ⑳
+
+# Control characters that a JSON or Python string escape made out of `\\t`, `\\f`,
+# `\\b`, `\\a`, `\\v`, `\\r` (e.g. `\\frac` stored as form feed + "rac").
+_CONTROL = {"\t": "t", "\x0c": "f", "\x08": "b", "\x07": "a", "\x0b": "v", "\r": "r"}
+_NEWLINE_COMMANDS = ("neq", "ne ", "nu", "nabla", "not", "neg", "exists")
+
+_SIMPLE_SUBS = [  # (pattern, replacement), applied in order
+    (r"\\\$", " "),
+    (r"\.\.\.", r"\\cdots "),
+    (r"\\(?:displaystyle|textstyle|limits|nolimits)", ""),
+    (r"\\(?:left|right|bigg|Bigg|big|Big)[lr]?(?![a-zA-Z])\.?", ""),
+    (r"\\[dt]frac(?![a-zA-Z])", r"\\frac"),
+    (r"\\[dt]binom(?![a-zA-Z])", r"\\binom"),
+    (r"\\(?:leqslant|leq)(?![a-zA-Z])", r"\\le"),
+    (r"\\(?:geqslant|geq)(?![a-zA-Z])", r"\\ge"),
+    (r"\\neq(?![a-zA-Z])", r"\\ne"),
+    (r"\\lt(?![a-zA-Z])", "<"),
+    (r"\\gt(?![a-zA-Z])", ">"),
+    (r"\\(?:textcirc|degree)(?![a-zA-Z])", r"^\\circ"),
+    (r"\^\{\s*\\circ\s*\}", r"^\\circ"),
+    (r"\^\s*\^\\circ", r"^\\circ"),
+    (r"\\%", "%"),
+    (r"\\(?:mid|vert)(?![a-zA-Z])", "|"),
+    (r"\\colon(?![a-zA-Z])", ":"),
+    (r"\\lbrace(?![a-zA-Z])", r"\\{"),
+    (r"\\rbrace(?![a-zA-Z])", r"\\}"),
+    (r"\\(?:ldots|dots|cdots|dotsc|dotsb)(?![a-zA-Z])", r"\\cdots "),
+    (r"\\varnothing(?![a-zA-Z])", r"\\emptyset"),
+    (r"\\(?:,|;|:|!| |quad(?![a-zA-Z])|qquad(?![a-zA-Z]))", " "),
+    (r"~", " "),
+    (r"\{,\}", ""),
+    (r"\\(?:\[|\]|\(|\))", " "),
+    (r"\$", " "),
+    (r"<sup>(.*?)</sup>", r"^{\1}"),
+    (r"<sub>(.*?)</sub>", r"_{\1}"),
+]
+_SIMPLE_SUBS = [(re.compile(p), r) for p, r in _SIMPLE_SUBS]
+
+_TEXT_WRAPPER = re.compile(
+    r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|"
+    r"operatorname|mathsf|mathtt)\s*\{([^{}]*)\}"
+)
+# exactly two: `\\\\frac` is escaping damage, while three are a row break then `\\frac`
+_BACKSLASH_BEFORE_CMD = re.compile(r"(?<!\\)\\\\(?=(?:" + "|".join(sorted(_KNOWN_COMMANDS)) + r")(?![a-zA-Z]))")
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_ONE_CHAR_GROUP = re.compile(r"([\^_])\{([A-Za-z0-9])\}(?![A-Za-z0-9])")  # not \log_{3}81
+_FRAC_DIGITS = re.compile(r"\\frac(\d)(\d)(?!\d)")
+_ROW = "\x00"  # placeholder for `\\\\` while spacing commands are removed
+_STRAY_PERIOD = re.compile(r"(?<!\d)\.(?!\d)")
+
+
+def _repair_controls(s: str) -> str:
+    """Undo string-escape damage: a control char followed by letters was a backslash."""
+    out = []
+    for k, ch in enumerate(s):
+        nxt = s[k + 1 : k + 8]
+        if ch in _CONTROL and nxt[:1].isalpha():
+            out.append("\\" + _CONTROL[ch])
+        elif ch == "\n" and nxt.startswith(_NEWLINE_COMMANDS):
+            out.append("\\n")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _map_unicode(s: str) -> str:
+    if s.isascii():
+        return s
+    out = []
+    for k, ch in enumerate(s):
+        if ch in _CIRCLED:  # circled choice numbers: "②③" is the list "2, 3"
+            prev_circled = k > 0 and s[k - 1] in _CIRCLED
+            out.append(("," if prev_circled else "") + _CIRCLED[ch])
+        else:
+            out.append(_UNICODE.get(ch, ch))
+    return "".join(out)
+
+
+def _canonical_text(match: re.Match) -> str:
+    """One spelling for every text wrapper; a wrapped function name is that function."""
+    body = " ".join(match.group(1).split())
+    if re.fullmatch(r"\([A-Za-z]\)", body):  # a choice label: \text{(B)} is B
+        body = body[1]
+    if body in FUNCTION_NAMES:
+        return "\\" + body + " "
+    if len(body) == 1 and body.isalpha() and body not in "mgslhL":
+        return body  # \mathrm{e}, \mathrm{d}: a letter, not a word (m, g, s ... are units)
+    return "\\text{" + body + "}" if body else " "
+
+
+def _squeeze_spaces(s: str) -> str:
+    """Drop whitespace except where it separates two words or two numbers."""
+    s = " ".join(s.split())
+    out = []
+    for k, ch in enumerate(s):
+        if ch != " ":
+            out.append(ch)
+            continue
+        left, right = s[k - 1], s[k + 1]
+        keep = left.isalnum() and right.isalnum() and not (left.isdigit() and right.isalpha())
+        if keep:
+            out.append(" ")
+    return "".join(out)
+
+
+def _text_bodies_squeezed(s: str) -> str:
+    """Inside \\text{...} keep single spaces (words), trimmed."""
+    return re.sub(r"\\text\{\s*([^{}]*?)\s*\}", lambda m: "\\text{" + " ".join(m.group(1).split()) + "}", s)
+
+
+def normalize(answer: str) -> str:
+    """The canonical string form of an answer: the cache key and the base vote key."""
+    # One pass can create new matches for another rule (a removed space joins `\\`
+    # and `cdot`), so run to a fixpoint: that is what makes normalize idempotent.
+    s = answer
+    for _ in range(8):
+        out = _normalize_once(s)
+        if out == s:
+            break
+        s = out
+    return s
+
+
+def _normalize_once(answer: str) -> str:
+    s = _map_unicode(_repair_controls(answer))
+    s = _BACKSLASH_BEFORE_CMD.sub(r"\\", s)
+    s = s.replace("\\\\", _ROW)  # protect matrix row breaks from the spacing rules
+    for pattern, repl in _SIMPLE_SUBS:
+        s = pattern.sub(repl, s)
+    for _ in range(3):  # nested wrappers: \text{\textbf{x}}
+        s2 = _TEXT_WRAPPER.sub(_canonical_text, s)
+        if s2 == s:
+            break
+        s = s2
+    s = _squeeze_spaces(s)
+    s = _text_bodies_squeezed(s)
+    s = _ONE_CHAR_GROUP.sub(r"\1\2", s)
+    s = _FRAC_DIGITS.sub(r"\\frac{\1}{\2}", s)
+    s = _STRAY_PERIOD.sub("", s)
+    s = s.rstrip(" ,;.^").lstrip(" ,;").replace(_ROW, "\\\\")
+    if _THOUSANDS.fullmatch(s):
+        s = s.replace(",", "")
+    return s
+
+
+# --- extraction ---------------------------------------------------------------
+
+_BOX = re.compile(r"\\(?:boxed|fbox)")
+_ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*:?\s*", re.IGNORECASE)
+
+
+def brace_group(text: str, start: int) -> str | None:
+    """Content of the brace group opening at text[start] == '{', or None if unclosed."""
+    depth = 0
+    for k in range(start, len(text)):
+        ch = text[k]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : k]
+    return None
+
+
+def _last_box(text: str) -> str | None:
+    starts = [m.end() for m in _BOX.finditer(text)]
+    for pos in reversed(starts):  # the last complete box wins; a cut-off one is skipped
+        while pos < len(text) and text[pos] == " ":
+            pos += 1
+        if pos < len(text) and text[pos] == "{":
+            body = brace_group(text, pos)
+            if body is not None:
+                return body
+        else:  # `\boxed 5`: the next space-delimited token
+            m = re.match(r"[^\s$]+", text[pos:])
+            if m:
+                return m.group(0)
+    return None
+
+
+def _answer_is(text: str) -> str | None:
+    matches = list(_ANSWER_IS.finditer(text))
+    if not matches:
+        return None
+    rest = text[matches[-1].end() :].split("\n", 1)[0]
+    rest = re.split(r"\.(?:\s|$)", rest, maxsplit=1)[0]  # up to the sentence end
+    rest = rest.strip().strip("$").strip()
+    return rest or None
+
+
+def extract_answer(text: str) -> str | None:
+    """The last complete \\boxed{...}/\\fbox{...} (nested braces), else the text after
+    the last "the answer is", else None. Linear time; only the tail of huge texts is read."""
+    if not text:
+        return None
+    text = text[-MAX_TEXT_CHARS:]
+    found = _last_box(text)
+    if found is None:
+        found = _answer_is(text)
+    if found is None:
+        return None
+    found = found.strip()
+    if not found or len(found) > MAX_EXTRACTED_CHARS:
+        return None
+    return found

@@ -1,0 +1,178 @@
+"""The rule-based math verifier: is a model's final answer the reference answer?
+
+    text ──extract_answer──> answer ──normalize──> cache key ──check──> verdict
+                                                   └─answer_key──> vote key
+
+How the verifier worker uses it (the worker owns the pool and the verdict cache):
+
+    answer = extract_answer(response_text)          # None: no final answer
+    key = (normalize(answer), normalize(reference))
+    verdict = (cache.get(key)                       # answer None -> "no_answer"
+               or quick_check(answer, reference)    # in-process, cheap; None = unsure
+               or pool.run(check, answer, reference, timeout=...))
+
+`check` returns "correct", "incorrect", "no_answer" or "error" (inputs over a size
+limit, exponents/factorials too large to compute). It is pure and deterministic,
+depends on its inputs only through their normal forms (so the cache is sound), never
+evals model output, and imports sympy only for its last-resort symbolic step (small
+trees only); the pool's per-check timeout is the backstop for the rest. An answer
+or reference still wrapped in \\boxed{} is extracted first.
+
+`quick_check` decides only literal matches and plain numbers (integers, decimals,
+a/b, \\frac{a}{b}) without parsing; whatever it returns, `check` returns too.
+
+`answer_key` is the majority-vote key: answers with equal keys are the same answer.
+Exact values are keyed by their reduced rational ("x=0.5", "\\frac{2}{4}" -> "1/2";
+several answers sorted: "3, 1" -> "1, 3"; labelled ones keep labels: "a=1, b=2"),
+anything else by its normal form; None when there is no answer (None, empty, over
+the size limit). Keys of exact answers are plain rationals, so a gate can parse them.
+
+Stages: normalize (extraction, lexical normal form) -> items (tokens,
+items, labels, units) -> parse (trees) -> answer (whole answers, ±) ->
+evaluate (exact / numeric / sympy) -> sets (intervals) -> compare
+(views). Standard library, plus sympy lazily.
+"""
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from functools import lru_cache
+
+from .answer import Parsed, parse_answer
+from .compare import answers_equivalent
+from .evaluate import EvalError, exact
+from .items import MAX_CHARS, LimitExceeded
+from .normalize import extract_answer, normalize
+
+__all__ = ["extract_answer", "normalize", "check", "quick_check", "answer_key", "exact_value", "clear_caches", "VERDICTS"]
+
+VERDICTS = ("correct", "incorrect", "no_answer", "error")
+QUICK_MAX_CHARS = 200
+_PLAIN_NUMBER = re.compile(r"(-?)(?:(\d+(?:\.\d+)?)|(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\})")
+
+
+def _final_answer(answer: str) -> str | None:
+    """check() also accepts a whole boxed response (or a boxed reference solution):
+    it extracts first."""
+    if "\\boxed" in answer or "\\fbox" in answer:
+        return extract_answer(answer)
+    return answer
+
+
+@lru_cache(maxsize=4096)
+def _parsed(normalized: str) -> Parsed:
+    # references repeat G times per group; answers repeat when the policy agrees
+    return parse_answer(normalized)
+
+
+def clear_caches() -> None:
+    """Forget parsed answers (benchmarks measure cold checks)."""
+    _parsed.cache_clear()
+
+
+def check(answer: str | None, reference: str) -> str:
+    """Verdict for an extracted answer against the reference answer."""
+    if answer is None:
+        return "no_answer"
+    if len(answer) > 10 * MAX_CHARS or len(reference) > 10 * MAX_CHARS:
+        return "error"
+    answer, reference = _final_answer(answer), _final_answer(reference) or ""
+    if answer is None:
+        return "no_answer"
+    a, r = normalize(answer), normalize(reference)
+    if not a:
+        return "no_answer"
+    if not r or len(a) > MAX_CHARS or len(r) > MAX_CHARS:
+        return "error"
+    if a == r:
+        return "correct"
+    try:
+        return "correct" if answers_equivalent(_parsed(a), _parsed(r)) else "incorrect"
+    except (LimitExceeded, RecursionError, EvalError):
+        return "error"
+
+
+def _plain_value(s: str) -> tuple[Fraction, bool] | None:
+    """(value, is_decimal) for a plain signed number, else None."""
+    m = _PLAIN_NUMBER.fullmatch(s)
+    if not m:
+        return None
+    sign = -1 if m.group(1) else 1
+    if m.group(2) is not None:
+        return sign * Fraction(m.group(2)), "." in m.group(2)
+    num, den = (m.group(3), m.group(4)) if m.group(3) is not None else (m.group(5), m.group(6))
+    if int(den) == 0:
+        return None
+    return sign * Fraction(int(num), int(den)), False
+
+
+def quick_check(answer: str | None, reference: str) -> str | None:
+    """The verdict for literal matches and plain numbers, else None (ask `check`)."""
+    if answer is None:
+        return "no_answer"
+    too_long = len(answer) > QUICK_MAX_CHARS or len(reference) > QUICK_MAX_CHARS
+    if too_long or any(box in text for box in ("\\boxed", "\\fbox") for text in (answer, reference)):
+        return None
+    a, r = normalize(answer), normalize(reference)
+    if not a:
+        return "no_answer"
+    if a == r and r:
+        return "correct"
+    va, vr = _plain_value(a), _plain_value(r)
+    if va is None or vr is None:
+        return None
+    if va[0] == vr[0]:
+        return "correct"
+    if not va[1] and not vr[1]:  # decimals may still match by rounding: check decides
+        return "incorrect"
+    return None
+
+
+def _item_key(node) -> str | None:
+    if node[0] == "tuple":
+        keys = [_item_key(n) for n in node[1]]
+        return None if None in keys else "(" + ", ".join(keys) + ")"
+    value = exact(node) if node[0] not in ("text", "rel") else None
+    return None if value is None else str(value)
+
+
+def _normalized_final(answer: str | None) -> str | None:
+    """The final answer normalised, or None when there is none or it is over the size limit."""
+    if answer is None:
+        return None
+    answer = _final_answer(answer)
+    a = normalize(answer) if answer is not None and len(answer) <= 10 * MAX_CHARS else ""
+    return a if a and len(a) <= MAX_CHARS else None
+
+
+def answer_key(answer: str | None) -> str | None:
+    """Majority-vote key: equal keys mean the same answer; None when there is none."""
+    a = _normalized_final(answer)
+    if a is None:
+        return None
+    try:
+        items = _parsed(a).items
+        keys = [_item_key(item.node) for item in items]
+    except (LimitExceeded, RecursionError, EvalError):
+        return a
+    if not keys or None in keys:
+        return a
+    labels = [item.labels for item in items]
+    if len(labels) > 1 and all(labels) and len(set(labels)) == len(labels):  # "a=1, b=2" is not "a=2, b=1"
+        keys = [",".join(sorted(lab)) + "=" + k for lab, k in zip(labels, keys)]
+    return keys[0] if len(keys) == 1 else ", ".join(sorted(keys))
+
+
+def exact_value(answer: str | None) -> Fraction | None:
+    """A single rational answer's exact value ("x=-1.5", "\\frac{-6}{4}" -> -3/2), else
+    None (several answers, irrational, unparsable, over the limits). For proof gates."""
+    a = _normalized_final(answer)
+    if a is None:
+        return None
+    try:
+        items = _parsed(a).items
+        if len(items) != 1 or items[0].node[0] in ("text", "rel", "tuple", "set", "interval", "matrix"):
+            return None
+        return exact(items[0].node)
+    except (LimitExceeded, RecursionError, EvalError):
+        return None
