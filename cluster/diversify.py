@@ -21,7 +21,8 @@ from dataclasses import replace
 
 from jury.cluster.data import Problem
 from jury.protocol.messages import PromptTask
-from jury.verifiers.derl.plans import DerlConfig, DerlTask, DiversifyingMixer, PlanRequest, PlanResult, make_proof_plans
+from jury.protocol.config import DerlConfig
+from jury.verifiers.derl.plans import DerlTask, DiversifyingMixer, PlanRequest, PlanResult, make_proof_plans
 from jury.verifiers.llm import LLMClient
 
 log = logging.getLogger(__name__)

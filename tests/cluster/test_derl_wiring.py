@@ -15,7 +15,8 @@ from jury.cluster.diversify import Diversifier, problem_id
 from jury.cluster.feeder import Feeder
 from jury.protocol.messages import DecodeError, PromptTask, RolloutGroup, Sample, ScoredGroup, Verdict, decode, encode
 from jury.protocol.transport import Receiver
-from jury.verifiers.derl.plans import DerlConfig, RandomReward
+from jury.protocol.config import DerlConfig
+from jury.verifiers.derl.reward import RandomReward
 from jury.verifiers.derl.scorer import DerlScorer
 from jury.verifiers.llm import Completion
 from jury.verifiers.worker import VerifierWorker

@@ -27,7 +27,8 @@ import logging
 from typing import Sequence
 
 from jury.protocol.messages import PromptTask
-from jury.verifiers.derl.plans import DerlConfig, DiversityItem, RandomReward, diversity_rewards
+from jury.protocol.config import DerlConfig
+from jury.verifiers.derl.reward import DiversityItem, RandomReward, diversity_rewards
 from jury.verifiers.llm import LLMClient
 
 log = logging.getLogger(__name__)

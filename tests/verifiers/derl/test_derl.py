@@ -1,31 +1,30 @@
 """DeRL's diversity reward: plans, the prompt mix, the judge, forbidden Lean tactics, the
-random control and the metrics, with scripted LLM clients that honour LLMClient."""
+random control, with scripted LLM clients that honour LLMClient."""
 from __future__ import annotations
 
 import pytest
 
+from jury.protocol.config import FORBIDDEN_TACTICS, DerlConfig
 from jury.verifiers.derl.plans import (
-    FORBIDDEN_TACTICS,
-    DerlConfig,
     DerlTask,
     DiversifyingMixer,
-    DiversityItem,
-    DiversityMetrics,
-    DiversityVerdict,
     PlanRequest,
-    RandomReward,
-    diversity_rewards,
     extract_plan,
-    forbidden_tactics_used,
-    lean_diversity_reward,
-    lean_identifiers,
     make_proof_plans,
-    parse_similarity,
     plan_leak,
     refresh_plans,
 )
-from jury.verifiers.llm import load_prompt
-from jury.verifiers.llm import Completion
+from jury.verifiers.derl.reward import (
+    DiversityItem,
+    DiversityVerdict,
+    RandomReward,
+    diversity_rewards,
+    forbidden_tactics_used,
+    lean_diversity_reward,
+    lean_identifiers,
+    parse_similarity,
+)
+from jury.verifiers.llm import Completion, load_prompt
 
 
 class Scripted:
@@ -316,32 +315,6 @@ def test_random_reward_is_a_seeded_fair_coin():
     assert 4_850 <= sum(draws) <= 5_150  # 3 sigma of Binomial(10000, 1/2) is 150
     assert RandomReward(seed=3).rewards(100) == draws[:100]
     assert RandomReward(seed=4).rewards(100) != draws[:100]
-
-
-def test_metrics_summarise_a_window():
-    metrics = DiversityMetrics()
-    mixer = _planned_mixer(DerlConfig(ratio=(4, 1)), 1)
-    metrics.add_tasks(mixer.next_tasks([DerlTask("p0", "Problem 0?")] * 10))
-    metrics.add([
-        DiversityVerdict(1.0, True, True),
-        DiversityVerdict(0.0, True, False),
-        DiversityVerdict(0.0, False, True),
-        DiversityVerdict(0.0, True, None, unparsable=True),
-    ])
-    assert metrics.summary() == {
-        "derl/diversifying_prompt_share": 0.2,
-        "derl/diverse_correct_share": 0.25,
-        "derl/diverse_share": 0.5,
-        "derl/correct_share": 0.75,
-        "derl/diversifying_samples": 4.0,
-        "derl/judge_unparsable": 1.0,
-        "derl/diverse_correct_total": 1.0,
-    }
-    metrics.add([DiversityVerdict(1.0, True, True)])
-    second = metrics.summary()
-    assert second["derl/diverse_correct_share"] == 1.0 and second["derl/diverse_correct_total"] == 2.0
-    assert "derl/diversifying_prompt_share" not in second  # no tasks in this window: no share
-    assert "derl/diverse_share" not in metrics.summary()
 
 
 def test_judge_prompt_is_the_papers():
