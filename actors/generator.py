@@ -36,7 +36,7 @@ class Generator:
 
         self.cfg, self.actor_id = cfg, actor_id
         self.version = initial_version  # the version of the weights in model_path
-        self._slow_s = 0.0
+        self._slow_s, self._fault = 0.0, ""
         args = AsyncEngineArgs(
             model=model_path,
             dtype=cfg.dtype,
@@ -71,8 +71,23 @@ class Generator:
         self.tasks = Receiver(connect=[task_endpoint], hwm=4, maxsize=4, name=f"{self.actor_id}-tasks", curve=curve)
         self.rollouts = Sender(rollout_endpoints, hwm=256, maxsize=256, name=f"{self.actor_id}-rollouts",
                                curve=curve)
-        self._loop_task = asyncio.create_task(self._loop())
+        self._loop_task = self._watched(self._loop())
         return self.actor_id
+
+    def _watched(self, coro) -> asyncio.Task:
+        """A task whose failure fails the actor: Ray sees it die and restarts it, and the driver's
+        recovery re-sends its groups. An exception that stayed inside a task would leave an actor
+        that answers health checks and generates nothing."""
+        task = asyncio.create_task(coro)
+        task.add_done_callback(self._check_task)
+        return task
+
+    def _check_task(self, task: asyncio.Task):
+        if task.cancelled() or task.exception() is None:
+            return
+        log.critical("%s: a generation task died; the actor exits so that Ray restarts it",
+                     self.actor_id, exc_info=task.exception())
+        _exit_actor(self.engine)
 
     async def _loop(self):
         while True:
@@ -85,14 +100,13 @@ class Generator:
                 log.warning("%s: ignoring a %s on the task queue", self.actor_id, type(msg).__name__)
                 continue
             await self._open.wait()
-            if self._slow_s:  # fault injection
-                await asyncio.sleep(self._slow_s)
+            await self._injected_fault()
             await self._slots.acquire()
             self._begin()
             self._spawn(msg)
 
     def _spawn(self, task: PromptTask):
-        self._running[task.task_id] = asyncio.create_task(self._generate(task))
+        self._running[task.task_id] = self._watched(self._generate(task))
 
     def _begin(self):
         if self._in_flight == 0:
@@ -228,7 +242,8 @@ class Generator:
                 "recv_s": max(a["recv_s"] for a in acks), "load_s": max(a["load_s"] for a in acks)}
 
     async def token_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """The engine's log-prob of a fixed completion (prompt log-probs over prompt+completion)."""
+        """The engine's log-prob of a fixed completion (prompt log-probs over prompt+completion), for
+        `jury check-sync`."""
         from vllm import SamplingParams
 
         params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
@@ -248,9 +263,16 @@ class Generator:
         """A restarted verifier's new endpoint."""
         self.rollouts.connect(endpoints)
 
-    async def slow(self, seconds: float):
-        """Fault injection: wait this long before each task from now on."""
-        self._slow_s = seconds
+    async def fault(self, action: str, seconds: float = 0.0):
+        """Fault injection: "slow" waits `seconds` before each task from now on; "raise" makes the
+        loop raise on its next task (the actor must then fail, not hang)."""
+        self._fault, self._slow_s = action, seconds if action == "slow" else self._slow_s
+
+    async def _injected_fault(self):
+        if self._fault == "raise":
+            raise RuntimeError(f"fault injection: {self.actor_id}'s loop raises")
+        if self._slow_s:
+            await asyncio.sleep(self._slow_s)
 
     async def stats(self) -> dict:
         out = dict(self._stats, version=self.version, in_flight=self._in_flight,
@@ -273,6 +295,16 @@ class Generator:
 
     async def pid(self) -> int:
         return os.getpid()
+
+
+def _exit_actor(engine):
+    """Stop the engine's processes, then end this process with a failure code (not Ray's
+    intentional exit_actor, which would not be restarted)."""
+    try:
+        engine.shutdown()
+    finally:
+        logging.shutdown()
+        os._exit(70)
 
 
 async def render(engine, prompt: dict):

@@ -1,11 +1,12 @@
 """DeRL in a training run, on the driver: the prompt mix and the plan store.
 
-    feeder._task ─► Diversifier.mix(task, problem)    # original, or diversifying (kind, prompt, plan)
-    generators, verifiers (verifiers/derl_scorer.py: the reward on diversifying prompts)
-    learner.step ─► row["derl"]: per trained group its kind, the verifier's derl_* counts and,
-                    for an original prompt, its first correct sample (learner.derl_rows)
-    driver       ─► Diversifier.after_step(rows)      # the CoTs into the store, finished plans in,
-                                                      # the next plan request out, derl/ metrics
+    feeder       ─► Diversifier.mix(task, problem)    # original, or diversifying (kind, prompt, plan)
+    generators, verifiers (verifiers/derl/scorer.py: the reward on diversifying prompts; its
+                           counters travel in ScoredGroup.counts as derl/* metrics)
+    learner.step ─► StepResult: the batch's ledger, each group's first correct sample, the
+                    derl/* counters summed over the batch
+    driver       ─► Diversifier.after_step(result)    # the CoTs into the store, finished plans in,
+                                                      # the next plan request out, derl/ shares
 
 Plans are written off the step's path: one request (at most derl.plans_per_step CoTs, one
 batched LLM call) runs on a background thread while training goes on, and its plans are
@@ -20,7 +21,7 @@ import threading
 from dataclasses import replace
 
 from jury.cluster.data import Problem
-from jury.protocol.messages import PromptTask
+from jury.protocol.messages import PromptTask, StepResult
 from jury.protocol.config import DerlConfig
 from jury.verifiers.derl.plans import DerlTask, DiversifyingMixer, PlanRequest, PlanResult, make_proof_plans
 from jury.verifiers.llm import LLMClient
@@ -91,16 +92,17 @@ class Diversifier:
         return n <= self.max_prompt_tokens
 
     # ── the driver's side, once per learner step ──
-    def after_step(self, rows: list[dict]) -> dict[str, float]:
+    def after_step(self, result: StepResult) -> dict[str, float]:
         """Store the batch's correct CoTs of original prompts, take in finished plans, start the
         next plan request; returns the step's derl/ metrics."""
-        for r in rows:
-            pid, statement = self.problems.pop(r["index"])
-            if r["kind"] == "original" and r["cot"] is not None:
-                self.mixer.record_correct(pid, statement, r["cot"], r["answer"] or "")
+        problems = {row.index: self.problems.pop(row.index) for row in result.ledger}
+        for c in result.correct:
+            if c.kind == "original":
+                pid, statement = problems[c.index]
+                self.mixer.record_correct(pid, statement, c.text, c.answer or "")
         self._take_plans()
         self._request_plans()
-        out = self._metrics(rows)
+        out = self._metrics(result)
         self.counts = _zero()
         return out
 
@@ -126,35 +128,25 @@ class Diversifier:
             self.request = _PlanRequest(self.client, [pid for pid, _ in pending], [r for _, r in pending], self.cfg)
             self.counts["llm_calls"] += len(pending) * self.cfg.plan_attempts
 
-    def wait_for_plans(self, timeout_s: float | None = None) -> bool:
-        """Block until the plan request in flight (if any) is finished; False on timeout. For tests
-        and scripts: a training run never waits."""
-        if self.request is not None:
-            self.request.join(timeout_s)
-        return self.request is None or not self.request.is_alive()
-
-    def _metrics(self, rows: list[dict]) -> dict[str, float]:
-        """Per trained batch; the verifier's counts are summed over its diversifying groups. Shares
-        over no samples are left out, as in verifiers.derl.DiversityMetrics (same names)."""
-        s: dict[str, float] = {}
-        for r in rows:
-            for k, v in r["stats"].items():
-                s[k] = s.get(k, 0.0) + v
-        samples = s.get("derl_samples", 0.0)
-        out = {"derl/diversifying_prompt_share": sum(r["kind"] == "diversify" for r in rows) / max(1, len(rows)),
-               "derl/diversifying_samples": samples}
+    def _metrics(self, result: StepResult) -> dict[str, float]:
+        """Per trained batch, from the verifiers' derl/* counters the learner summed over it.
+        Shares over no samples are left out."""
+        s = {k: v for k, v in result.metrics.items() if k.startswith("derl/")}
+        samples = s.setdefault("derl/diversifying_samples", 0.0)
+        kinds = [row.kind for row in result.ledger]
+        out = {**s, "derl/diversifying_prompt_share": kinds.count("diversify") / max(1, len(kinds))}
         if samples:
-            out["derl/correct_share"] = s.get("derl_correct", 0.0) / samples
-            out["derl/rewarded_share"] = s.get("derl_rewarded", 0.0) / samples
+            out["derl/correct_share"] = s.get("derl/correct_samples", 0.0) / samples
+            out["derl/rewarded_share"] = s.get("derl/rewarded_samples", 0.0) / samples
             if self.cfg.reward == "judge":  # the random control never asks the judge
-                out["derl/diverse_correct_share"] = s.get("derl_diverse_correct", 0.0) / samples
-                out["derl/diverse_share"] = s.get("derl_dissimilar", 0.0) / samples
-        self.diverse_correct_total += s.get("derl_diverse_correct", 0.0)
+                out["derl/diverse_correct_share"] = s.get("derl/diverse_correct_samples", 0.0) / samples
+                out["derl/diverse_share"] = s.get("derl/dissimilar_samples", 0.0) / samples
+        self.diverse_correct_total += s.get("derl/diverse_correct_samples", 0.0)
         out["derl/diverse_correct_total"] = self.diverse_correct_total
-        out["derl/judge_unparsable"] = s.get("derl_unparsable", 0.0)
-        out["derl/judge_failed"] = s.get("derl_judge_failed", 0.0)
+        out.setdefault("derl/judge_unparsable", 0.0)
+        out.setdefault("derl/judge_failed", 0.0)
         out.update({f"derl/{k}": float(v) for k, v in self.counts.items()})
-        out["derl/llm_calls"] += s.get("derl_judged", 0.0)  # the judge's calls, made on the verifiers
+        out["derl/llm_calls"] += s.get("derl/judged_samples", 0.0)  # the judge's calls, made on the verifiers
         out["derl/plans_pending"] = float(len(self.mixer.pending_plans()))
         return out
 

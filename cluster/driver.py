@@ -10,6 +10,7 @@ version goes up only after every generator acknowledged) and writes metrics.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -20,6 +21,7 @@ import yaml
 from jury.protocol.config import RunConfig, parse_faults, to_dict
 from jury.cluster.metrics import MetricsLog
 from jury.cluster.pipeline import Pipeline
+from jury.protocol.messages import StepResult
 
 log = logging.getLogger(__name__)
 
@@ -83,18 +85,19 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
             for f in faults:
                 if f.step == step:
                     pipe.inject(f.action, f.target, f.seconds)
-            row = _learner_step(pipe, step)
-            for entry in row.pop("ledger"):
-                ledger.write(json.dumps(entry) + "\n")
+            result = _learner_step(pipe, step)
+            row = result.row()
+            for entry in result.ledger:
+                ledger.write(json.dumps(dataclasses.asdict(entry)) + "\n")
             ledger.flush()
             if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
                 if pipe.feeder.forced:  # the version moves on only once its released tasks are back
                     row.update(_with_resend(pipe, step, lambda: pipe.learner.hold.remote(
-                        pipe.feeder.released_at(pipe.version), cfg.resend_after_s)))
+                        pipe.feeder.released_at(pipe.version), cfg.resend_after_s)).metrics)
                 row.update(pipe.sync_weights_or_recover())
             pipe.feeder.consumed((step + 1) * cfg.batch_groups)
             if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
-                row.update(pipe.derl.after_step(row.pop("derl")))
+                row.update(pipe.derl.after_step(result))
             pipe.feeder.admit(pipe.version, stop_at=total)
             now = time.perf_counter()
             row.update({"perf/step_s": now - last, "perf/tokens_per_s": row["rollout/tokens"] / (now - last),
@@ -117,34 +120,34 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
     return summary
 
 
-def _learner_step(pipe: Pipeline, step: int) -> dict:
+def _learner_step(pipe: Pipeline, step: int) -> StepResult:
     """One learner step; while groups are missing, repair restarted workers and re-send them."""
     return _with_resend(pipe, step, lambda: pipe.learner.step.remote(step, pipe.cfg.resend_after_s))
 
 
-def _with_resend(pipe: Pipeline, step: int, call) -> dict:
-    """ray.get(call()) until it has no "missing" groups, repairing workers and re-sending between tries."""
+def _with_resend(pipe: Pipeline, step: int, call) -> StepResult:
+    """ray.get(call()) until nothing is missing, repairing workers and re-sending between tries."""
     import ray
 
     cfg, waited = pipe.cfg, 0.0
     while True:
         try:
-            row = ray.get(call())
+            result = ray.get(call())
         except ray.exceptions.RayActorError as e:
             raise RunFailed(f"the learner died at step {step}; every actor was stopped. Cause: {e}") from None
-        if "missing" not in row:
-            return row
+        if not result.missing:
+            return result
         waited += cfg.resend_after_s
         if waited >= cfg.group_timeout_s:
-            raise RunFailed(f"step {step}: groups {row['missing']} never arrived in {waited:.0f}s, "
+            raise RunFailed(f"step {step}: groups {result.missing} never arrived in {waited:.0f}s, "
                             f"even after re-sending; is a worker down for good?")
         try:
             repaired = pipe.recover()
         except ray.exceptions.RayActorError as e:
             raise RunFailed(f"step {step}: a worker is down for good (restarts used up?): {e}") from None
-        resent = pipe.feeder.resend(row["missing"])
+        resent = pipe.feeder.resend(result.missing)
         log.warning("step %d: %d groups missing after %.0fs; repaired %s, re-sent %d",
-                    step, len(row["missing"]), cfg.resend_after_s, repaired or "nothing", resent)
+                    step, len(result.missing), cfg.resend_after_s, repaired or "nothing", resent)
 
 
 def save_checkpoint(pipe: Pipeline, run_dir: Path, final: bool = False) -> str:

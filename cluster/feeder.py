@@ -22,12 +22,19 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import Protocol
 
 from jury.cluster.data import PROMPT_SUFFIX, Problem, problem_stream
 from jury.protocol.messages import PromptTask
 from jury.protocol.transport import Sender
 
 log = logging.getLogger(__name__)
+
+
+class PromptMixer(Protocol):
+    """Reshapes some tasks as they are admitted (DeRL's diversifying prompts: cluster/diversify.py)."""
+
+    def mix(self, task: PromptTask, problem: Problem) -> PromptTask: ...
 
 
 def draw_staleness(forced: dict[int, float], seed: int, index: int) -> int:
@@ -39,7 +46,8 @@ def draw_staleness(forced: dict[int, float], seed: int, index: int) -> int:
 
 class Feeder:
     def __init__(self, dataset: str, seed: int, batch_groups: int, max_staleness: int, host: str,
-                 *, tokenizer=None, max_prompt_tokens: int = 0, curve=None, forced: dict[int, float] | None = None):
+                 *, tokenizer=None, max_prompt_tokens: int = 0, curve=None, forced: dict[int, float] | None = None,
+                 mixer: PromptMixer | None = None):
         self.problems = problem_stream(dataset, seed)
         self.forced = dict(forced or {})
         if self.forced:  # the window must reach the stalest batch a task can be released for
@@ -57,7 +65,7 @@ class Feeder:
         cap = (max_staleness + 2) * batch_groups
         self.sender = Sender(bind_host=host, hwm=cap, maxsize=cap, name="feeder", curve=curve)
         self.endpoint = self.sender.endpoint
-        self.derl = None  # DeRL: a cluster.diversify.Diversifier that makes some tasks diversifying
+        self.mixer = mixer
 
     def limit(self, version: int) -> int:
         """Tasks that may have been admitted in total while the generators hold `version`."""
@@ -135,7 +143,7 @@ class Feeder:
         task = PromptTask(task_id=f"s{self.seed}-{self.admitted}", index=self.admitted,
                           prompt=p.problem + PROMPT_SUFFIX, label=p.answer, source=p.source,
                           admitted_version=version)
-        return self.derl.mix(task, p) if self.derl else task
+        return self.mixer.mix(task, p) if self.mixer else task
 
     def close(self):
         self.sender.close()

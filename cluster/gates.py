@@ -1,16 +1,14 @@
 """Proof gates, built inside each verifier worker from a picklable recipe.
 
-A gate is `gate(problem, majority_answer) -> bool | None` (proved / refuted or
-inconclusive). The arithmetic gate is a pure function; the Lean gate owns a pool of
-REPL processes and LLM clients, so the driver ships a recipe (`GateFactory`) and the
-worker builds the gate in its own process.
+A gate follows verifiers/gate.py: `gate.verify(problem, majority_answer).proved`. The
+Lean gate owns a pool of REPL processes and LLM clients, so the driver ships a recipe
+(`GateFactory`) and the worker builds the gate in its own process.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
 from jury.protocol.config import RunConfig
+from jury.verifiers.gate import ProofGate
 
 
 @dataclass
@@ -19,11 +17,11 @@ class GateFactory:
     lean_config: object = None
     clients: dict | None = None  # role -> LLMClient (formalizer, checker, prover)
 
-    def __call__(self) -> Callable[[str, str], bool | None]:
+    def __call__(self) -> ProofGate:
         if self.kind == "arith":
-            from jury.verifiers.arith_gate import arith_gate
+            from jury.verifiers.arith_gate import ArithGate
 
-            return arith_gate
+            return ArithGate()
         from jury.verifiers.lean.backends import load_backend
         from jury.verifiers.lean.gate import LeanGate
 

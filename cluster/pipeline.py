@@ -18,6 +18,7 @@ import signal
 import time
 
 from jury.protocol.config import RunConfig, parse_staleness
+from jury.cluster.diversify import Diversifier
 from jury.cluster.feeder import Feeder
 from jury.cluster.placement import generator_placement
 from jury.protocol.transport import CurveKeys
@@ -63,14 +64,15 @@ class Pipeline:
         self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve) for v in self.verifiers])
         self.learner_endpoint = learner_ep
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        if cfg.derl.enabled:  # the prompt mix and plan store, on this (the driver's) process
+            self.derl = Diversifier(cfg.derl, self._llm_client(self._derl_path()), tokenizer=tokenizer,
+                                    max_prompt_tokens=cfg.max_prompt_tokens)
         self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve,
-                             forced=parse_staleness(cfg.forced_staleness))
+                             forced=parse_staleness(cfg.forced_staleness), mixer=self.derl)
         self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
         ray.get([self._start_generator(g) for g in self.generators])
         self._init_weight_plane()
-        if cfg.derl.enabled:  # before the driver admits the first task
-            self._start_derl(tokenizer)
 
     def _init_ray(self):
         import ray
@@ -119,18 +121,6 @@ class Pipeline:
         if not d.enabled:
             return None
         return DerlScorer(d, self._llm_client(self._derl_path()) if d.reward == "judge" else None, d.seed + 1 + i)
-
-    def _start_derl(self, tokenizer):
-        """The prompt mix and plan store on this (the driver's) process; the feeder mixes through it,
-        and the learner returns each batch's correct CoTs for it."""
-        import ray
-
-        from jury.cluster.diversify import Diversifier
-
-        self.derl = Diversifier(self.cfg.derl, self._llm_client(self._derl_path()), tokenizer=tokenizer,
-                                max_prompt_tokens=self.cfg.max_prompt_tokens)
-        self.feeder.derl = self.derl
-        ray.get(self.learner.keep_derl_rows.remote())
 
     def _derl_path(self) -> str:
         m = self.cfg.derl.model
@@ -246,7 +236,7 @@ class Pipeline:
             return {"sync/total_s": time.perf_counter() - t0, "sync/recovered": 1.0}
 
     def inject(self, action: str, target: str, seconds: float = 0.0):
-        """Fault injection: kill -9 a worker's process, or slow it down."""
+        """Fault injection: kill -9 a worker's process, slow it down, or make its loop raise."""
         import ray
 
         role, index = target.rstrip("0123456789"), int(target[len(target.rstrip("0123456789")):])
@@ -256,7 +246,7 @@ class Pipeline:
             log.warning("fault injection: kill -9 %s (pid %d)", target, pid)
             os.kill(pid, signal.SIGKILL)
         else:
-            ray.get(actor.slow.remote(seconds))
+            ray.get(actor.fault.remote(action, seconds))
 
     # ── reading and closing ──
     def role_stats(self) -> dict:

@@ -62,9 +62,9 @@ def main(argv=None) -> int:
     p = sub.add_parser("make-tiny-model", help="build (or reuse) the local tiny model")
     p.add_argument("--path", default=None, help="output folder (default: ~/.cache/jury-rl/tiny-model)")
     p.set_defaults(func=_make_tiny_model)
-    from jury.experiments import bench, evaluate, plots, replay, select, staleness, sweep
+    from jury.experiments import bench, check_sync, evaluate, plots, replay, select, staleness, sweep
 
-    for module in (bench, evaluate, sweep, plots, select, replay, staleness):
+    for module in (bench, evaluate, sweep, plots, select, replay, staleness, check_sync):
         module.add_command(sub)
     args = parser.parse_args(argv)
     return args.func(args)

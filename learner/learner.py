@@ -20,11 +20,11 @@ import shutil
 import socket
 import time
 
-import numpy as np
 import torch
 
 from jury.protocol.config import LearnerConfig
-from jury.protocol.messages import ScoredGroup, Shutdown, WeightUpdate
+from jury.learner.ledger import batch_result
+from jury.protocol.messages import ScoredGroup, Shutdown, StepResult, WeightUpdate
 from jury.protocol.record import write_record
 from jury.protocol.transport import Receiver
 from jury.learner.grpo import collate, length_sorted_chunks, micro_loss, use_fused_head
@@ -95,18 +95,12 @@ class Learner:
         self.counts = {"duplicates": 0, "refused_groups": 0}
         self.inbox = None
         self.sender = None
-        self.derl_rows = False  # DeRL: step() also returns derl_rows(groups) (see keep_derl_rows)
 
     # ── wiring ──
     def start(self, host: str | None, curve=None) -> str:
         """Bind the scored-group queue on this node's address; verifiers connect to it."""
         self.inbox = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve)
         return self.inbox.endpoint
-
-    def keep_derl_rows(self) -> bool:
-        """DeRL: from now on each step also returns "derl" rows, which the driver's plan store reads."""
-        self.derl_rows = True
-        return True
 
     def _take(self, timeout: float):
         msg = self.inbox.get(timeout=timeout)
@@ -132,7 +126,7 @@ class Learner:
             self._take(timeout=0.2)
         return [self.buffer.pop(i) for i in want], []
 
-    def hold(self, indices: list[int], timeout_s: float) -> dict:
+    def hold(self, indices: list[int], timeout_s: float) -> StepResult:
         """Wait until every group in `indices` is here (buffered or already trained), without
         training: forced staleness syncs only once the tasks released at a version are back."""
         t0 = time.perf_counter()
@@ -140,9 +134,9 @@ class Learner:
         floor = self.version * self.batch_groups
         while missing := [i for i in indices if i >= floor and i not in self.buffer]:
             if time.monotonic() > deadline:
-                return {"missing": missing}
+                return StepResult(self.version, missing=missing)
             self._take(timeout=0.2)
-        return {"learner/hold_s": time.perf_counter() - t0}
+        return StepResult(self.version, metrics={"learner/hold_s": time.perf_counter() - t0})
 
     def record(self, path: str):
         """From now on write each trained batch to path/step-NNNNNN.msgpack (see `jury replay`)."""
@@ -150,29 +144,27 @@ class Learner:
         self.record_dir = path
 
     # ── the step ──
-    def step(self, step: int, timeout_s: float = 600.0) -> dict:
-        """Train batch `step`; {"missing": [...]} instead if its groups are not all here in timeout_s."""
+    def step(self, step: int, timeout_s: float = 600.0) -> StepResult:
+        """Train batch `step`; a result with `missing` set instead if its groups are not all here
+        in timeout_s."""
         if step != self.version:
             raise ValueError(f"asked for step {step} but the learner is at version {self.version}")
         t0 = time.perf_counter()
         groups, missing = self.wait_batch(step, timeout_s)
         if missing:
-            return {"missing": missing}
+            return StepResult(step, missing=missing)
         t1, t_train = time.perf_counter(), time.time()
         if self.record_dir:
             write_record(os.path.join(self.record_dir, f"step-{step:06d}.msgpack"), groups)
         metrics = self.train_on(groups)
         t2 = time.perf_counter()
-        metrics.update(self._group_metrics(groups))
-        metrics["ledger"] = [self._ledger_row(g, step, t_train) for g in groups]
-        metrics["staleness/verify_share"] = float(np.nanmean([r["verify_share"] for r in metrics["ledger"]]))
-        metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
-                        "learner/queue_depth": self.inbox.depth() + len(self.buffer)})
-        metrics.update({f"learner/{k}": v for k, v in self.counts.items()})
-        metrics.update(self.inbox.stats.as_dict("learner/scored"))
-        if self.derl_rows:
-            metrics["derl"] = derl_rows(groups)
-        return metrics
+        result = batch_result(groups, step, t_train, self.arrived)
+        result.metrics.update(metrics)
+        result.metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
+                               "learner/queue_depth": self.inbox.depth() + len(self.buffer)})
+        result.metrics.update({f"learner/{k}": v for k, v in self.counts.items()})
+        result.metrics.update(self.inbox.stats.as_dict("learner/scored"))
+        return result
 
     def train_on(self, groups: list[ScoredGroup]) -> dict:
         """One optimizer step on these groups; the version goes up by one."""
@@ -207,49 +199,6 @@ class Learner:
             if k in sums:
                 out[f"learner/{k}"] = sums[k] / total_tokens
         return out
-
-    def _ledger_row(self, g: ScoredGroup, step: int, t_train: float) -> dict:
-        """Which policy version made this group and which step consumed it, with its life in
-        wall-clock seconds: generation, waiting for a verifier, verification, waiting here."""
-        r, index = g.group, g.group.task.index
-        lengths = [len(s.token_ids) for s in r.samples]
-        t_gen_start = r.t_generated - r.generate_s
-        life = t_train - t_gen_start
-        return {"task_id": r.task.task_id, "index": index, "step": step, "kind": r.task.kind,
-                "version_start": r.version_start, "version_end": r.version_end, "staleness": step - r.version_start,
-                "generator": r.actor_id, "verifier": g.worker_id,
-                "length": float(np.mean(lengths)) if lengths else 0.0,
-                "reward": float(np.mean(g.rewards)) if len(g.rewards) else float("nan"),
-                "pass_rate": g.stats.get("pass_rate", float("nan")),
-                "generate_s": r.generate_s, "verify_wait_s": g.t_verify_start - r.t_generated,
-                "verify_s": g.verify_s, "learner_wait_s": t_train - g.t_verified,
-                # the share of the group's life (generation start -> training) spent at the verifier:
-                # staleness accrues in wall time, so this is the verifier's share of it
-                "verify_share": (g.t_verified - r.t_generated) / life if life > 0 else float("nan"),
-                "arrived": self.arrived.pop(index, float("nan")), "trained": t_train,
-                "tokens_by_version": _tokens_by_version(r)}
-
-    def _group_metrics(self, groups: list[ScoredGroup]) -> dict:
-        stale = [self.version - 1 - g.group.version_start for g in groups]
-        rewards = np.concatenate([g.rewards for g in groups if len(g.rewards)]) if groups else np.zeros(0)
-        lengths = [len(s.token_ids) for g in groups for s in g.group.samples]
-        pass_rates = [g.stats.get("pass_rate", float("nan")) for g in groups]
-        gates = [g.gate for g in groups if g.gate is not None]
-        return {
-            "reward/mean": float(rewards.mean()) if rewards.size else float("nan"),
-            "reward/std": float(rewards.std()) if rewards.size else float("nan"),
-            "reward/pass_rate": float(np.nanmean(pass_rates)) if pass_rates else float("nan"),
-            "reward/distinct_answers": float(np.mean([g.num_distinct for g in groups])),
-            "reward/vote_share": float(np.mean([g.vote_share for g in groups])),
-            "reward/gate_proved": float(np.mean([x == "proved" for x in gates])) if gates else float("nan"),
-            "staleness/max": float(max(stale)), "staleness/mean": float(np.mean(stale)),
-            "staleness/hist": {str(k): stale.count(k) for k in sorted(set(stale))},
-            "rollout/completion_len": float(np.mean(lengths)) if lengths else 0.0,
-            "rollout/tokens": float(sum(lengths)),
-            "rollout/generate_s": float(np.mean([g.group.generate_s for g in groups])),
-            "verifier/verify_s": float(np.mean([g.verify_s for g in groups])),
-            "verifier/verdicts": _count(v.kind for g in groups for v in g.verdicts),
-        }
 
     # ── the weight plane ──
     def init_weight_sender(self, host: str | None, world_size: int, backend: str) -> tuple[str, int]:
@@ -309,7 +258,7 @@ class Learner:
         return self.version
 
     def logprobs_of(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """The learner model's log-prob of each completion token (for sync checks)."""
+        """The learner model's log-prob of each completion token (`jury check-sync`)."""
         from jury.learner.grpo import token_logprobs
 
         ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
@@ -333,19 +282,6 @@ class Learner:
         return _node_address()
 
 
-def _tokens_by_version(group) -> dict[str, int]:
-    """How many of the group's tokens each policy version sampled (JSON keys are strings)."""
-    out: dict[str, int] = {}
-    for s in group.samples:
-        if len(s.token_versions):
-            vs, counts = np.unique(s.token_versions, return_counts=True)
-            for v, c in zip(vs.tolist(), counts.tolist()):
-                out[str(v)] = out.get(str(v), 0) + c
-        elif len(s.token_ids):
-            out[str(group.version_start)] = out.get(str(group.version_start), 0) + len(s.token_ids)
-    return out
-
-
 def _node_address() -> str:
     import ray
 
@@ -359,25 +295,3 @@ def _to(batch, device):
 
     return replace(batch, **{k: getattr(batch, k).to(device) for k in
                              ("input_ids", "attention", "completion", "behav_logp", "advantages", "rewards")})
-
-
-def _count(items) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for x in items:
-        out[x] = out.get(x, 0) + 1
-    return out
-
-
-def derl_rows(groups: list[ScoredGroup]) -> list[dict]:
-    """DeRL's view of a trained batch, one row per group: its kind, the verifier's derl_* counts,
-    and for an original prompt the first sample the label check called correct (the plan store
-    keeps one CoT per problem, so one per group is enough to send)."""
-    rows = []
-    for g in groups:
-        task = g.group.task
-        first = next((s for s, v in zip(g.group.samples, g.verdicts) if v.kind == "correct"), None)
-        keep = first is not None and task.kind == "original"
-        rows.append({"index": task.index, "kind": task.kind,
-                     "cot": first.text if keep else None, "answer": first.answer if keep else None,
-                     "stats": {k: v for k, v in g.stats.items() if k.startswith("derl_")}})
-    return rows

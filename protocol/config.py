@@ -248,7 +248,9 @@ class RunConfig:
     checkpoint_dir: str = ""
     max_restarts: int = 3          # Ray restarts of a crashed generator or verifier
     resend_after_s: float = 120.0  # the learner reports missing groups after waiting this long; they are re-sent
-    faults: str = ""               # fault injection, e.g. "kill:verifier0@3,slow:generator0@2:5" (action:target@step[:seconds])
+    # fault injection, action:target@step[:seconds]: kill (-9 from outside), slow (seconds per item),
+    # raise (the worker's own loop raises on its next item), e.g. "kill:verifier0@3,slow:generator0@2:5"
+    faults: str = ""
     run_dir: str = ""              # default: runs/<timestamp>
     group_timeout_s: float = 600.0  # the learner gives up waiting for a batch after this
     progress: bool = True
@@ -290,7 +292,7 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class Fault:
-    action: str   # kill | slow
+    action: str   # kill | slow | raise
     target: str   # generator<i> | verifier<i>
     step: int     # applied before this learner step
     seconds: float = 0.0
@@ -310,9 +312,9 @@ def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1) -> 
         except ValueError:
             raise ConfigError(f"faults: {item!r} is not action:target@step[:seconds]") from None
         limit = {"generator": num_generators, "verifier": num_verifiers, "learner": 1}.get(role)
-        if action not in ("kill", "slow") or limit is None or not 0 <= index < limit or fault.step < 0 \
+        if action not in ("kill", "slow", "raise") or limit is None or not 0 <= index < limit or fault.step < 0 \
                 or (role == "learner" and action != "kill"):
-            raise ConfigError(f"faults: {item!r}: action kill|slow, target generator<i>|verifier<i>|learner0 "
+            raise ConfigError(f"faults: {item!r}: action kill|slow|raise, target generator<i>|verifier<i>|learner0 "
                               f"that exists (the learner can only be killed), step >= 0")
         faults.append(fault)
     return faults

@@ -99,7 +99,10 @@ class ScoredGroup:
     num_distinct: int
     verify_s: float
     worker_id: str = ""
-    stats: dict[str, float] = field(default_factory=dict)  # scheme-specific numbers for the metrics
+    pass_rate: float = math.nan  # share of samples the label check called correct; NaN without a label
+    # the reward scheme's counters for this group, named as metrics (e.g. "derl/judged_samples"):
+    # the learner sums them over each trained batch into that step's metrics
+    counts: dict[str, float] = field(default_factory=dict)
     t_verify_start: float = 0.0  # wall clock when the worker took the group (queue wait = this - t_generated)
     t_verified: float = 0.0      # ... and when it sent it on
 
@@ -120,11 +123,72 @@ class Shutdown:
     reason: str = ""
 
 
+@dataclass
+class LedgerRow:
+    """One trained group: which policy made it, which step trained it, what it was worth and
+    where its wall-clock life went. Filled by the learner; a line of ledger.jsonl."""
+    task_id: str
+    index: int
+    step: int
+    kind: str
+    source: str
+    admitted_version: int
+    version_start: int
+    version_end: int
+    staleness: int               # step - version_start
+    generator: str
+    verifier: str
+    length: float                # mean completion tokens
+    reward: float                # mean reward
+    pass_rate: float
+    majority_answer: str | None
+    error: str | None            # the generator refused the task (its group has no samples)
+    generate_s: float
+    verify_wait_s: float         # generated -> a verifier took it
+    verify_s: float
+    learner_wait_s: float        # verified -> trained
+    verify_share: float          # the verifier's share of the group's life (generation start -> training)
+    arrived: float               # wall clock it reached the learner
+    trained: float               # ... and when its batch was trained
+    tokens_by_version: dict[str, int]  # policy version -> tokens it sampled (JSON keys are strings)
+
+
+@dataclass
+class CorrectSample:
+    """The first sample of a trained group that the label check called correct (DeRL's plan
+    store keeps one chain of thought per problem, so one per group is enough)."""
+    index: int
+    kind: str
+    text: str
+    answer: str | None
+
+
+@dataclass
+class StepResult:
+    """The learner's answer to "train step s" (or to a hold). Filled by the learner.
+
+    `missing` non-empty: the batch's groups with these admission indices did not arrive in
+    time and nothing was trained; the driver repairs workers, re-sends them and asks again.
+    """
+    step: int
+    missing: list[int] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)  # learner/*, reward/*, staleness/*, ...
+    staleness_hist: dict[str, int] = field(default_factory=dict)  # staleness -> groups
+    verdicts: dict[str, int] = field(default_factory=dict)        # verdict kind -> samples
+    ledger: list[LedgerRow] = field(default_factory=list)
+    correct: list[CorrectSample] = field(default_factory=list)
+
+    def row(self) -> dict:
+        """The step's metrics as one metrics.jsonl row (histograms nested under their names)."""
+        return {**self.metrics, "staleness/hist": dict(self.staleness_hist), "verifier/verdicts": dict(self.verdicts)}
+
+
 MESSAGE_TYPES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (PromptTask, Sample, RolloutGroup, Verdict, ScoredGroup, WeightUpdate, Shutdown)
+    for cls in (PromptTask, Sample, RolloutGroup, Verdict, ScoredGroup, WeightUpdate, Shutdown,
+                LedgerRow, CorrectSample, StepResult)
 }
-Message = Union[PromptTask, RolloutGroup, ScoredGroup, WeightUpdate, Shutdown]
+Message = Union[PromptTask, RolloutGroup, ScoredGroup, WeightUpdate, Shutdown, StepResult]
 
 
 # ── encoding ────────────────────────────────────────────────────────────────

@@ -220,10 +220,6 @@ class Sender:
         """More peers (a restarted worker's new endpoint); only the socket thread may touch the socket."""
         self._connect_requests.put(list(endpoints))
 
-    def send_raw(self, frames: list):
-        """Frames as they are: for tests of the receiver's refusal of bad input."""
-        self._queue.put(frames)
-
     def depth(self) -> int:
         return self._queue.qsize()
 

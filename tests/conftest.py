@@ -41,3 +41,18 @@ def descendants(pid):
         return [p.pid for p in psutil.Process(pid).children(recursive=True)]
     except psutil.NoSuchProcess:
         return []
+
+
+def push_frames(endpoint: str, items: list[list[bytes]]):
+    """Each item's frames sent as they are, in order, from a plain ZeroMQ PUSH socket of our own:
+    what anyone who reaches a port can send (a message is encode(msg); a bad one is any bytes)."""
+    import zmq
+
+    sock = zmq.Context.instance().socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 5000)
+    sock.connect(endpoint)
+    try:
+        for frames in items:
+            sock.send_multipart(frames)
+    finally:
+        sock.close()

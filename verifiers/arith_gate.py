@@ -9,13 +9,14 @@ outside a small instruction vocabulary (so "Compute 3+4, then double it" is not
 mistaken for 3+4), an unparsable or non-rational answer, division by zero, inputs
 over the size limits. It never reads a dataset label; it is the JURY gate δ:
 
-    rewards.jury(view, gate=arith_gate)     # True -> δ = 1; False/None -> fallback
+    ArithGate().verify(problem, answer).proved     # True -> δ = 1; refuted/inconclusive -> fallback
 
 The parser is a small recursive descent over integer tokens: nothing is eval'd.
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 from jury.verifiers.math.verify import exact_value
@@ -165,3 +166,23 @@ def arith_gate(problem: str, answer: str) -> bool | None:
     if value is None:
         return None
     return value == target
+
+
+@dataclass(frozen=True)
+class ArithOutcome:
+    proved: bool
+    refuted: bool  # provably wrong (not merely inconclusive)
+
+    def metrics(self) -> dict[str, float]:
+        return {"verifier/arith_refuted": float(self.refuted)}
+
+
+class ArithGate:
+    """`arith_gate` behind the gate protocol (verifiers/gate.py); it owns nothing to close."""
+
+    def verify(self, problem: str, answer: str) -> ArithOutcome:
+        decided = arith_gate(problem, answer)
+        return ArithOutcome(proved=decided is True, refuted=decided is False)
+
+    def close(self) -> None:
+        pass

@@ -1,14 +1,14 @@
 """Reward schemes: pure functions from one group of G samples to G rewards.
 
 Every scheme has the shape `scheme(view, **options) -> RewardResult`; the registry
-`REWARD_SCHEMES` maps the config name to it. The caller (the verifier worker) fills
-the view and turns rewards into advantages afterwards:
+`REWARD_SCHEMES` maps the config name to it. The verifier worker calls them through
+the objects of schemes.py, which bring what a function needs from outside the group
+(the proof gate, the TinyV model); the learner turns rewards into advantages:
 
     view = GroupView(answer_keys=[answer_key(a) for a in answers], verdicts=verdicts,
-                     token_logprobs=answer_logprobs, problem=prompt, tinyv=cascade)
-    scheme = REWARD_SCHEMES[cfg.reward]                  # "jury" needs gate=...
-    result = scheme(view, gate=arith_gate) if cfg.reward == "jury" else scheme(view)
-    advantages = group_normalise(result.rewards)         # GRPO, elsewhere
+                     token_logprobs=logprobs, problem=prompt, tinyv=cascade)
+    result = REWARD_SCHEMES["jury"](view, gate=lambda problem, answer: ...)   # JURY-RL
+    result = REWARD_SCHEMES["majority_vote"](view)
 
 Section numbers refer to JURY-RL (papers/000_...txt). Majority (§4.2.1, Algorithm 1
 step 2): â ∈ argmax_a Σ_i 1[a_i = a]; the paper leaves ties open. Here unparsable
@@ -18,7 +18,7 @@ rule is deterministic without favouring any particular answer string.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 FALLBACKS = ("reszero", "zero", "mv")
@@ -30,7 +30,7 @@ class GroupView:
 
     answer_keys: list  # list[str | None], math_verify.answer_key per sample; None never wins
     verdicts: list | None  # list[str] check() kinds vs the label; None where labels are off-limits
-    token_logprobs: list  # list[list[float]]: behaviour log-probs of each sample's answer tokens
+    token_logprobs: list  # list[list[float]]: behaviour log-probs of every token of each completion
     problem: str
     tinyv: list | None = None  # list[bool | None]: the TinyV cascade's result per sample
 
@@ -49,6 +49,8 @@ class RewardResult:
     vote_share: float  # |M| / G, unparsable samples included in G
     num_distinct: int  # distinct parsable answers
     gate: str | None = None  # "proved" | "inconclusive"; None when no gate was asked
+    scheme: str = ""  # the scheme's name, filled by its object (verifiers/schemes.py)
+    counts: dict = field(default_factory=dict)  # dict[str, float]: this group's counters, named as metrics
 
 
 def majority(answer_keys: list) -> tuple[str | None, int]:
@@ -152,15 +154,18 @@ def _confidence_rewards(view: GroupView, score: Callable[[list], float]) -> list
 
 
 def self_certainty(view: GroupView) -> RewardResult:
-    """Self-certainty (§5.3, Zhao et al. 2025b): the cumulative log-probability of the
-    final-answer tokens, Σ_t log p(y_t); higher means more certain."""
+    """Self-certainty (§5.3, Zhao et al. 2025b): the cumulative log-probability Σ_t log p(y_t);
+    higher means more certain. The paper sums over the final-answer tokens; here the sum runs
+    over the whole completion (GroupView carries every token's log-prob, not the answer span),
+    so long completions score lower."""
     return _result(view, _confidence_rewards(view, lambda lp: float(sum(lp))))
 
 
 def entropy(view: GroupView) -> RewardResult:
-    """Entropy minimisation (§5.3, Prabhudesai et al. 2025): reward = -H over the
-    final-answer tokens. With only the sampled tokens' log-probs, -log p(y_t) is the
-    one-sample estimate of the token entropy, so r_i = mean_t log p(y_t)."""
+    """Entropy minimisation (§5.3, Prabhudesai et al. 2025): reward = -H. The paper takes H over
+    the final-answer tokens; here it is over the whole completion. With only the sampled
+    tokens' log-probs, -log p(y_t) is the one-sample estimate of the token entropy, so
+    r_i = mean_t log p(y_t)."""
     return _result(view, _confidence_rewards(view, lambda lp: float(sum(lp)) / len(lp)))
 
 

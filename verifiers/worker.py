@@ -2,7 +2,7 @@
 
     loop:  group = rollouts.get()               # ZeroMQ PULL, bound here; generators connect
            verdicts = check(samples vs label)   # cache, then a process pool with a hard timeout
-           rewards = scheme(group view)         # verifiers.rewards: ground truth, vote, JURY-RL, ...
+           result = scheme.score(group, view)   # verifiers/schemes.py: ground truth, vote, JURY-RL, ...
            scored.send(ScoredGroup)             # ZeroMQ PUSH to the learner
 
 Verdicts against the label are always computed when a label exists, because the pass
@@ -24,9 +24,10 @@ from jury.protocol.config import VerifierConfig
 from jury.protocol.messages import RolloutGroup, ScoredGroup, Shutdown, Verdict
 from jury.protocol.transport import Receiver, Sender
 from jury.verifiers import rewards as reward_schemes
-from jury.verifiers.math.verify import answer_key, check, extract_answer, normalize, quick_check
+from jury.verifiers.derl.scorer import DerlScheme
+from jury.verifiers.math.verify import answer_key, extract_answer, normalize, quick_check
 from jury.verifiers.pool import CheckPool
-from jury.verifiers.tinyv import TinyVItem, tinyv_verify
+from jury.verifiers.schemes import make_scheme
 
 log = logging.getLogger(__name__)
 CHECK_FN = "jury.verifiers.math.verify:check"
@@ -57,21 +58,22 @@ class VerdictCache:
 
 class VerifierWorker:
     def __init__(self, cfg: VerifierConfig, worker_id: str, gate_factory=None, llm=None, derl=None):
+        """`llm`: an LLMClient for TinyV; `derl`: a derl.scorer.DerlScorer when derl.enabled (its
+        scheme then wraps the run's). A gate is built here, in this process: it may own processes
+        (Lean REPLs) that cannot be shipped."""
         self.cfg, self.worker_id = cfg, worker_id
-        self.llm = llm  # an LLMClient for the TinyV cascade
-        self.derl = derl  # a derl_scorer.DerlScorer when derl.enabled: the reward on diversifying prompts
-        # built here, in this process: a gate may own processes (Lean REPLs) that cannot be shipped
         self.gate = gate_factory() if gate_factory else None
+        self.scheme = make_scheme(cfg, gate=self.gate, llm=llm)
+        if derl is not None:
+            self.scheme = DerlScheme(derl, self.scheme)
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
         self.cache = VerdictCache(cfg.cache_size)
         self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "verify_s": 0.0,
-                                         "pool_checks": 0, "gate_calls": 0, "gate_proved": 0,
-                                         "tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_failed": 0, "tinyv_s": 0.0}
+                                         "pool_checks": 0}
         self.kinds: dict[str, int] = {}
-        self.gate_totals: dict[str, float] = {}  # summed per-call records of a gate that keeps them
         self.rollouts = self.scored = None
         self._thread = None
-        self._slow_s = 0.0
+        self._slow_s, self._fault = 0.0, ""
 
     # ── wiring ──
     def start(self, host: str | None, learner_endpoint: str, curve=None) -> str:
@@ -87,6 +89,18 @@ class VerifierWorker:
         return self.rollouts.endpoint
 
     def _loop(self):
+        """The loop thread; if it dies, the actor dies with it (a thread's exception would
+        otherwise vanish, leaving an actor that answers health checks and scores nothing)."""
+        try:
+            self._serve()
+        except BaseException:
+            log.critical("%s: the verifier loop died; the actor exits so that Ray restarts it", self.worker_id,
+                         exc_info=True)
+            self.pool.close()
+            logging.shutdown()
+            os._exit(70)
+
+    def _serve(self):
         while True:
             msg = self.rollouts.get(timeout=0.5)
             if msg is None:
@@ -96,8 +110,7 @@ class VerifierWorker:
             if not isinstance(msg, RolloutGroup):
                 log.warning("%s: ignoring a %s on the rollout queue", self.worker_id, type(msg).__name__)
                 continue
-            if self._slow_s:  # fault injection
-                time.sleep(self._slow_s)
+            self._injected_fault()
             self.scored.send(self.score(msg))
 
     # ── the work ──
@@ -105,14 +118,14 @@ class VerifierWorker:
         t0, wall0 = time.perf_counter(), time.time()
         try:
             scored = self._score(group)
-        except Exception as e:  # fail loudly in the log, convert at the boundary
+        except Exception:  # fail loudly in the log, convert at the boundary
             log.exception("%s: scoring task %s failed", self.worker_id, group.task.task_id)
             self.counts["failed_groups"] += 1
             g = len(group.samples)
             scored = ScoredGroup(group=group, verdicts=[Verdict("error", NAME, 0.0)] * g,
                                  rewards=np.zeros(g, np.float32), scheme=self.cfg.reward, majority_answer=None,
                                  vote_share=0.0, gate=None, num_distinct=0, verify_s=0.0,
-                                 stats={"error": 1.0}, worker_id=self.worker_id)
+                                 counts={"verifier/failed_groups": 1.0}, worker_id=self.worker_id)
         scored.verify_s = time.perf_counter() - t0
         scored.t_verify_start, scored.t_verified = wall0, wall0 + scored.verify_s
         self.counts["groups"] += 1
@@ -123,74 +136,25 @@ class VerifierWorker:
         return scored
 
     def _score(self, group: RolloutGroup) -> ScoredGroup:
+        """Extract, check against the label (when there is one), then the run's scheme."""
         for s in group.samples:
             s.answer = extract_answer(s.text)
         label = group.task.label
         verdicts = self._verdicts([s.answer for s in group.samples], label) if label is not None else \
             [Verdict("inconclusive", "none", 0.0) for _ in group.samples]
-        # a diversifying group's reward is DeRL's alone: the run's scheme (proof gate, TinyV) is not
-        # asked about it, and majority_vote only fills in the group's facts (majority, vote share)
-        diversify = self.derl is not None and group.task.kind == "diversify"
         view = reward_schemes.GroupView(
             answer_keys=[answer_key(s.answer) for s in group.samples],
             verdicts=[v.kind for v in verdicts] if label is not None else None,
             token_logprobs=[s.logprobs.tolist() for s in group.samples],
             problem=group.task.prompt,
-            tinyv=self._tinyv(group, verdicts) if self.cfg.reward == "tinyv" and not diversify else None,
         )
-        result = reward_schemes.majority_vote(view) if diversify else self._reward(view, group)
-        rewards = result.rewards
+        result = self.scheme.score(group, view)
         correct = sum(v.kind == "correct" for v in verdicts)
-        stats = {"pass_rate": correct / len(verdicts) if verdicts and label is not None else float("nan")}
-        if self.derl is not None:  # correctness for DeRL is the label check above (see derl_scorer)
-            rewards, derl_stats = self.derl.rewards(group.task, [s.text for s in group.samples],
-                                                    [v.kind == "correct" for v in verdicts], rewards)
-            stats.update(derl_stats)
-        return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(rewards, np.float32),
-                           scheme="derl" if diversify else self.cfg.reward, majority_answer=result.majority_answer,
+        return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(result.rewards, np.float32),
+                           scheme=result.scheme, majority_answer=result.majority_answer,
                            vote_share=result.vote_share, gate=result.gate, num_distinct=result.num_distinct,
-                           verify_s=0.0, worker_id=self.worker_id, stats=stats)
-
-    def _reward(self, view, group: RolloutGroup):
-        if self.cfg.reward == "jury":
-            answers = {answer_key(s.answer): s.answer for s in group.samples if s.answer is not None}
-            return reward_schemes.jury(view, gate=lambda problem, key: self._gate(problem, answers.get(key, key)),
-                                       fallback=self.cfg.fallback, c=self.cfg.reszero_c)
-        return reward_schemes.REWARD_SCHEMES[self.cfg.reward](view)
-
-    def _tinyv(self, group: RolloutGroup, verdicts: list[Verdict]) -> list[bool | None]:
-        """TinyV add-on mode: only what the rules call incorrect goes to the LLM."""
-        if self.llm is None:
-            raise ValueError("reward=tinyv needs an LLM client (verifier.tinyv_model)")
-        items = [TinyVItem(group.task.prompt, group.task.label or "", s.answer, v.kind)
-                 for s, v in zip(group.samples, verdicts)]
-        t0 = time.perf_counter()
-        try:
-            accepted = tinyv_verify(self.llm, items)
-        except Exception as e:  # the LLM failing must not wipe the rules' verdicts: fall back to them
-            log.warning("%s: TinyV call failed, rules only for task %s: %s", self.worker_id, group.task.task_id, e)
-            self.counts["tinyv_failed"] += 1
-            return [v.kind == "correct" for v in verdicts]
-        finally:
-            self.counts["tinyv_s"] += time.perf_counter() - t0
-        asked = [i for i, v in enumerate(verdicts) if v.kind == "incorrect"]
-        self.counts["tinyv_asked"] += len(asked)
-        self.counts["tinyv_overturned"] += sum(accepted[i] is True for i in asked)
-        return accepted
-
-    def _gate(self, problem: str, answer: str) -> bool:
-        self.counts["gate_calls"] += 1
-        if self.gate is None:
-            proved = False
-        elif hasattr(self.gate, "verify"):  # the Lean gate: keep its cost record (tokens per role, attempts, time)
-            result = self.gate.verify(problem, answer)
-            proved = result.proved
-            for k, v in result.metrics().items():
-                self.gate_totals[k] = self.gate_totals.get(k, 0.0) + v
-        else:
-            proved = self.gate(problem, answer) is True
-        self.counts["gate_proved"] += proved
-        return proved
+                           verify_s=0.0, worker_id=self.worker_id, counts=dict(result.counts),
+                           pass_rate=correct / len(verdicts) if verdicts and label is not None else float("nan"))
 
     def _verdicts(self, answers: list[str | None], label: str) -> list[Verdict]:
         """Cache, then the cheap in-process check, then the pool for what is left."""
@@ -229,12 +193,10 @@ class VerifierWorker:
         out = {f"verifier/{k}": v for k, v in self.counts.items()}
         out.update({f"verifier/verdict_{k}": v for k, v in self.kinds.items()})
         out["verifier/cache_hit_rate"] = c.hits / max(1, c.hits + c.misses)
-        if self.cfg.reward == "tinyv":
-            out["verifier/tinyv_share"] = self.counts["tinyv_asked"] / max(1, self.counts["samples"])
-            out["verifier/tinyv_s_per_group"] = self.counts["tinyv_s"] / max(1, self.counts["groups"])
+        out.update(self.scheme.stats())
+        if "verifier/tinyv_asked" in out:
+            out["verifier/tinyv_share"] = out["verifier/tinyv_asked"] / max(1, self.counts["samples"])
         out["verifier/pool_restarts"] = self.pool.restarts
-        calls = max(1, self.counts["gate_calls"])
-        out.update({f"{k}_per_call": v / calls for k, v in self.gate_totals.items()})
         if self.rollouts:
             out.update(self.rollouts.stats.as_dict("verifier/rollouts"))
             out["verifier/queue_depth"] = self.rollouts.depth()
@@ -247,16 +209,23 @@ class VerifierWorker:
             self.rollouts.close()
             self.scored.close()
         self.pool.close()
-        if hasattr(self.gate, "close"):
+        if self.gate is not None:
             self.gate.close()
 
     def is_started(self) -> bool:
         """False after Ray restarted this actor: the driver wires it in again."""
         return self.rollouts is not None
 
-    def slow(self, seconds: float):
-        """Fault injection: wait this long before each group from now on."""
-        self._slow_s = seconds
+    def fault(self, action: str, seconds: float = 0.0):
+        """Fault injection: "slow" waits `seconds` before each group from now on; "raise" makes the
+        loop raise on its next group (the actor must then fail, not hang)."""
+        self._fault, self._slow_s = action, seconds if action == "slow" else self._slow_s
+
+    def _injected_fault(self):
+        if self._fault == "raise":
+            raise RuntimeError(f"fault injection: {self.worker_id}'s loop raises")
+        if self._slow_s:
+            time.sleep(self._slow_s)
 
     def pid(self) -> int:
         return os.getpid()

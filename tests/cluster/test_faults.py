@@ -28,17 +28,35 @@ def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch):
         assert e["step"] - e["version_start"] <= 1
 
 
-@pytest.mark.parametrize("target", ["verifier0", "generator0"])
-def test_kill_9_mid_run_loses_no_group_and_counts_none_twice(tiny_model_path, tmp_path, target):
+@pytest.mark.parametrize("fault", ["kill:verifier0", "kill:generator0", "raise:verifier0", "raise:generator0"])
+def test_a_dead_worker_loses_no_group_and_counts_none_twice(tiny_model_path, tmp_path, fault):
+    """kill: -9 from outside. raise: the worker's own loop raises; the actor must fail at once
+    (not live on, scoring or generating nothing) and say why in its log."""
+    import time
+
     from jury.cluster.driver import train
 
-    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", f"faults=kill:{target}@2"])
+    t0 = time.time()
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", f"faults={fault}@2"])
     summary = train(cfg)
     rows = read_metrics(tmp_path)
     assert [r["step"] for r in rows] == list(range(5))
-    assert summary["pipeline/recoveries"] >= 1, "the killed worker was never wired back in"
+    assert summary["pipeline/recoveries"] >= 1, "the dead worker was never wired back in"
     assert summary["feeder/resent"] >= 1
     _assert_nothing_lost_nothing_twice(tmp_path, summary, 5, 2)
+    if fault.startswith("raise"):
+        target = fault.split(":")[1]
+        said = [f for f in _ray_logs_since(t0) if f"fault injection: {target}'s loop raises" in f.read_text(errors="replace")]
+        assert said, "the original exception is not in the dead actor's log"
+        assert "the actor exits so that Ray restarts it" in said[0].read_text(errors="replace")
+
+
+def _ray_logs_since(t0: float):
+    """The Ray worker logs (stdout and stderr of every actor process) written since t0."""
+    import pathlib
+
+    logs = pathlib.Path("/tmp/ray/session_latest/logs")
+    return [f for f in logs.glob("worker-*") if f.stat().st_mtime >= t0]
 
 
 def test_resume_continues_metrics_ledger_and_version(tiny_model_path, tmp_path):

@@ -48,7 +48,7 @@ def test_a_recorded_batch_reads_back_identical(tmp_path):
         return ScoredGroup(RolloutGroup(task, np.arange(3, dtype=np.int32), samples, 1, 2, "generator0", 0.5,
                                         t_generated=123.5),
                            [Verdict("correct", "math", 0.001)], np.ones(1, np.float32), "jury", "2", 1.0,
-                           "proved", 1, 0.01, "verifier0", {"pass_rate": 1.0}, 124.0, 124.25)
+                           "proved", 1, 0.01, "verifier0", 1.0, {}, 124.0, 124.25)
 
     write_record(str(tmp_path / "step-000000.msgpack"), [group(0), group(1)])
     back = read_record(str(tmp_path / "step-000000.msgpack"))

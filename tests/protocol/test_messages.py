@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from jury.protocol.messages import (DecodeError, PromptTask, RolloutGroup, Sample, ScoredGroup, Shutdown, Verdict,
-                                   WeightUpdate, decode, encode)
+from jury.protocol.messages import (CorrectSample, DecodeError, LedgerRow, PromptTask, RolloutGroup, Sample,
+                                   ScoredGroup, Shutdown, StepResult, Verdict, WeightUpdate, decode, encode)
 
 
 def _task(**kw):
@@ -23,10 +23,19 @@ def test_round_trip_every_message():
     g = _group([s, s])
     sg = ScoredGroup(group=g, verdicts=[Verdict("correct", "math", 0.01, True), Verdict("timeout", "math", 5.0)],
                      rewards=np.array([1.0, 0.0], np.float32), scheme="jury", majority_answer="3", vote_share=0.5,
-                     gate="proved", num_distinct=2, verify_s=0.2, stats={"pass_rate": 0.5})
+                     gate="proved", num_distinct=2, verify_s=0.2, pass_rate=0.5,
+                     counts={"derl/judged_samples": 2.0})
     wu = WeightUpdate(version=7, names=["a", "b"], dtypes=["torch.float32"] * 2, shapes=[[2, 3], []],
                       buckets=[[0, 1]])
-    for msg in (_task(label=None), g, sg, wu, Shutdown("done")):
+    row = LedgerRow(task_id="t1", index=3, step=4, kind="original", source="synthetic", admitted_version=2,
+                    version_start=2, version_end=3, staleness=2, generator="g0", verifier="v0", length=3.0,
+                    reward=0.5, pass_rate=float("nan"), majority_answer=None, error="refused", generate_s=0.5,
+                    verify_wait_s=0.1, verify_s=0.2, learner_wait_s=0.3, verify_share=0.2, arrived=1.0,
+                    trained=2.0, tokens_by_version={"2": 4, "3": 2})
+    step = StepResult(step=4, metrics={"learner/loss": 0.25, "reward/mean": 0.5}, staleness_hist={"2": 1},
+                      verdicts={"correct": 1, "timeout": 1}, ledger=[row],
+                      correct=[CorrectSample(3, "original", "\\boxed{3}", "3")])
+    for msg in (_task(label=None), g, sg, wu, Shutdown("done"), step, StepResult(step=5, missing=[10, 11])):
         back = decode(encode(msg))
         assert type(back) is type(msg)
         assert repr(back) == repr(msg)

@@ -3,7 +3,9 @@ import time
 
 import numpy as np
 
-from jury.protocol.messages import PromptTask, Sample, RolloutGroup, Shutdown
+from conftest import push_frames
+
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, Shutdown, encode
 from jury.protocol.transport import Receiver, Sender
 
 
@@ -13,18 +15,18 @@ def _task(i):
 
 def test_messages_arrive_in_order_and_bad_frames_are_counted():
     recv = Receiver(name="test")
-    send = Sender([recv.endpoint], name="test")
     try:
-        send.send(_task(0))
-        send.send_raw([b"\x92\x01"])                 # valid MessagePack, not a message
-        send.send_raw([b"not msgpack at all \xc1"])  # not MessagePack
-        send.send(_task(1))
+        push_frames(recv.endpoint, [
+            encode(_task(0)),
+            [b"\x92\x01"],                 # valid MessagePack, not a message
+            [b"not msgpack at all \xc1"],  # not MessagePack
+            encode(_task(1)),
+        ])
         got = [recv.get(timeout=5), recv.get(timeout=5)]
         assert [m.task_id for m in got] == ["t0", "t1"]  # the receiver kept running past the bad frames
         assert recv.stats.rejected == 2 and recv.stats.received == 2
         assert recv.get(timeout=0.2) is None
     finally:
-        send.close()
         recv.close()
 
 

@@ -3,9 +3,11 @@ import numpy as np
 import pytest
 
 from jury.protocol.config import VerifierConfig
-from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
-from jury.protocol.transport import Receiver, Sender
-from jury.verifiers.arith_gate import arith_gate
+from conftest import push_frames
+
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup, encode
+from jury.protocol.transport import Receiver
+from jury.verifiers.arith_gate import ArithGate
 from jury.verifiers.worker import VerifierWorker
 
 
@@ -17,7 +19,7 @@ def _group(texts, label="12", prompt="Compute 5+7.\n", index=0):
 
 @pytest.fixture
 def worker():
-    w = VerifierWorker(VerifierConfig(reward="ground_truth", check_timeout_s=2.0), "v0", gate_factory=lambda: arith_gate)
+    w = VerifierWorker(VerifierConfig(reward="ground_truth", check_timeout_s=2.0), "v0", gate_factory=ArithGate)
     yield w
     w.stop()
 
@@ -27,14 +29,14 @@ def test_ground_truth_verdicts_rewards_and_cache(worker):
     sg = worker.score(_group(texts))
     assert [v.kind for v in sg.verdicts] == ["correct", "incorrect", "no_answer", "correct"]
     assert sg.rewards.tolist() == [1.0, 0.0, 0.0, 1.0]
-    assert sg.stats["pass_rate"] == 0.5
+    assert sg.pass_rate == 0.5
     again = worker.score(_group(texts))
     assert [v.cache_hit for v in again.verdicts] == [True, True, False, True]
     assert worker.stats()["verifier/cache_hit_rate"] > 0
 
 
 def test_jury_reward_with_the_arithmetic_gate():
-    w = VerifierWorker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate_factory=lambda: arith_gate)
+    w = VerifierWorker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate_factory=ArithGate)
     try:
         # majority 12 (4 of 6) is right: the gate proves it, rewards are 1[a = majority]
         sg = w.score(_group(["\\boxed{12}"] * 4 + ["\\boxed{11}", "\\boxed{3}"]))
@@ -64,7 +66,7 @@ def test_a_scoring_crash_still_sends_the_group(worker, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("scheme bug")
 
-    monkeypatch.setattr(worker, "_reward", boom)
+    monkeypatch.setattr(worker.scheme, "score", boom)
     sg = worker.score(_group(["\\boxed{12}", "\\boxed{1}"]))
     assert [v.kind for v in sg.verdicts] == ["error", "error"]
     assert sg.rewards.tolist() == [0.0, 0.0]
@@ -75,13 +77,10 @@ def test_queues_in_and_out_survive_a_malformed_frame(worker):
     out = Receiver(name="learner")
     try:
         endpoint = worker.start("127.0.0.1", out.endpoint)
-        send = Sender([endpoint], name="gen")
-        send.send_raw([b"\xc1 not a message"])
-        send.send(_group(["\\boxed{12}"] * 2, index=7))
+        push_frames(endpoint, [[b"\xc1 not a message"], encode(_group(["\\boxed{12}"] * 2, index=7))])
         got = out.get(timeout=30)
         assert isinstance(got, ScoredGroup) and got.group.task.index == 7
         assert worker.stats()["verifier/rollouts/rejected"] == 1
-        send.close()
     finally:
         out.close()
 
@@ -109,9 +108,9 @@ def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
         assert len(llm.prompts) == 2 and "13" in llm.prompts[0] and "11" in llm.prompts[1]
         assert sg.rewards.tolist() == [1.0, 1.0, 0.0, 1.0]  # this judge overturns every rule negative
         assert w.stats()["verifier/tinyv_share"] == 0.5
-        w.llm = _ScriptedTinyV(fail=True)
+        w.scheme.llm = _ScriptedTinyV(fail=True)
         sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
         assert sg.rewards.tolist() == [1.0, 0.0]  # the rules' verdicts stand
-        assert w.counts["tinyv_failed"] == 1
+        assert w.stats()["verifier/tinyv_failed"] == 1
     finally:
         w.stop()

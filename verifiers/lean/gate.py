@@ -19,8 +19,7 @@ attempts, wall and Lean time, cache hit.
     cfg = LeanGateConfig()
     gate = LeanGate(cfg, formalizer=f, checker=c, prover=p,
                     backend=load_backend(cfg.lean, cfg.kimina_url))
-    delta = gate.gate(problem, answer)        # bool
-    res = gate.verify(problem, answer)        # GateResult; res.metrics() for logging
+    res = gate.verify(problem, answer)        # GateResult: res.proved is δ; res.metrics() for logging
     gate.close()
 """
 from __future__ import annotations
@@ -104,9 +103,6 @@ class LeanGate:
         self.results: LruCache[str, GateResult] = LruCache(config.result_cache_size)
         # One Lean check per REPL process at a time; more threads would only queue.
         self._checks = ThreadPoolExecutor(config.lean.pool_size, thread_name_prefix="lean-check")
-
-    def gate(self, problem: str, answer: str) -> bool:
-        return self.verify(problem, answer).proved
 
     def verify(self, problem: str, answer: str) -> GateResult:
         start = time.monotonic()

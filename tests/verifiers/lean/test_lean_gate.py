@@ -129,7 +129,7 @@ def test_same_pair_is_answered_from_the_cache(make_gate):
     formalizer = formalizer_of([lean_block(GOOD)])
     prover = prover_of([HONEST])
     gate = make_gate(formalizer, checker_saying_correct_for("x + 2 = 4"), prover)
-    assert gate.gate(PROBLEM, "4")
+    assert gate.verify(PROBLEM, "4").proved
     res = gate.verify(PROBLEM, " 4 ")
     assert res.proved and res.cache_hit and res.tokens == 0 and res.attempts == 0 and res.statement == GOOD
     assert len(formalizer.calls) == 1 and len(prover.calls) == 1
@@ -162,7 +162,7 @@ def test_inconclusive_after_all_attempts_fail(make_gate):
     assert (res.proved, res.reason, res.attempts, res.prover_tokens) == (False, "no_proof", 16, 16_000)
     assert [c["n"] for c in prover.calls] == [4, 4, 4, 4]
     assert res.verdicts[:3] == ("screened", "lean_error", "no_proof") and len(res.verdicts) == 16
-    assert not gate.gate(PROBLEM, "5") and len(prover.calls) == 4  # inconclusive results are cached too
+    assert not gate.verify(PROBLEM, "5").proved and len(prover.calls) == 4  # inconclusive results are cached too
 
 
 def test_timeouts_are_not_cached(make_gate):

@@ -1,0 +1,130 @@
+"""Reward schemes as the verifier worker calls them: one object per run, one call per group.
+
+    scheme = make_scheme(cfg, gate=gate, llm=llm)     # from verifier.reward
+    for group in groups:                              # the worker's loop
+        view = GroupView(...)                         # answer keys, label verdicts, log-probs
+        result = scheme.score(group, view)            # RewardResult: rewards, facts, counts
+    scheme.stats()                                    # the scheme's own counters, for metrics
+
+The arithmetic of every scheme is a pure function in `rewards.py`; an object here adds
+what that function needs from outside the group: the proof gate (JURY-RL), the TinyV
+model, DeRL's judge (derl/scorer.py, which wraps the run's scheme). A scheme's counts for
+one group go in `RewardResult.counts`, named as metrics; the learner sums them per step.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Protocol
+
+from jury.protocol.config import VerifierConfig
+from jury.protocol.messages import RolloutGroup
+from jury.verifiers import rewards
+from jury.verifiers.gate import ProofGate
+from jury.verifiers.llm import LLMClient
+from jury.verifiers.math.verify import answer_key
+from jury.verifiers.rewards import GroupView, RewardResult
+from jury.verifiers.tinyv import TinyVItem, tinyv_verify
+
+log = logging.getLogger(__name__)
+
+
+class Scheme(Protocol):
+    def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
+        """The group's G rewards and its facts (majority, vote share, gate outcome)."""
+        ...
+
+    def stats(self) -> dict[str, float]:
+        """Counters since the start, named as metrics (e.g. verifier/gate_calls)."""
+        ...
+
+
+class Pure:
+    """A scheme that needs nothing but the group: ground truth, majority vote, self-certainty, entropy."""
+
+    def __init__(self, name: str):
+        self.name, self.fn = name, rewards.REWARD_SCHEMES[name]
+
+    def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
+        return replace(self.fn(view), scheme=self.name)
+
+    def stats(self) -> dict[str, float]:
+        return {}
+
+
+class Jury:
+    """JURY-RL: the proof gate is asked about the majority answer only (rewards.jury)."""
+
+    def __init__(self, gate: ProofGate | None, fallback: str, c: float):
+        self.gate, self.fallback, self.c = gate, fallback, c
+        self.calls = self.proved = 0
+        self.totals: dict[str, float] = {}  # the gate's per-call records, summed
+
+    def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
+        # the gate reads the answer as written, not its vote key
+        answers = {answer_key(s.answer): s.answer for s in group.samples if s.answer is not None}
+        result = rewards.jury(view, gate=lambda problem, key: self._ask(problem, answers.get(key, key)),
+                              fallback=self.fallback, c=self.c)
+        return replace(result, scheme="jury")
+
+    def _ask(self, problem: str, answer: str) -> bool:
+        self.calls += 1
+        if self.gate is None:
+            return False
+        result = self.gate.verify(problem, answer)
+        for k, v in result.metrics().items():
+            self.totals[k] = self.totals.get(k, 0.0) + v
+        self.proved += result.proved
+        return result.proved
+
+    def stats(self) -> dict[str, float]:
+        calls = max(1, self.calls)
+        return {"verifier/gate_calls": self.calls, "verifier/gate_proved": self.proved,
+                **{f"{k}_per_call": v / calls for k, v in self.totals.items()}}
+
+
+class TinyV:
+    """TinyV add-on mode: only what the rules call incorrect goes to the LLM; if the LLM fails,
+    the rules' verdicts stand (a failure never wipes them)."""
+
+    def __init__(self, llm: LLMClient | None):
+        if llm is None:
+            raise ValueError("reward=tinyv needs an LLM client (verifier.tinyv_model)")
+        self.llm = llm
+        self.counts = {"tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_failed": 0, "tinyv_s": 0.0, "groups": 0}
+
+    def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
+        if view.verdicts is None:
+            raise ValueError("reward=tinyv needs labels")
+        items = [TinyVItem(group.task.prompt, group.task.label or "", s.answer, v)
+                 for s, v in zip(group.samples, view.verdicts)]
+        t0 = time.perf_counter()
+        self.counts["groups"] += 1
+        try:
+            accepted = tinyv_verify(self.llm, items)
+        except Exception as e:
+            log.warning("TinyV call failed, rules only for task %s: %s", group.task.task_id, e)
+            self.counts["tinyv_failed"] += 1
+            accepted = [v == "correct" for v in view.verdicts]
+        else:
+            asked = [i for i, v in enumerate(view.verdicts) if v == "incorrect"]
+            self.counts["tinyv_asked"] += len(asked)
+            self.counts["tinyv_overturned"] += sum(accepted[i] is True for i in asked)
+        finally:
+            self.counts["tinyv_s"] += time.perf_counter() - t0
+        return replace(rewards.tinyv(replace(view, tinyv=accepted)), scheme="tinyv")
+
+    def stats(self) -> dict[str, float]:
+        out = {f"verifier/{k}": v for k, v in self.counts.items() if k != "groups"}
+        out["verifier/tinyv_s_per_group"] = self.counts["tinyv_s"] / max(1, self.counts["groups"])
+        return out
+
+
+def make_scheme(cfg: VerifierConfig, *, gate: ProofGate | None = None, llm: LLMClient | None = None) -> Scheme:
+    """The run's scheme from verifier.reward."""
+    if cfg.reward == "jury":
+        return Jury(gate, cfg.fallback, cfg.reszero_c)
+    if cfg.reward == "tinyv":
+        return TinyV(llm)
+    return Pure(cfg.reward)
