@@ -26,6 +26,7 @@ from jury.protocol.messages import PromptTask, RolloutGroup, Sample, Shutdown, W
 from jury.protocol.transport import Receiver, Sender
 
 log = logging.getLogger(__name__)
+ENGINE_CHECK_S = 1.0  # how often the generator looks at its engine's health
 
 
 class Generator:
@@ -58,7 +59,10 @@ class Generator:
         self._open.set()
         self._in_flight = 0
         self._slots = asyncio.Semaphore(cfg.max_tasks_in_flight)
-        self._running: dict[str, asyncio.Task] = {}  # task id -> its generation, for "interrupt"
+        # one entry per generation in flight (a task re-sent after a crash may be here twice, so the
+        # key is a counter, not the task id); "interrupt" cancels them
+        self._running: dict[int, asyncio.Task] = {}
+        self._spawned = 0
         self._interrupting = False
         self._retry: list[PromptTask] = []
         self._stats = {"groups": 0, "samples": 0, "tokens": 0, "refused": 0, "interrupted": 0, "generate_s": 0.0,
@@ -68,11 +72,22 @@ class Generator:
         self.tasks = self.rollouts = None
 
     async def start(self, task_endpoint: str, rollout_endpoints: list[str], curve=None) -> str:
-        self.tasks = Receiver(connect=[task_endpoint], hwm=4, maxsize=4, name=f"{self.actor_id}-tasks", curve=curve)
+        self.tasks = Receiver(connect=[task_endpoint], hwm=4, maxsize=4, name=f"{self.actor_id}-tasks", curve=curve,
+                              accept=(PromptTask,))
         self.rollouts = Sender(rollout_endpoints, hwm=256, maxsize=256, name=f"{self.actor_id}-rollouts",
                                curve=curve)
         self._loop_task = self._watched(self._loop())
+        self._watched(self._watch_engine())
         return self.actor_id
+
+    async def _watch_engine(self):
+        """vLLM's engine core is a process of its own: if it dies (killed, out of memory) this actor
+        would live on with an engine that answers nothing. Fail the actor instead, so that Ray
+        restarts it and the driver re-sends its groups."""
+        while True:
+            if self.engine.errored:
+                raise RuntimeError(f"{self.actor_id}: the vLLM engine core is dead")
+            await asyncio.sleep(ENGINE_CHECK_S)
 
     def _watched(self, coro) -> asyncio.Task:
         """A task whose failure fails the actor: Ray sees it die and restarts it, and the driver's
@@ -85,8 +100,10 @@ class Generator:
     def _check_task(self, task: asyncio.Task):
         if task.cancelled() or task.exception() is None:
             return
-        log.critical("%s: a generation task died; the actor exits so that Ray restarts it",
-                     self.actor_id, exc_info=task.exception())
+        self._die("a task of its loop died", task.exception())
+
+    def _die(self, why: str, exc: BaseException | None = None):
+        log.critical("%s: %s; the actor exits so that Ray restarts it", self.actor_id, why, exc_info=exc)
         _exit_actor(self.engine)
 
     async def _loop(self):
@@ -94,11 +111,8 @@ class Generator:
             msg = await asyncio.to_thread(self.tasks.get, 0.2)
             if msg is None:
                 continue
-            if isinstance(msg, Shutdown):
+            if isinstance(msg, Shutdown):  # local: stop() woke the queue
                 break
-            if not isinstance(msg, PromptTask):
-                log.warning("%s: ignoring a %s on the task queue", self.actor_id, type(msg).__name__)
-                continue
             await self._open.wait()
             await self._injected_fault()
             await self._slots.acquire()
@@ -106,7 +120,8 @@ class Generator:
             self._spawn(msg)
 
     def _spawn(self, task: PromptTask):
-        self._running[task.task_id] = self._watched(self._generate(task))
+        key, self._spawned = self._spawned, self._spawned + 1
+        self._running[key] = self._watched(self._generate(task, key))
 
     def _begin(self):
         if self._in_flight == 0:
@@ -121,17 +136,17 @@ class Generator:
             self._stats["busy_s"] += time.perf_counter() - self._busy_since
             self._idle.set()
 
-    async def _generate(self, task: PromptTask):
+    async def _generate(self, task: PromptTask, key: int):
         try:
             group = await self.generate(task)
         except asyncio.CancelledError:
             if not self._interrupting:
                 raise
             self._retry.append(task)  # cancelling aborts the engine request; generated again on the new weights
-            self._running.pop(task.task_id, None)
-            self._end()
             return
         except Exception as e:  # a refused prompt still answers, so the learner never waits for it
+            if self.engine.errored:  # not a refusal: the engine is gone (the task's failure fails the actor)
+                raise
             log.warning("%s: task %s refused: %s", self.actor_id, task.task_id, e)
             self._stats["refused"] += 1
             group = RolloutGroup(task=task, prompt_ids=np.zeros(0, np.int32), samples=[],
@@ -139,9 +154,8 @@ class Generator:
                                  actor_id=self.actor_id, generate_s=0.0, error=f"{type(e).__name__}: {e}",
                                  t_generated=time.time())
         finally:
-            if task.task_id in self._running:
-                self._running.pop(task.task_id)
-                self._end()
+            self._running.pop(key)
+            self._end()
         await asyncio.to_thread(self.rollouts.send, group)
 
     async def generate(self, task: PromptTask) -> RolloutGroup:
@@ -206,13 +220,19 @@ class Generator:
                           token_versions=np.asarray(versions[i], np.int32)) for i in range(n)]
         return list(prompt_ids or []), samples
 
-    async def init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str):
+    async def init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str,
+                                timeout_s: float = 300.0):
         """Join the learner's weight group; engine worker k (tensor-parallel rank) takes first_rank + k."""
         return await self.engine.collective_rpc(
-            "jury_init_weight_group", args=(host, port, world_size, first_rank, backend))
+            "jury_init_weight_group", args=(host, port, world_size, first_rank, backend, timeout_s))
 
     async def update_weights(self, update: WeightUpdate) -> dict:
-        """Drain, receive the broadcast, load, resume. Returns timings for the metrics."""
+        """Drain, receive the broadcast, load, resume. Returns timings for the metrics.
+
+        A dead engine fails the actor here, before and after the receive: an acknowledgement
+        from an actor whose engine is gone would let the version move on without it."""
+        if self.engine.errored:
+            self._die("the vLLM engine core is dead at the start of a weight sync")
         t0 = time.perf_counter()
         self._open.clear()
         if self.cfg.sync_mode == "drain":
@@ -224,9 +244,14 @@ class Generator:
             await self._idle.wait()
             self._interrupting = False
         t1 = time.perf_counter()
-        acks = await self.engine.collective_rpc(
-            "jury_receive_weights",
-            args=(update.version, update.names, update.dtypes, update.shapes, update.buckets))
+        try:
+            acks = await self.engine.collective_rpc(
+                "jury_receive_weights",
+                args=(update.version, update.names, update.dtypes, update.shapes, update.buckets))
+        except Exception:
+            if self.engine.errored:
+                self._die("the vLLM engine core died during a weight sync")
+            raise
         await self.engine.reset_prefix_cache()  # cached KV was computed by the old weights
         self.version = update.version
         for task in self._retry:  # interrupted groups start over on the new weights

@@ -22,16 +22,22 @@ def _dtype(name: str):
 class WeightReceiver:
     """Methods added to vLLM's Worker. `self.model_runner.model` is the live model."""
 
-    def jury_init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str) -> int:
+    def jury_init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str,
+                               timeout_s: float = 300.0) -> int:
+        """Join the learner's weight group; `timeout_s` bounds every wait of it (see WeightSender)."""
+        from datetime import timedelta
+
         import torch.distributed as dist
         from torch.distributed import TCPStore
 
         rank = first_rank + self.rank  # self.rank: this worker's rank inside its engine (tensor parallel)
-        store = TCPStore(host, port, world_size, is_master=False, timeout=_timeout())
+        timeout = timedelta(seconds=timeout_s)
+        store = TCPStore(host, port, world_size, is_master=False, timeout=timeout)
         if backend == "gloo":
-            self._jury_pg = dist.ProcessGroupGloo(store, rank, world_size, _timeout())
+            self._jury_pg = dist.ProcessGroupGloo(store, rank, world_size, timeout)
         else:
             opts = dist.ProcessGroupNCCL.Options()
+            opts._timeout = timeout
             self._jury_pg = dist.ProcessGroupNCCL(store, rank, world_size, opts)
         self._jury_device = "cpu" if backend == "gloo" else f"cuda:{self.device.index}"
         return rank
@@ -74,8 +80,3 @@ def _numel(shape) -> int:
         n *= d
     return n
 
-
-def _timeout():
-    from datetime import timedelta
-
-    return timedelta(seconds=300)

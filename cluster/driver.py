@@ -18,12 +18,34 @@ from pathlib import Path
 
 import yaml
 
-from jury.protocol.config import RunConfig, parse_faults, to_dict
+from jury.protocol.config import ConfigError, RunConfig, parse_faults, to_dict
 from jury.cluster.metrics import MetricsLog
-from jury.cluster.pipeline import Pipeline
+from jury.cluster.pipeline import Pipeline, RunFailed
+from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
 
 log = logging.getLogger(__name__)
+
+
+def preflight(cfg: RunConfig, resume: str | None = None):
+    """What can be checked before anything starts (no run folder, no Ray): every path the config
+    names. A bad one is a ConfigError naming the field (`jury train` exits 2)."""
+    def hf_folder(field: str, value: str):
+        if value != "tiny" and not (Path(value) / "config.json").is_file():
+            raise ConfigError(f"{field}: {value} is not a Hugging Face model folder (no config.json there)")
+
+    hf_folder("model", cfg.model)
+    if cfg.verifier.reward == "tinyv":
+        hf_folder("verifier.tinyv_model", cfg.verifier.tinyv_model)
+    if cfg.derl.enabled:
+        hf_folder("derl.model", cfg.derl.model)
+    if cfg.dataset != "synthetic" and not Path(cfg.dataset).exists():
+        raise ConfigError(f"dataset: {cfg.dataset} does not exist")
+    for field, value in (("checkpoint_dir", cfg.checkpoint_dir), ("run_dir", cfg.run_dir)):
+        if value and Path(value).exists() and not Path(value).is_dir():
+            raise ConfigError(f"{field}: {value} is a file, not a folder")
+    if resume and not Path(resume).is_dir():
+        raise ConfigError(f"--resume: {resume} is not a run folder")
 
 
 def resolve_model(cfg: RunConfig) -> str:
@@ -43,10 +65,6 @@ def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:
     return path
 
 
-class RunFailed(RuntimeError):
-    """A run that cannot go on; its message says why, for a person to read."""
-
-
 def train(cfg: RunConfig, resume: str | None = None) -> dict:
     """Run until `cfg.steps` learner steps; returns a summary (also written to the run folder).
 
@@ -55,6 +73,7 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
     """
     import ray
 
+    preflight(cfg, resume)
     state = read_checkpoint_state(resume) if resume else None
     run_dir = make_run_dir(cfg, resume)  # a resumed run records its (possibly changed) config again
     if state:  # steps after the checkpoint are trained again: drop their old rows
@@ -62,12 +81,12 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
             truncate_steps(run_dir / name, state["version"])
     model_path = resolve_model(cfg)
     t_start = time.time()
-    pipe = Pipeline(cfg, state["hf"] if state else model_path,
-                    learner_checkpoint=state["engine"] if state else None,
+    pipe = Pipeline(cfg, state["path"] if state else model_path,
+                    learner_checkpoint=str(Path(state["path"]) / "engine") if state else None,
                     initial_version=state["version"] if state else 0)
     faults = parse_faults(cfg.faults, cfg.num_generators, cfg.num_verifiers)
     total = cfg.steps * cfg.batch_groups
-    metrics = None
+    metrics, interrupted = None, False
     summary: dict = {"run_dir": str(run_dir)}
     try:
         pipe.start()
@@ -104,16 +123,21 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
                         "generator/version": pipe.version})
             row.update(pipe.role_stats())
             last = now
-            metrics.log(step, row)
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
-                save_checkpoint(pipe, run_dir)
+                row["checkpoint/failed"] = float(save_checkpoint(pipe, run_dir, step + 1) is None)
+            metrics.log(step, row)
         summary.update(pipe.role_stats())
-        summary["final_checkpoint"] = save_checkpoint(pipe, run_dir, final=True)
+        # samples whose check ended in "error" (none should, short of pathological answers)
+        summary["error_samples"] = sum(v for k, v in summary.items() if k.endswith("/verdict_error"))
+        summary["final_checkpoint"] = save_checkpoint(pipe, run_dir, cfg.steps, final=True)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         if metrics:
             metrics.close()
             ledger.close()
-        pipe.close()
+        pipe.close(graceful=not interrupted)
     summary["wall_s"] = time.time() - t_start
     summary.update(_learning_summary(run_dir))
     (run_dir / "summary.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
@@ -150,25 +174,37 @@ def _with_resend(pipe: Pipeline, step: int, call) -> StepResult:
                     step, len(result.missing), cfg.resend_after_s, repaired or "nothing", resent)
 
 
-def save_checkpoint(pipe: Pipeline, run_dir: Path, final: bool = False) -> str:
-    """Weights (for generators and `jury eval`), DeepSpeed state, version and data position."""
+def save_checkpoint(pipe: Pipeline, run_dir: Path, version: int, final: bool = False) -> str | None:
+    """Weights (for generators and `jury eval`), DeepSpeed state, version and data position, written
+    whole or not at all (learner/checkpoint.py). A periodic save that fails is reported and the run
+    goes on (the last good checkpoint stays, and `--resume` uses it); a final one stops the run."""
     import ray
 
     base = Path(pipe.cfg.checkpoint_dir).resolve() if pipe.cfg.checkpoint_dir else run_dir.resolve()
     path = base / ("final" if final else "checkpoint")
-    version = ray.get(pipe.learner.save.remote(str(path)))  # the learner's version: the weights it saved
+    next_index = version * pipe.cfg.batch_groups
+    state = {"version": version, "next_index": next_index, "stream_position": pipe.feeder.position_of(next_index),
+             "hf": str(path), "engine": str(path / "engine")}
+    try:
+        ray.get(pipe.learner.save.remote(str(path), state))
+    except ray.exceptions.RayTaskError as e:
+        cause = e.cause if isinstance(e.cause, CheckpointError) else e
+        if final:
+            raise RunFailed(f"the final checkpoint could not be written: {cause}") from None
+        log.error("%s; training goes on", cause)
+        return None
     learner_node = ray.get(pipe.learner.node.remote())
-    state = {"version": version, "next_index": version * pipe.cfg.batch_groups,
-             "stream_position": pipe.feeder.position_of(version * pipe.cfg.batch_groups),
-             "hf": str(path), "engine": str(path / "engine"), "learner_node": learner_node}
     if learner_node != ray.util.get_node_ip_address() and not pipe.cfg.checkpoint_dir:
         log.warning("checkpoint written on the learner's node %s at %s, not beside this run's metrics; "
                     "set checkpoint_dir to a path every node shares", learner_node, path)
-    path.mkdir(parents=True, exist_ok=True)  # the learner's node may not be this one
-    (path / "state.json").write_text(json.dumps(state, indent=2))
-    latest = run_dir / "latest_checkpoint"
-    latest.write_text(str(path))
+    _write_atomically(run_dir / "latest_checkpoint", json.dumps({"path": str(path)}))
     return str(path)
+
+
+def _write_atomically(path: Path, text: str):
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
 
 
 def truncate_steps(path: Path, first_step: int):
@@ -184,10 +220,13 @@ def truncate_steps(path: Path, first_step: int):
 
 
 def read_checkpoint_state(run_dir: str) -> dict:
+    """The state of the run's last checkpoint, refused unless the checkpoint is whole."""
     pointer = Path(run_dir) / "latest_checkpoint"
     if not pointer.exists():
         raise FileNotFoundError(f"{run_dir}: no checkpoint to resume from (no latest_checkpoint file)")
-    return json.loads((Path(pointer.read_text().strip()) / "state.json").read_text())
+    text = pointer.read_text().strip()
+    where = json.loads(text) if text.startswith("{") else {"path": text}  # runs before the manifest: a bare path
+    return read_checkpoint(where["path"])
 
 
 def _learning_summary(run_dir: Path) -> dict:

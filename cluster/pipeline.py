@@ -26,6 +26,14 @@ from jury.protocol.transport import CurveKeys
 log = logging.getLogger(__name__)
 
 
+class RunFailed(RuntimeError):
+    """A run that cannot go on; its message says why, for a person to read (`jury train: ...`)."""
+
+
+class SyncTimeout(RunFailed):
+    """A weight sync waited past sync_timeout_s for a role; the message names it."""
+
+
 class Pipeline:
     def __init__(self, cfg: RunConfig, model_path: str, *, learner_checkpoint: str | None = None,
                  initial_version: int = 0):
@@ -51,13 +59,16 @@ class Pipeline:
 
         cfg = self.cfg
         self._init_ray()
+        if cfg.check_resources:
+            check_resources(cfg, [n["Resources"] for n in ray.nodes() if n["Alive"]])
         # a local run binds on loopback; on a cluster every actor binds on its own node's
         # address (host=None) and returns the endpoint, so nothing is hard-coded
         self.host = "127.0.0.1" if self.started_ray else None
         feeder_host = "127.0.0.1" if self.started_ray else ray.util.get_node_ip_address()
         self.env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
                     "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
-        self.curve = CurveKeys.generate() if cfg.curve else None
+        multi_node = sum(1 for n in ray.nodes() if n["Alive"]) > 1
+        self.curve = CurveKeys.generate() if cfg.curve is True or (cfg.curve == "auto" and multi_node) else None
         self.learner = self._make_learner()
         learner_ep = ray.get(self.learner.start.remote(self.host, self.curve))
         self.verifiers = [self._make_verifier(i) for i in range(cfg.num_verifiers)]
@@ -98,7 +109,8 @@ class Pipeline:
             runtime_env={"env_vars": {**self.env, **({"DS_ACCELERATOR": "cpu"} if cpu else {})}},
         ).remote(cfg.learner, self.model_path, cfg.batch_groups, max_new_tokens=cfg.generator.max_new_tokens,
                  temperature=cfg.generator.temperature, seed=cfg.seed, device="cpu" if cpu else "cuda",
-                 checkpoint=self.learner_checkpoint, initial_version=self.version)
+                 checkpoint=self.learner_checkpoint, initial_version=self.version,
+                 window_batches=cfg.admission_window)
 
     def _make_verifier(self, i: int):
         import ray
@@ -174,23 +186,38 @@ class Pipeline:
         """A fresh group: learner rank 0, every generator's engine workers after it."""
         import ray
 
-        tp = self.cfg.generator.tensor_parallel_size
+        tp, timeout = self.cfg.generator.tensor_parallel_size, self.cfg.sync_timeout_s
         world = 1 + tp * len(self.generators)
-        host, port = ray.get(self.learner.init_weight_sender.remote(self.host, world, self.cfg.weight_backend))
-        joins = [g.init_weight_group.remote(host, port, world, 1 + i * tp, self.cfg.weight_backend)
-                 for i, g in enumerate(self.generators)]
-        ray.get(self.learner.connect_weights.remote())
-        ray.get(joins)
+        host, port = ray.get(self.learner.init_weight_sender.remote(self.host, world, self.cfg.weight_backend,
+                                                                    timeout), timeout=timeout)
+        joins = {f"generator{i}": g.init_weight_group.remote(host, port, world, 1 + i * tp, self.cfg.weight_backend,
+                                                             timeout) for i, g in enumerate(self.generators)}
+        self._wait_all({"learner": self.learner.connect_weights.remote(), **joins}, "forming the weight group")
+
+    def _wait_all(self, refs: dict, what: str) -> dict:
+        """ray.get of every role's call, bounded by sync_timeout_s; a role that does not answer in
+        time stops the run with its name (an actor that died raises RayActorError instead)."""
+        import ray
+
+        names = {ref: name for name, ref in refs.items()}
+        _, pending = ray.wait(list(names), num_returns=len(names), timeout=self.cfg.sync_timeout_s)
+        if pending:
+            late = ", ".join(names[r] for r in pending)
+            raise SyncTimeout(f"{what}: {late} did not answer in {self.cfg.sync_timeout_s:.0f}s "
+                              f"(sync_timeout_s); a hung engine or a network path between the learner and "
+                              f"the generators that is closed")
+        return {name: ray.get(ref) for name, ref in refs.items()}
 
     def sync_weights(self) -> dict:
         """One control message per generator, one bucketed broadcast, then the version bump."""
         import ray
 
         t0 = time.perf_counter()
-        update = ray.get(self.learner.weight_update.remote(self.cfg.bucket_mb))
-        acks = [g.update_weights.remote(update) for g in self.generators]
-        sent = ray.get(self.learner.broadcast.remote(update))
-        acks = ray.get(acks)
+        update = ray.get(self.learner.weight_update.remote(self.cfg.bucket_mb), timeout=self.cfg.sync_timeout_s)
+        calls = {f"generator{i}": g.update_weights.remote(update) for i, g in enumerate(self.generators)}
+        calls["learner"] = self.learner.broadcast.remote(update)
+        done = self._wait_all(calls, f"weight sync to version {update.version}")
+        sent, acks = done.pop("learner"), list(done.values())
         self.version = update.version
         return {"sync/total_s": time.perf_counter() - t0, "sync/gather_s": sent["gather_s"],
                 "sync/broadcast_s": sent["broadcast_s"], "sync/bytes": sent["bytes"],
@@ -236,14 +263,20 @@ class Pipeline:
             return {"sync/total_s": time.perf_counter() - t0, "sync/recovered": 1.0}
 
     def inject(self, action: str, target: str, seconds: float = 0.0):
-        """Fault injection: kill -9 a worker's process, slow it down, or make its loop raise."""
+        """Fault injection: kill -9 a worker's process (kill), the vLLM engine core under a generator
+        (kill_engine), or a verifier's check process (kill_pool); slow a worker down; make its loop raise."""
+        import psutil
         import ray
 
         role, index = target.rstrip("0123456789"), int(target[len(target.rstrip("0123456789")):])
         actor = {"generator": self.generators, "verifier": self.verifiers, "learner": [self.learner]}[role][index]
-        if action == "kill":
+        if action.startswith("kill"):
             pid = ray.get(actor.pid.remote())
-            log.warning("fault injection: kill -9 %s (pid %d)", target, pid)
+            if action != "kill":  # a process under the actor: the engine core, or a check process
+                marker = {"kill_engine": "EngineCore", "kill_pool": "spawn_main"}[action]
+                children = psutil.Process(pid).children(recursive=True)
+                pid = next(c.pid for c in children if marker in " ".join(c.cmdline()) + c.name())
+            log.warning("fault injection: %s %s (kill -9 pid %d)", action, target, pid)
             os.kill(pid, signal.SIGKILL)
         else:
             ray.get(actor.fault.remote(action, seconds))
@@ -265,17 +298,20 @@ class Pipeline:
                     "pipeline/recoveries": self.recoveries})
         return out
 
-    def close(self):
-        """Stop every actor (engines first, they own child processes), then Ray if we started it."""
+    def close(self, graceful: bool = True):
+        """Stop every actor (engines first, they own child processes), then Ray if we started it.
+        Not graceful (Ctrl-C): kill at once, without waiting for actors still starting or busy;
+        an engine's processes follow their actor (vLLM watches its parent)."""
         import ray
 
         if not ray.is_initialized():
             return
         actors = self.generators + self.verifiers + list(self.llm_servers.values()) + ([self.learner] if self.learner else [])
-        try:
-            ray.get([a.stop.remote() for a in actors], timeout=60)
-        except Exception as e:  # a dead actor cannot stop itself; kill below
-            log.warning("shutdown: an actor did not stop cleanly: %s", e)
+        if graceful:
+            try:
+                ray.get([a.stop.remote() for a in actors], timeout=60)
+            except Exception as e:  # a dead actor cannot stop itself; kill below
+                log.warning("shutdown: an actor did not stop cleanly: %s", e)
         for a in actors:
             ray.kill(a, no_restart=True)
         if self.feeder:
@@ -296,3 +332,41 @@ def _alive_and_started(actor, timeout_s: float = 600.0) -> bool:
             if time.monotonic() > deadline:
                 raise
             time.sleep(2)  # restarting: ask again
+
+
+def demands(cfg: RunConfig) -> list[tuple[str, str, dict[str, float]]]:
+    """(actor, config section, Ray resources it asks for) for every actor of the run."""
+    def ask(num_cpus, num_gpus, resources):
+        return {k: v for k, v in {"CPU": num_cpus, "GPU": num_gpus, **resources}.items() if v > 0}
+
+    g = cfg.generator
+    gen_gpus = g.tensor_parallel_size if g.tensor_parallel_size > 1 and g.num_gpus > 0 else g.num_gpus
+    return ([("learner", "learner", ask(cfg.learner.num_cpus, cfg.learner.num_gpus, cfg.learner.resources))]
+            + [(f"generator{i}", "generator", ask(g.num_cpus, gen_gpus, g.resources))
+               for i in range(cfg.num_generators)]
+            + [(f"verifier{i}", "verifier", ask(cfg.verifier.num_cpus, 0, cfg.verifier.resources))
+               for i in range(cfg.num_verifiers)])
+
+
+def check_resources(cfg: RunConfig, nodes: list[dict[str, float]]):
+    """Before anything is placed: every actor must fit on one node, and all of them on the
+    cluster. Otherwise Ray would wait forever for a node that cannot exist; the message says
+    which role asks for what and what the nodes have (check_resources=false on a cluster that
+    autoscales: its nodes are not there yet)."""
+    def fmt(d):
+        return ", ".join(f"{k}: {v:g}" for k, v in sorted(d.items())) or "nothing"
+
+    have = "; ".join(f"node {i}: {fmt({k: v for k, v in n.items() if not k.startswith('node:') and 'memory' not in k})}"
+                     for i, n in enumerate(nodes))
+    total: dict[str, float] = {}
+    for actor, section, need in demands(cfg):
+        if not any(all(n.get(k, 0) >= v for k, v in need.items()) for n in nodes):
+            raise RunFailed(f"{actor} asks for {fmt(need)} ({section}.num_cpus/num_gpus/resources), and no node of "
+                            f"the cluster has that ({have})")
+        for k, v in need.items():
+            total[k] = total.get(k, 0.0) + v
+    cluster = {k: sum(n.get(k, 0) for n in nodes) for k in total}
+    short = {k: v for k, v in total.items() if v > cluster[k] + 1e-9}
+    if short:
+        raise RunFailed(f"the run asks for {fmt(short)} in all, the cluster has {fmt({k: cluster[k] for k in short})} "
+                        f"({have})")

@@ -33,7 +33,7 @@ def generator_only(cfg, model_path: str, tasks: int) -> dict:
     from jury.protocol.transport import Receiver
 
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    sink = Receiver("127.0.0.1", hwm=1024, maxsize=1024, name="sink")
+    sink = Receiver("127.0.0.1", hwm=1024, maxsize=1024, name="sink", accept=(RolloutGroup,))
     # one "batch" of every task: the feeder's staleness bound never holds the generator back here
     feeder = Feeder(cfg.dataset, cfg.seed, tasks + 8, 0, "127.0.0.1")
     gen = ray.remote(Generator).options(

@@ -24,6 +24,9 @@ def _train(args) -> int:
         return 2
     try:
         summary = train(cfg, resume=args.resume)
+    except ConfigError as e:
+        print(f"jury train: bad config: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("jury train: interrupted; every actor was stopped", file=sys.stderr)
         return 130
@@ -44,7 +47,8 @@ def _make_tiny_model(args) -> int:
 
 def _table(summary: dict) -> str:
     keys = ["run_dir", "wall_s", "startup_s", "steps", "reward_first_fifth", "reward_last_fifth",
-            "pass_rate_first_fifth", "pass_rate_last_fifth", "max_staleness_seen", "final_checkpoint"]
+            "pass_rate_first_fifth", "pass_rate_last_fifth", "max_staleness_seen", "error_samples",
+            "final_checkpoint"]
     rows = [(k, summary[k]) for k in keys if k in summary]
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v:.3f}" if isinstance(v, float) else f"{k:<{width}}  {v}" for k, v in rows)

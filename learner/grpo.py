@@ -32,8 +32,9 @@ class Batch:
 
 
 def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int) -> Batch | None:
-    """Samples of all usable groups; None when no group has samples (all refused)."""
-    usable = [g for g in groups if g.group.samples]
+    """Samples of all usable groups: not refused by the engine (no samples) and scored (no
+    verifier error). None when no group is usable."""
+    usable = [g for g in groups if g.group.samples and g.error is None]
     if not usable:
         return None
     adv = _advantages([g.rewards for g in usable], cfg)

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
 import time
 
 import torch
 
 from jury.protocol.config import LearnerConfig
+from jury.learner.checkpoint import write_checkpoint
+from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
-from jury.protocol.messages import ScoredGroup, Shutdown, StepResult, WeightUpdate
+from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
 from jury.protocol.record import write_record
 from jury.protocol.transport import Receiver
 from jury.learner.grpo import collate, length_sorted_chunks, micro_loss, use_fused_head
@@ -54,7 +55,7 @@ def _init_distributed(backend: str):
 class Learner:
     def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, max_new_tokens: int,
                  temperature: float, seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
-                 initial_version: int = 0):
+                 initial_version: int = 0, window_batches: int = 2):
         import deepspeed
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -62,6 +63,9 @@ class Learner:
         if device == "cpu":
             torch.set_num_threads(cfg.threads)
         self.cfg, self.batch_groups = cfg, batch_groups
+        # the feeder admits at most window_batches batches past the learner's version (max_staleness
+        # + 1): a group with a later index was never admitted, whoever sent it, and is refused
+        self.window_batches = window_batches
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
         self.device = torch.device(device)
         _init_distributed("gloo" if device == "cpu" else "nccl")
@@ -89,53 +93,26 @@ class Learner:
             if path is None:
                 raise FileNotFoundError(f"no DeepSpeed checkpoint in {checkpoint}")
         self.version = initial_version
-        self.buffer: dict[int, ScoredGroup] = {}
-        self.arrived: dict[int, float] = {}  # admission index -> wall clock it reached the learner
         self.record_dir: str | None = None   # record_groups: every trained batch is written here
-        self.counts = {"duplicates": 0, "refused_groups": 0}
-        self.inbox = None
+        self.counts = {"refused_groups": 0, "unscored_groups": 0, "skipped_steps": 0}
+        self.inbox: ScoredInbox | None = None
         self.sender = None
 
     # ── wiring ──
     def start(self, host: str | None, curve=None) -> str:
         """Bind the scored-group queue on this node's address; verifiers connect to it."""
-        self.inbox = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve)
-        return self.inbox.endpoint
-
-    def _take(self, timeout: float):
-        msg = self.inbox.get(timeout=timeout)
-        if msg is None or isinstance(msg, Shutdown):
-            return
-        if not isinstance(msg, ScoredGroup):
-            log.warning("learner: ignoring a %s on the scored queue", type(msg).__name__)
-            return
-        index = msg.group.task.index
-        if index in self.buffer or index < self.version * self.batch_groups:
-            self.counts["duplicates"] += 1
-            return
-        self.buffer[index] = msg
-        self.arrived[index] = time.time()
-
-    def wait_batch(self, step: int, timeout_s: float) -> tuple[list[ScoredGroup], list[int]]:
-        """The B groups of batch `step`, or after timeout_s the indices still missing."""
-        want = range(step * self.batch_groups, (step + 1) * self.batch_groups)
-        deadline = time.monotonic() + timeout_s
-        while any(i not in self.buffer for i in want):
-            if time.monotonic() > deadline:
-                return [], [i for i in want if i not in self.buffer]
-            self._take(timeout=0.2)
-        return [self.buffer.pop(i) for i in want], []
+        receiver = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve,
+                            accept=(ScoredGroup,))
+        self.inbox = ScoredInbox(receiver, self.batch_groups, self.window_batches)
+        return receiver.endpoint
 
     def hold(self, indices: list[int], timeout_s: float) -> StepResult:
         """Wait until every group in `indices` is here (buffered or already trained), without
         training: forced staleness syncs only once the tasks released at a version are back."""
         t0 = time.perf_counter()
-        deadline = time.monotonic() + timeout_s
-        floor = self.version * self.batch_groups
-        while missing := [i for i in indices if i >= floor and i not in self.buffer]:
-            if time.monotonic() > deadline:
-                return StepResult(self.version, missing=missing)
-            self._take(timeout=0.2)
+        _, missing = self.inbox.wait_for(indices, self.version, timeout_s)
+        if missing:
+            return StepResult(self.version, missing=missing)
         return StepResult(self.version, metrics={"learner/hold_s": time.perf_counter() - t0})
 
     def record(self, path: str):
@@ -150,7 +127,7 @@ class Learner:
         if step != self.version:
             raise ValueError(f"asked for step {step} but the learner is at version {self.version}")
         t0 = time.perf_counter()
-        groups, missing = self.wait_batch(step, timeout_s)
+        groups, missing = self.inbox.wait_batch(step, self.version, timeout_s)
         if missing:
             return StepResult(step, missing=missing)
         t1, t_train = time.perf_counter(), time.time()
@@ -158,20 +135,24 @@ class Learner:
             write_record(os.path.join(self.record_dir, f"step-{step:06d}.msgpack"), groups)
         metrics = self.train_on(groups)
         t2 = time.perf_counter()
-        result = batch_result(groups, step, t_train, self.arrived)
+        result = batch_result(groups, step, t_train, self.inbox.arrived)
         result.metrics.update(metrics)
         result.metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
-                               "learner/queue_depth": self.inbox.depth() + len(self.buffer)})
-        result.metrics.update({f"learner/{k}": v for k, v in self.counts.items()})
-        result.metrics.update(self.inbox.stats.as_dict("learner/scored"))
+                               "learner/queue_depth": self.inbox.depth()})
+        result.metrics.update({f"learner/{k}": v for k, v in {**self.counts, **self.inbox.counts}.items()})
+        result.metrics.update(self.inbox.receiver.stats.as_dict("learner/scored"))
         return result
 
     def train_on(self, groups: list[ScoredGroup]) -> dict:
         """One optimizer step on these groups; the version goes up by one."""
         batch = collate(groups, self.cfg, self.pad_id)
         self.counts["refused_groups"] += sum(1 for g in groups if not g.group.samples)
-        if batch is None:
+        self.counts["unscored_groups"] += sum(1 for g in groups if g.error is not None)
+        if batch is None:  # nothing usable: the version still moves on, so the schedule holds
             self.version += 1
+            self.counts["skipped_steps"] += 1
+            log.warning("learner: step %d skipped: none of its %d groups has samples that were scored "
+                        "(refused by the engine or not verifiable)", self.version - 1, len(groups))
             return {"learner/skipped_step": 1}
         n, mb = batch.input_ids.shape[0], self.cfg.micro_batch
         total_tokens = max(1, batch.num_tokens)
@@ -201,9 +182,10 @@ class Learner:
         return out
 
     # ── the weight plane ──
-    def init_weight_sender(self, host: str | None, world_size: int, backend: str) -> tuple[str, int]:
+    def init_weight_sender(self, host: str | None, world_size: int, backend: str,
+                           timeout_s: float = 300.0) -> tuple[str, int]:
         """Start the weight group's store on this node; returns where receivers find it."""
-        self.sender = WeightSender(host or _node_address(), world_size, backend)
+        self.sender = WeightSender(host or _node_address(), world_size, backend, timeout_s=timeout_s)
         return self.sender.host, self.sender.port
 
     def connect_weights(self) -> bool:
@@ -235,27 +217,28 @@ class Learner:
         return [(k, params[k]) for k in names]
 
     # ── checkpoints and probes ──
-    def save(self, path: str) -> int:
-        """A Hugging Face folder (for generators and evaluation) plus DeepSpeed's state in engine/."""
+    def save(self, path: str, state: dict) -> int:
+        """A Hugging Face folder (for generators and evaluation), DeepSpeed's state in engine/ and the
+        run's `state` (with this learner's version), written whole beside the last checkpoint and
+        swapped in (learner/checkpoint.py): a failed save never touches the last good one."""
+        if state.get("version", self.version) != self.version:
+            raise ValueError(f"checkpoint state is for version {state['version']}, the learner is at {self.version}")
+        write_checkpoint(path, self._write_checkpoint, {**state, "version": self.version, "learner_node": self.node()})
+        return self.version
+
+    def _write_checkpoint(self, path):
         from transformers import AutoTokenizer
 
-        os.makedirs(path, exist_ok=True)
         if self.cfg.zero_stage == 3:  # partitions gathered whole for the Hugging Face copy
             import deepspeed
 
             with deepspeed.zero.GatheredParameters(list(self.engine.module.parameters()), modifier_rank=None):
-                state = {k: v.detach().clone() for k, v in self.engine.module.state_dict().items()}
-            self.engine.module.save_pretrained(path, state_dict=state)
+                weights = {k: v.detach().clone() for k, v in self.engine.module.state_dict().items()}
+            self.engine.module.save_pretrained(path, state_dict=weights)
         else:
             self.engine.module.save_pretrained(path)
         AutoTokenizer.from_pretrained(self.model_path).save_pretrained(path)
-        engine_dir = os.path.join(path, "engine")
-        tag = f"v{self.version}"
-        self.engine.save_checkpoint(engine_dir, tag=tag)
-        for old in os.listdir(engine_dir):  # `latest` names the new tag; older ones only fill the disk
-            if old != tag and old.startswith("v") and os.path.isdir(os.path.join(engine_dir, old)):
-                shutil.rmtree(os.path.join(engine_dir, old))
-        return self.version
+        self.engine.save_checkpoint(os.path.join(path, "engine"), tag=f"v{self.version}")
 
     def logprobs_of(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The learner model's log-prob of each completion token (`jury check-sync`)."""
@@ -272,7 +255,7 @@ class Learner:
 
     def stop(self):
         if self.inbox:
-            self.inbox.close()
+            self.inbox.receiver.close()
 
     def pid(self) -> int:
         return os.getpid()

@@ -35,7 +35,8 @@ def batch_result(groups: list[ScoredGroup], step: int, t_train: float, arrived: 
 
 
 def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
-    rewards = np.concatenate([g.rewards for g in groups if len(g.rewards)]) if groups else np.zeros(0)
+    scored = [g.rewards for g in groups if len(g.rewards) and g.error is None]
+    rewards = np.concatenate(scored) if scored else np.zeros(0)
     lengths = [len(s.token_ids) for g in groups for s in g.group.samples]
     pass_rates = [g.pass_rate for g in groups]
     gates = [g.gate for g in groups if g.gate is not None]
@@ -66,7 +67,7 @@ def ledger_row(g: ScoredGroup, step: int, t_train: float, arrived: float) -> Led
         staleness=step - r.version_start, generator=r.actor_id, verifier=g.worker_id,
         length=float(np.mean(lengths)) if lengths else 0.0,
         reward=float(np.mean(g.rewards)) if len(g.rewards) else math.nan,
-        pass_rate=g.pass_rate, majority_answer=g.majority_answer, error=r.error,
+        pass_rate=g.pass_rate, majority_answer=g.majority_answer, error=r.error or g.error,
         generate_s=r.generate_s, verify_wait_s=g.t_verify_start - r.t_generated, verify_s=g.verify_s,
         learner_wait_s=t_train - g.t_verified,
         # staleness accrues in wall time, so this is the verifier's share of it

@@ -22,8 +22,11 @@ from jury.protocol.messages import WeightUpdate
 
 
 class WeightSender:
-    def __init__(self, host: str, world_size: int, backend: str = "gloo", port: int = 0):
-        self.store = dist.TCPStore(host, port, world_size, is_master=True, timeout=timedelta(seconds=300),
+    def __init__(self, host: str, world_size: int, backend: str = "gloo", port: int = 0, timeout_s: float = 300.0):
+        """`timeout_s` bounds every wait of the group (forming it, each broadcast): a receiver that
+        never joins or stops taking part ends a sync with an error, not a hang."""
+        self.timeout = timedelta(seconds=timeout_s)
+        self.store = dist.TCPStore(host, port, world_size, is_master=True, timeout=self.timeout,
                                    wait_for_workers=False)
         self.host, self.port, self.world_size, self.backend = host, self.store.port, world_size, backend
         self.pg = None
@@ -31,9 +34,11 @@ class WeightSender:
     def connect(self):
         """Join the group as rank 0; returns once every receiver has joined too."""
         if self.backend == "gloo":
-            self.pg = dist.ProcessGroupGloo(self.store, 0, self.world_size, timedelta(seconds=300))
+            self.pg = dist.ProcessGroupGloo(self.store, 0, self.world_size, self.timeout)
         else:
-            self.pg = dist.ProcessGroupNCCL(self.store, 0, self.world_size, dist.ProcessGroupNCCL.Options())
+            opts = dist.ProcessGroupNCCL.Options()
+            opts._timeout = self.timeout
+            self.pg = dist.ProcessGroupNCCL(self.store, 0, self.world_size, opts)
 
     @staticmethod
     def layout(named_params, version: int, bucket_bytes: int = 64 << 20) -> WeightUpdate:

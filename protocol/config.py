@@ -23,6 +23,13 @@ class ConfigError(ValueError):
     pass
 
 
+def _require(obj, *rules: tuple[str, bool, str]):
+    """(field, ok, what it must be): the first rule that fails is refused, naming its field and value."""
+    for name, ok, must in rules:
+        if not ok:
+            raise ConfigError(f"{name} must be {must}, got {getattr(obj, name)!r}")
+
+
 # ── the Lean proof gate (verifier.gate=lean; verifiers/lean/) ──
 DEFAULT_HEADER = (
     "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\n"
@@ -182,6 +189,20 @@ class GeneratorConfig:
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {generator: 1}
 
+    def __post_init__(self):
+        _require(self, ("group_size", self.group_size >= 1, ">= 1"),
+                 ("temperature", self.temperature >= 0, ">= 0 (0 is greedy)"),
+                 ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
+                 ("max_new_tokens", self.max_new_tokens >= 1, ">= 1"),
+                 ("min_new_tokens", 0 <= self.min_new_tokens <= self.max_new_tokens, "in [0, max_new_tokens]"),
+                 ("dtype", self.dtype in ("auto", "float32", "bfloat16", "float16"),
+                  "one of auto, float32, bfloat16, float16"),
+                 ("max_num_seqs", self.max_num_seqs >= 1, ">= 1"),
+                 ("max_tasks_in_flight", self.max_tasks_in_flight >= 1, ">= 1"),
+                 ("tensor_parallel_size", self.tensor_parallel_size >= 1, ">= 1"),
+                 ("kv_cache_gib", self.kv_cache_gib >= 1, ">= 1"),
+                 ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
+
 
 @dataclass(frozen=True)
 class VerifierConfig:
@@ -196,6 +217,14 @@ class VerifierConfig:
     tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or "tiny" for the local tiny model
     tinyv_max_model_len: int = 4096
     num_cpus: float = 0.5
+
+    def __post_init__(self):
+        _require(self, ("reszero_c", self.reszero_c >= 0, ">= 0"),
+                 ("pool_workers", self.pool_workers >= 1, ">= 1 (checks run in these processes)"),
+                 ("check_timeout_s", self.check_timeout_s > 0, "> 0"),
+                 ("cache_size", self.cache_size >= 0, ">= 0"),
+                 ("tinyv_max_model_len", self.tinyv_max_model_len >= 1, ">= 1"),
+                 ("num_cpus", self.num_cpus >= 0, ">= 0"))
 
 
 @dataclass(frozen=True)
@@ -220,6 +249,17 @@ class LearnerConfig:
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {learner: 1}
 
+    def __post_init__(self):
+        _require(self, ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
+                 ("grad_clip", self.grad_clip >= 0, ">= 0 (0: no clipping)"),
+                 ("kl_coef", self.kl_coef >= 0, ">= 0"), ("clip_low", 0 <= self.clip_low < 1, "in [0, 1)"),
+                 ("clip_high", self.clip_high >= 0, ">= 0"), ("adv_eps", self.adv_eps > 0, "> 0"),
+                 ("tis_cap", self.tis_cap >= 0, ">= 0 (0: off)"),
+                 ("micro_batch", self.micro_batch >= 1, ">= 1"),
+                 ("zero_stage", self.zero_stage in (0, 1, 2, 3), "0, 1, 2 or 3"),
+                 ("threads", self.threads >= 1, ">= 1"),
+                 ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -241,15 +281,25 @@ class RunConfig:
     max_prompt_tokens: int = 128   # longer prompts are refused by the feeder (counted)
     weight_backend: Literal["gloo", "nccl"] = "gloo"
     bucket_mb: int = 64
-    curve: bool = False            # ZeroMQ CURVE: encrypt the data plane, refuse peers without the run's keys
+    # ZeroMQ CURVE: encrypt the data plane and refuse peers without the run's keys (handed out through
+    # Ray). auto: on when the Ray cluster has more than one node (queues then cross a network), off on
+    # one machine, where every endpoint is bound on loopback; false is the explicit opt-out
+    curve: Literal["auto", True, False] = "auto"
     checkpoint_every: int = 0      # learner steps between checkpoints (0: only the final one)
     # where the learner writes checkpoints (default: the run folder). The learner writes on its
     # own node: on a cluster give a path every node shares (NFS, EFS), or they stay on that node
     checkpoint_dir: str = ""
     max_restarts: int = 3          # Ray restarts of a crashed generator or verifier
     resend_after_s: float = 120.0  # the learner reports missing groups after waiting this long; they are re-sent
-    # fault injection, action:target@step[:seconds]: kill (-9 from outside), slow (seconds per item),
-    # raise (the worker's own loop raises on its next item), e.g. "kill:verifier0@3,slow:generator0@2:5"
+    # every wait of a weight sync (forming the group, the broadcast, each engine's acknowledgement):
+    # past it the run stops naming the role it waited for, instead of hanging
+    sync_timeout_s: float = 300.0
+    # refuse at start a run whose actors do not fit the cluster's nodes (off on a cluster that
+    # autoscales: the nodes it will add are not there to count yet)
+    check_resources: bool = True
+    # fault injection, action:target@step[:seconds]: kill (-9 from outside), kill_engine (-9 of a
+    # generator's vLLM engine core), kill_pool (-9 of a verifier's check process), slow (seconds per
+    # item), raise (the worker's own loop raises on its next item), e.g. "kill:verifier0@3,slow:generator0@2:5"
     faults: str = ""
     run_dir: str = ""              # default: runs/<timestamp>
     group_timeout_s: float = 600.0  # the learner gives up waiting for a batch after this
@@ -278,16 +328,28 @@ class RunConfig:
             raise ConfigError(
                 f"max_prompt_tokens + generator.max_new_tokens ({self.max_prompt_tokens} + "
                 f"{self.generator.max_new_tokens}) exceeds max_model_len ({self.max_model_len})")
-        if self.verifier.check_timeout_s <= 0:
-            raise ConfigError("verifier.check_timeout_s must be > 0")
-        if self.checkpoint_every < 0 or self.max_restarts < 0 or self.resend_after_s <= 0:
-            raise ConfigError("checkpoint_every and max_restarts must be >= 0, resend_after_s > 0")
+        _require(self, ("seed", self.seed >= 0, ">= 0"), ("checkpoint_every", self.checkpoint_every >= 0, ">= 0"),
+                 ("max_restarts", self.max_restarts >= 0, ">= 0"), ("resend_after_s", self.resend_after_s > 0, "> 0"),
+                 ("sync_timeout_s", self.sync_timeout_s > 0, "> 0"),
+                 ("group_timeout_s", self.group_timeout_s > 0, "> 0"),
+                 ("model", bool(self.model), '"tiny" or a Hugging Face model folder'),
+                 ("dataset", bool(self.dataset), '"synthetic" or a path'))
+        if self.weight_backend == "nccl" and (self.learner.num_gpus < 1 or self.generator.num_gpus <= 0):
+            raise ConfigError("weight_backend=nccl runs between GPUs only: it needs learner.num_gpus >= 1 and "
+                              f"generator.num_gpus > 0 (got {self.learner.num_gpus} and {self.generator.num_gpus}); "
+                              "use weight_backend=gloo on the CPU")
         parse_faults(self.faults, self.num_generators, self.num_verifiers)
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):
             raise ConfigError(f"forced_staleness must be k or {{k: weight}} with k >= 0 and weights > 0, "
                               f"got {self.forced_staleness!r}")
+
+    @property
+    def admission_window(self) -> int:
+        """Batches the feeder may have admitted past the generators' version: max_staleness + 1, or
+        the largest forced k + 1 (a task is admitted in order and held until its release version)."""
+        return (max(self.forced_staleness) if self.forced_staleness else self.max_staleness) + 1
 
 
 @dataclass(frozen=True)
@@ -312,10 +374,12 @@ def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1) -> 
         except ValueError:
             raise ConfigError(f"faults: {item!r} is not action:target@step[:seconds]") from None
         limit = {"generator": num_generators, "verifier": num_verifiers, "learner": 1}.get(role)
-        if action not in ("kill", "slow", "raise") or limit is None or not 0 <= index < limit or fault.step < 0 \
-                or (role == "learner" and action != "kill"):
-            raise ConfigError(f"faults: {item!r}: action kill|slow|raise, target generator<i>|verifier<i>|learner0 "
-                              f"that exists (the learner can only be killed), step >= 0")
+        allowed = {"generator": ("kill", "kill_engine", "slow", "raise"),
+                   "verifier": ("kill", "kill_pool", "slow", "raise"), "learner": ("kill",)}.get(role, ())
+        if action not in allowed or limit is None or not 0 <= index < limit or fault.step < 0:
+            raise ConfigError(f"faults: {item!r}: action kill|slow|raise (kill_engine for a generator, kill_pool "
+                              f"for a verifier), target generator<i>|verifier<i>|learner0 that exists (the learner "
+                              f"can only be killed), step >= 0")
         faults.append(fault)
     return faults
 

@@ -105,6 +105,9 @@ class ScoredGroup:
     counts: dict[str, float] = field(default_factory=dict)
     t_verify_start: float = 0.0  # wall clock when the worker took the group (queue wait = this - t_generated)
     t_verified: float = 0.0      # ... and when it sent it on
+    # set when the verifier could not score the group (after retries): the learner trains on no
+    # sample of it (a group that could not be checked is never trained as reward 0)
+    error: str | None = None
 
 
 @dataclass
@@ -142,7 +145,7 @@ class LedgerRow:
     reward: float                # mean reward
     pass_rate: float
     majority_answer: str | None
-    error: str | None            # the generator refused the task (its group has no samples)
+    error: str | None            # the generator refused the task, or the verifier could not score it
     generate_s: float
     verify_wait_s: float         # generated -> a verifier took it
     verify_s: float

@@ -87,18 +87,39 @@ class _AllowKeys:
 class QueueStats:
     sent: int = 0
     received: int = 0
-    rejected: int = 0  # malformed or unknown frames, dropped with a log line
+    rejected: int = 0  # malformed frames, unknown types, and messages of a type this queue does not take
 
     def as_dict(self, prefix: str) -> dict[str, int]:
         return {f"{prefix}/sent": self.sent, f"{prefix}/received": self.received, f"{prefix}/rejected": self.rejected}
 
 
+class RateLimitedLog:
+    """One warning line per `interval_s` with the count since the last line: a flood of bad
+    frames must not become a flood of log lines (the counters keep the exact numbers)."""
+
+    def __init__(self, interval_s: float = 10.0, logger: logging.Logger = log):
+        self.interval_s, self.logger, self.last, self.pending = interval_s, logger, -float("inf"), 0
+
+    def warn(self, fmt: str, *args):
+        self.pending += 1
+        now = time.monotonic()
+        if now - self.last >= self.interval_s:
+            more = f" (and {self.pending - 1} more since the last report)" if self.pending > 1 else ""
+            self.logger.warning(fmt + more, *args)
+            self.last, self.pending = now, 0
+
+
 class Receiver:
-    """A PULL socket, bound to a random port or connected, feeding a bounded local queue."""
+    """A PULL socket, bound to a random port or connected, feeding a bounded local queue.
+
+    `accept` names the message types this queue takes (e.g. only ScoredGroup on the learner's):
+    anything else, like a malformed frame, is refused and counted as rejected."""
 
     def __init__(self, host: str = "127.0.0.1", *, connect: list[str] | None = None,
-                 hwm: int = 64, maxsize: int = 64, name: str = "recv", curve: CurveKeys | None = None):
-        self.name, self.stats = name, QueueStats()
+                 hwm: int = 64, maxsize: int = 64, name: str = "recv", curve: CurveKeys | None = None,
+                 accept: tuple[type, ...] = ()):
+        self.name, self.stats, self.accept = name, QueueStats(), accept
+        self._refusals = RateLimitedLog()
         self._queue: queue.Queue = queue.Queue(maxsize=maxsize)
         self._ctx = zmq.Context.instance()
         self._sock = self._ctx.socket(zmq.PULL)
@@ -125,9 +146,12 @@ class Receiver:
             frames = self._sock.recv_multipart(copy=False)
             try:
                 msg = decode(frames)
+                if self.accept and not isinstance(msg, self.accept):
+                    raise DecodeError(f"a {type(msg).__name__} does not belong on this queue "
+                                      f"(it takes {', '.join(c.__name__ for c in self.accept)})")
             except DecodeError as e:
                 self.stats.rejected += 1
-                log.warning("%s: rejected a frame (%s); %d rejected so far", self.name, e, self.stats.rejected)
+                self._refusals.warn("%s: rejected a frame (%s); %d rejected so far", self.name, e, self.stats.rejected)
                 continue
             self.stats.received += 1
             while not self._stop.is_set():

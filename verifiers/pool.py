@@ -3,8 +3,9 @@
 `concurrent.futures` cannot stop one hung task, and symbolic math on model output
 can hang (`10^{10^{10}}`). Here each worker is a process with a pipe; an item past
 its deadline gets its process killed and replaced, and comes back as a "timeout"
-result. A process that dies mid-item (a crash, the memory limit) comes back as
-"error" and is replaced too. Nothing is ever lost: `map` returns one result per item.
+result. A process that dies mid-item (a crash, the memory limit, a kill from outside) is
+replaced and the item tried once more; dying twice makes it "error". A process found dead
+while idle is replaced before use. Nothing is ever lost: `map` returns one result per item.
 
 Functions are named as "module:function" and imported in the worker, so no code
 travels through the pipe.
@@ -12,6 +13,7 @@ travels through the pipe.
 from __future__ import annotations
 
 import importlib
+import logging
 import multiprocessing as mp
 import time
 from collections import deque
@@ -20,6 +22,8 @@ from multiprocessing.connection import wait
 from typing import Any
 
 _MEMORY_LIMIT = 2 << 30  # bytes of address space per check process
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -75,16 +79,32 @@ class CheckPool:
         self.restarts = 0
 
     def map(self, func: str, items: list[tuple]) -> list[PoolResult]:
-        """Run func(*item) for every item, in parallel over the workers; one result per item."""
+        """Run func(*item) for every item, in parallel over the workers; one result per item.
+
+        A process found dead (killed while idle, say) is replaced before it is used. An item
+        whose process dies under it is run once more on a fresh process: a process killed from
+        outside must not turn a sound answer into an "error"; an item that kills its process
+        twice (a memory bomb) ends as "error"."""
         results: list[PoolResult | None] = [None] * len(items)
         pending = deque(range(len(items)))
+        deaths = [0] * len(items)
         idle = list(self._workers)
         running: dict[int, tuple[_Worker, int, float]] = {}  # conn fileno -> (worker, item, start)
         while pending or running:
             while pending and idle:
                 w, i = idle.pop(), pending.popleft()
-                w.conn.send((func, items[i]))
+                try:
+                    if not w.proc.is_alive():
+                        raise BrokenPipeError(f"check process {w.proc.pid} is dead (exit {w.proc.exitcode})")
+                    w.conn.send((func, items[i]))
+                except (BrokenPipeError, ConnectionResetError, OSError) as e:
+                    log.warning("check pool: %s; replacing it", e)
+                    idle.append(self._replace(w))
+                    pending.appendleft(i)
+                    continue
                 running[w.conn.fileno()] = (w, i, time.perf_counter())
+            if not running:
+                continue
             first_deadline = min(t0 for _, _, t0 in running.values()) + self.timeout_s
             ready = wait([w.conn for w, _, _ in running.values()], timeout=max(0.0, first_deadline - time.perf_counter()))
             now = time.perf_counter()
@@ -96,8 +116,13 @@ class CheckPool:
                                             "" if status == "ok" else value)
                     idle.append(w)
                 except (EOFError, OSError):  # the process died mid-item
-                    results[i] = PoolResult("error", None, now - t0, f"check process died (exit {w.proc.exitcode})")
+                    exitcode = w.proc.exitcode
                     idle.append(self._replace(w))
+                    deaths[i] += 1
+                    if deaths[i] < 2:
+                        pending.append(i)  # once more, on a fresh process
+                    else:
+                        results[i] = PoolResult("error", None, now - t0, f"check process died twice (exit {exitcode})")
             for key, (w, i, t0) in list(running.items()):
                 if now - t0 >= self.timeout_s:
                     del running[key]

@@ -7,8 +7,9 @@
 
 Verdicts against the label are always computed when a label exists, because the pass
 rate is a metric every run wants; whether the reward may read them is the scheme's
-business (JURY-RL and majority vote never do). A group whose scoring fails is still
-sent, with "error" verdicts and zero rewards, so the learner never waits for it.
+business (JURY-RL and majority vote never do). A group whose scoring fails is scored
+again; if it still fails it is sent marked `error` (so the learner never waits for it)
+and the learner trains on none of it.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from jury.verifiers.schemes import make_scheme
 
 log = logging.getLogger(__name__)
 CHECK_FN = "jury.verifiers.math.verify:check"
+SCORE_ATTEMPTS = 3
 NAME = "math"
 
 
@@ -68,8 +70,8 @@ class VerifierWorker:
             self.scheme = DerlScheme(derl, self.scheme)
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
         self.cache = VerdictCache(cfg.cache_size)
-        self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "verify_s": 0.0,
-                                         "pool_checks": 0}
+        self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "score_retries": 0,
+                                         "verify_s": 0.0, "pool_checks": 0}
         self.kinds: dict[str, int] = {}
         self.rollouts = self.scored = None
         self._thread = None
@@ -82,7 +84,8 @@ class VerifierWorker:
             import ray  # only on a cluster: this node's address
 
             host = ray.util.get_node_ip_address()
-        self.rollouts = Receiver(host, hwm=256, maxsize=256, name=f"{self.worker_id}-rollouts", curve=curve)
+        self.rollouts = Receiver(host, hwm=256, maxsize=256, name=f"{self.worker_id}-rollouts", curve=curve,
+                                 accept=(RolloutGroup,))
         self.scored = Sender([learner_endpoint], hwm=256, maxsize=256, name=f"{self.worker_id}-scored", curve=curve)
         self._thread = threading.Thread(target=self._loop, name=self.worker_id, daemon=True)
         self._thread.start()
@@ -105,27 +108,33 @@ class VerifierWorker:
             msg = self.rollouts.get(timeout=0.5)
             if msg is None:
                 continue
-            if isinstance(msg, Shutdown):
+            if isinstance(msg, Shutdown):  # local: stop() woke the queue
                 return
-            if not isinstance(msg, RolloutGroup):
-                log.warning("%s: ignoring a %s on the rollout queue", self.worker_id, type(msg).__name__)
-                continue
             self._injected_fault()
             self.scored.send(self.score(msg))
 
     # ── the work ──
     def score(self, group: RolloutGroup) -> ScoredGroup:
+        """Score a group; a failure is tried again (the pool has replaced a dead process by then),
+        and a group that still cannot be scored goes out marked `error`, so that the learner
+        trains on none of it: an unchecked group must never become reward 0."""
         t0, wall0 = time.perf_counter(), time.time()
-        try:
-            scored = self._score(group)
-        except Exception:  # fail loudly in the log, convert at the boundary
-            log.exception("%s: scoring task %s failed", self.worker_id, group.task.task_id)
+        for attempt in range(1, SCORE_ATTEMPTS + 1):
+            try:
+                scored = self._score(group)
+                break
+            except Exception as e:  # fail loudly in the log, convert at the boundary
+                log.exception("%s: scoring task %s failed (attempt %d of %d)", self.worker_id,
+                              group.task.task_id, attempt, SCORE_ATTEMPTS)
+                self.counts["score_retries"] += attempt < SCORE_ATTEMPTS
+                error = f"{type(e).__name__}: {e}"[:500]
+        else:
             self.counts["failed_groups"] += 1
             g = len(group.samples)
             scored = ScoredGroup(group=group, verdicts=[Verdict("error", NAME, 0.0)] * g,
                                  rewards=np.zeros(g, np.float32), scheme=self.cfg.reward, majority_answer=None,
                                  vote_share=0.0, gate=None, num_distinct=0, verify_s=0.0,
-                                 counts={"verifier/failed_groups": 1.0}, worker_id=self.worker_id)
+                                 counts={"verifier/failed_groups": 1.0}, worker_id=self.worker_id, error=error)
         scored.verify_s = time.perf_counter() - t0
         scored.t_verify_start, scored.t_verified = wall0, wall0 + scored.verify_s
         self.counts["groups"] += 1

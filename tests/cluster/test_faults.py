@@ -17,7 +17,7 @@ def _ledger(run_dir):
         return [json.loads(line) for line in f]
 
 
-def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch):
+def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch, max_staleness=1):
     entries = _ledger(run_dir)
     indices = [e["index"] for e in entries]
     assert sorted(indices) == list(range(steps * batch)), "a group was lost or trained twice"
@@ -25,30 +25,46 @@ def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch):
     assert summary["feeder/admitted"] == steps * batch
     for e in entries:  # each group trained in its own batch, within the staleness bound
         assert e["step"] == e["index"] // batch
-        assert e["step"] - e["version_start"] <= 1
+        assert e["step"] - e["version_start"] <= max_staleness
 
 
-@pytest.mark.parametrize("fault", ["kill:verifier0", "kill:generator0", "raise:verifier0", "raise:generator0"])
-def test_a_dead_worker_loses_no_group_and_counts_none_twice(tiny_model_path, tmp_path, fault):
+@pytest.mark.parametrize("fault,extra", [
+    ("kill:verifier0", []), ("kill:generator0", []), ("raise:verifier0", []), ("raise:generator0", []),
+    # the engine core under a generator, killed with a sync every step and with one every 4 steps
+    ("kill_engine:generator0", []), ("kill_engine:generator0", ["sync_every=4", "max_staleness=3", "steps=6"]),
+    ("kill_pool:verifier0", ["verifier.reward=ground_truth"]),
+])
+def test_a_dead_worker_loses_no_group_and_counts_none_twice(tiny_model_path, tmp_path, fault, extra):
     """kill: -9 from outside. raise: the worker's own loop raises; the actor must fail at once
-    (not live on, scoring or generating nothing) and say why in its log."""
+    (not live on, scoring or generating nothing) and say why in its log. kill_engine: the vLLM
+    engine core dies under a live generator actor, which must notice and fail. kill_pool: a
+    verifier's check process dies; the pool replaces it and no group is trained unchecked."""
     import time
 
     from jury.cluster.driver import train
 
     t0 = time.time()
-    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", f"faults={fault}@2"])
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", f"faults={fault}@2", *extra])
     summary = train(cfg)
     rows = read_metrics(tmp_path)
-    assert [r["step"] for r in rows] == list(range(5))
+    assert [r["step"] for r in rows] == list(range(cfg.steps))
+    _assert_nothing_lost_nothing_twice(tmp_path, summary, cfg.steps, 2, cfg.max_staleness)
+    assert summary["error_samples"] == 0 and not any(e["error"] for e in _ledger(tmp_path))
+    if fault.startswith("kill_pool"):  # the worker lives on; its pool replaced the process
+        assert summary["verifier0/pool_restarts"] >= 1
+        assert sum(r["reward/pass_rate"] for r in rows) > 0
+        return
     assert summary["pipeline/recoveries"] >= 1, "the dead worker was never wired back in"
-    assert summary["feeder/resent"] >= 1
-    _assert_nothing_lost_nothing_twice(tmp_path, summary, 5, 2)
-    if fault.startswith("raise"):
+    assert summary["feeder/resent"] >= 1 or fault.startswith("kill_engine")
+    if fault.startswith("raise") or fault.startswith("kill_engine"):
         target = fault.split(":")[1]
-        said = [f for f in _ray_logs_since(t0) if f"fault injection: {target}'s loop raises" in f.read_text(errors="replace")]
-        assert said, "the original exception is not in the dead actor's log"
-        assert "the actor exits so that Ray restarts it" in said[0].read_text(errors="replace")
+        why = "loop raises" if fault.startswith("raise") else "engine core is dead"
+        said = [f for f in _ray_logs_since(t0) if "the actor exits so that Ray restarts it" in _text(f)]
+        assert any(why in _text(f) for f in said), f"{target}'s log does not say why it died"
+
+
+def _text(path) -> str:
+    return path.read_text(errors="replace")
 
 
 def _ray_logs_since(t0: float):
@@ -101,3 +117,33 @@ def test_a_dead_learner_stops_the_run_with_a_clear_message(tiny_model_path, tmp_
     while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
         time.sleep(1)
     assert not live_pids(set(descendants(os.getpid())) - before), "processes left after the learner died"
+
+
+def test_a_full_disk_keeps_the_last_good_checkpoint_and_resume_uses_it(tiny_model_path, tmp_path):
+    """checkpoint_dir on a small disk: the first checkpoint fits, the final does not (the old one and
+    its replacement are both on disk during a save). The run stops with a message naming the path
+    and the free space; the checkpoint of step 2 is whole, and a resume from it finishes the run."""
+    import subprocess
+
+    from jury.cluster.driver import RunFailed, train
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root): run as root, as CI does, to test a full disk")
+    try:
+        cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "steps=4", "checkpoint_every=2",
+                                 f"checkpoint_dir={disk}"])
+        with pytest.raises(RunFailed, match=rf"final checkpoint could not be written: checkpoint at {disk}/final "
+                                            r"failed .* MiB free there; the last good checkpoint is kept"):
+            train(cfg)
+        assert [r["checkpoint/failed"] for r in read_metrics(tmp_path) if "checkpoint/failed" in r] == [0.0]
+        assert sorted(p.name for p in disk.iterdir()) == ["checkpoint"]  # no partial save left behind
+        resumed = load_config(str(tmp_path / "config.yaml"), [f"checkpoint_dir={tmp_path / 'big'}"])
+        summary = train(resumed, resume=str(tmp_path))
+        rows = read_metrics(tmp_path)
+        assert [r["step"] for r in rows] == [0, 1, 2, 3] and rows[2]["learner/version"] == 3
+        assert summary["final_checkpoint"] == str(tmp_path / "big" / "final")
+        _assert_nothing_lost_nothing_twice(tmp_path, summary, 4, 2)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)])

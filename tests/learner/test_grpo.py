@@ -62,6 +62,23 @@ def test_refused_groups_are_left_out_and_an_all_refused_batch_is_none():
     assert b.num_groups == 1 and b.input_ids.shape[0] == 2
 
 
+def test_groups_the_verifier_could_not_score_are_not_trained_as_reward_0():
+    from dataclasses import replace
+
+    unscored = replace(_scored(1, [1], [[4], [5], [6]], [0.0, 0.0, 0.0]), error="RuntimeError: pool died")
+    assert collate([unscored], LearnerConfig(), pad_id=0) is None
+    b = collate([unscored, _scored(0, [1], [[2], [3]], [1.0, 0.0])], LearnerConfig(), pad_id=0)
+    assert b.num_groups == 1 and b.input_ids[:, 1].tolist() == [2, 3]  # only the scored group's samples
+
+
+def test_a_batch_of_refused_groups_has_metrics_not_a_crash():
+    from jury.learner.ledger import batch_result
+
+    result = batch_result([_scored(0, [1], [], []), _scored(1, [1], [], [])], step=0, t_train=1.0, arrived={})
+    assert math.isnan(result.metrics["reward/mean"]) and result.metrics["rollout/tokens"] == 0.0
+    assert len(result.ledger) == 2
+
+
 def _tiny_llama():
     from transformers import LlamaConfig, LlamaForCausalLM
 

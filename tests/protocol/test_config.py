@@ -25,6 +25,20 @@ def test_defaults_and_overrides(tmp_path):
     (["max_prompt_tokens=250"], "max_prompt_tokens"),
     (["generator=5"], "generator"),
     (["novalue"], "key=value"),
+    # values nobody here wrote, tried from outside: each was accepted and broke the run later
+    (["learner.micro_batch=0"], r"learner\.micro_batch must be >= 1, got 0"),
+    (["generator.top_p=2"], r"generator\.top_p must be in \(0, 1\], got 2"),
+    (["verifier.pool_workers=0"], r"verifier\.pool_workers must be >= 1"),
+    (["learner.lr=-1"], r"learner\.lr must be > 0, got -1"),
+    (["generator.temperature=-1"], r"generator\.temperature must be >= 0"),
+    (["learner.zero_stage=7"], r"learner\.zero_stage must be 0, 1, 2 or 3, got 7"),
+    (["group_timeout_s=-5"], r"group_timeout_s must be > 0, got -5"),
+    (["weight_backend=nccl"], r"weight_backend=nccl runs between GPUs only"),
+    (["generator.min_new_tokens=20"], r"generator\.min_new_tokens must be in \[0, max_new_tokens\]"),
+    (["learner.clip_low=1.5"], r"learner\.clip_low"),
+    (["sync_timeout_s=0"], r"sync_timeout_s must be > 0"),
+    (["model="], r"model must be"),
+    (["faults=kill_engine:verifier0@1"], r"kill_engine for a generator"),
 ])
 def test_bad_values_are_refused_naming_the_field(overrides, field):
     with pytest.raises(ConfigError, match=field):

@@ -101,3 +101,35 @@ def test_curve_refuses_peers_without_the_run_keys():
         for s in senders + [good]:
             s.close()
         recv.close()
+
+
+def test_a_queue_takes_only_its_own_message_types():
+    """Frames of the wrong kind are refused and counted, not delivered or dropped in silence."""
+    from jury.protocol.messages import ScoredGroup, WeightUpdate
+
+    recv = Receiver(name="learner-scored", accept=(ScoredGroup,))
+    try:
+        push_frames(recv.endpoint, [encode(_task(0)), encode(WeightUpdate(1, [], [], [], [])),
+                                    encode(Shutdown("from the wire")), [b"\xc1"]])
+        deadline = time.monotonic() + 10
+        while recv.stats.rejected < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (recv.stats.rejected, recv.stats.received) == (4, 0)
+        assert recv.get(timeout=0.2) is None
+    finally:
+        recv.close()
+
+
+def test_a_flood_of_bad_frames_is_counted_exactly_and_logged_rarely(caplog):
+    recv = Receiver(name="flooded", hwm=20_000)
+    try:
+        with caplog.at_level("WARNING", logger="jury.protocol.transport"):
+            push_frames(recv.endpoint, [[b"not a message"]] * 10_000)
+            deadline = time.monotonic() + 60
+            while recv.stats.rejected < 10_000 and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert recv.stats.rejected == 10_000
+        lines = [r for r in caplog.records if "rejected a frame" in r.getMessage()]
+        assert 1 <= len(lines) <= 7, f"{len(lines)} warning lines for 10,000 bad frames"  # one per 10 s at most
+    finally:
+        recv.close()

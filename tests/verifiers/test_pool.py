@@ -12,11 +12,11 @@ def test_timeout_crash_and_errors_are_results_and_the_pool_recovers():
         res = pool.map("time:sleep", [(0.05,), (30,), (0.05,)])
         assert [r.status for r in res] == ["ok", "timeout", "ok"]
         assert time.monotonic() - t0 < 5, "a hung check held the pool past its timeout"
-        assert pool.map("os:_exit", [(3,)])[0].status == "error"       # the process died mid-item
+        assert pool.map("os:_exit", [(3,)])[0].status == "error"       # the process died mid-item, twice
         res = pool.map("math:sqrt", [(-1,), (9,)])
         assert res[0].status == "error" and "math domain" in res[0].detail
         assert res[1].status == "ok" and res[1].value == 3.0
-        assert pool.restarts == 2
+        assert pool.restarts == 3  # one timeout, and the item that killed its process was tried twice
         pids = [w.proc.pid for w in pool._workers]
     finally:
         pool.close()
@@ -30,5 +30,30 @@ def test_memory_bomb_is_an_error_not_a_dead_caller():
         res = pool.map("builtins:bytearray", [(4 << 30,), (3,)])
         assert res[0].status == "error"
         assert res[1].status == "ok" and res[1].value == bytearray(3)
+    finally:
+        pool.close()
+
+
+def test_a_process_killed_from_outside_is_replaced_and_loses_no_check():
+    """kill -9 of an idle check process, then of one in the middle of an item: every check still
+    answers "ok" (the pool replaces the dead process and runs the item again)."""
+    import signal
+    import threading
+
+    pool = CheckPool(workers=2, timeout_s=10.0)
+    try:
+        os.kill(pool._workers[0].proc.pid, signal.SIGKILL)
+        pool._workers[0].proc.join(5)
+        res = pool.map("math:sqrt", [(4,), (9,), (16,)])
+        assert [(r.status, r.value) for r in res] == [("ok", 2.0), ("ok", 3.0), ("ok", 4.0)]
+        assert pool.restarts == 1
+
+        victims = [w.proc.pid for w in pool._workers]
+        killer = threading.Timer(0.5, lambda: [os.kill(pid, signal.SIGKILL) for pid in victims])
+        killer.start()
+        res = pool.map("time:sleep", [(2,), (2,)])  # both processes die under their items
+        killer.join()
+        assert [r.status for r in res] == ["ok", "ok"], [r.detail for r in res]
+        assert pool.restarts == 3
     finally:
         pool.close()

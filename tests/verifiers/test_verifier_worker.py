@@ -69,8 +69,35 @@ def test_a_scoring_crash_still_sends_the_group(worker, monkeypatch):
     monkeypatch.setattr(worker.scheme, "score", boom)
     sg = worker.score(_group(["\\boxed{12}", "\\boxed{1}"]))
     assert [v.kind for v in sg.verdicts] == ["error", "error"]
-    assert sg.rewards.tolist() == [0.0, 0.0]
+    assert sg.error == "RuntimeError: scheme bug"  # marked, so the learner trains on none of it
     assert worker.stats()["verifier/failed_groups"] == 1
+    assert worker.stats()["verifier/score_retries"] == 2
+
+
+def test_a_failure_that_passes_is_scored_again_not_sent_as_zero(worker, monkeypatch):
+    real, calls = worker.scheme.score, []
+
+    def flaky(group, view):
+        calls.append(group.task.task_id)
+        if len(calls) == 1:
+            raise BrokenPipeError("a check process died")
+        return real(group, view)
+
+    monkeypatch.setattr(worker.scheme, "score", flaky)
+    sg = worker.score(_group(["\\boxed{12}", "\\boxed{1}"]))
+    assert sg.error is None and sg.rewards.tolist() == [1.0, 0.0] and len(calls) == 2
+
+
+def test_a_dead_check_process_costs_no_verdict(worker):
+    """kill -9 of the worker's check process: the next group's checks still run (no reward 0)."""
+    import os
+    import signal
+
+    os.kill(worker.pool._workers[0].proc.pid, signal.SIGKILL)
+    worker.pool._workers[0].proc.join(5)
+    sg = worker.score(_group(["\\boxed{\\frac{24}{2}}", "\\boxed{6+6}", "\\boxed{13}"], index=3))
+    assert [v.kind for v in sg.verdicts] == ["correct", "correct", "incorrect"] and sg.error is None
+    assert worker.stats()["verifier/pool_restarts"] == 1
 
 
 def test_queues_in_and_out_survive_a_malformed_frame(worker):

@@ -1,0 +1,101 @@
+"""Checkpoints that are whole or absent: written beside the last one, swapped in by rename.
+
+    write_checkpoint(path, write, state)    # write(staging) fills a sibling folder, then:
+        staging/state.json                  #   the run's state (version, data position, ...)
+        staging/manifest.json               #   every file with its size, written last
+        path -> path.old, staging -> path   #   two renames; path.old removed after
+    state = read_checkpoint(path)           # refuses a folder whose manifest does not match
+
+A save that fails half-way (a full disk, a crash) leaves the last good checkpoint where it
+was and removes its own partial files; its error names the path and the free space there.
+A crash between the two renames leaves `path.old` whole, and `read_checkpoint` takes it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+MANIFEST = "manifest.json"
+STATE = "state.json"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that could not be written, or one that is not whole; the message says where."""
+
+
+def write_checkpoint(path: str | os.PathLike, write: Callable[[Path], None], state: dict) -> Path:
+    """Fill a staging folder beside `path` with write(staging) and the state, then swap it in."""
+    path = Path(path)
+    staging, old = path.with_name(f".{path.name}.partial"), path.with_name(f".{path.name}.old")
+    shutil.rmtree(staging, ignore_errors=True)  # a crashed save's leftovers
+    try:
+        staging.mkdir(parents=True)
+        write(staging)
+        _write_json(staging / STATE, state)
+        files = {}
+        for f in sorted(staging.rglob("*")):
+            if f.is_file():  # on disk before the manifest says it is there
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+                files[str(f.relative_to(staging))] = f.stat().st_size
+        _write_json(staging / MANIFEST, {"version": state.get("version"), "files": files})
+        _fsync_dir(staging)
+    except Exception as e:  # OSError, or a library's own error for a short write (torch.save's RuntimeError)
+        shutil.rmtree(staging, ignore_errors=True)
+        why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {str(e)[:200]}"
+        raise CheckpointError(f"checkpoint at {path} failed ({why}); {_free(path)} free there; "
+                              f"the last good checkpoint is kept") from None
+    if path.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(path, old)
+    os.replace(staging, path)
+    _fsync_dir(path.parent)
+    shutil.rmtree(old, ignore_errors=True)
+    return path
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict:
+    """The state of a whole checkpoint at `path` (or of `.path.old`, left by a crash mid-swap)."""
+    path = Path(path)
+    old = path.with_name(f".{path.name}.old")
+    if not (path / MANIFEST).exists() and (old / MANIFEST).exists():
+        path = old
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+        state = json.loads((path / STATE).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path} is not a whole checkpoint: {e}") from None
+    for rel, size in manifest["files"].items():
+        f = path / rel
+        if not f.is_file() or f.stat().st_size != size:
+            raise CheckpointError(f"{path} is not a whole checkpoint: {rel} is "
+                                  f"{'missing' if not f.is_file() else f'{f.stat().st_size} bytes, not {size}'}")
+    if state.get("version") != manifest["version"]:
+        raise CheckpointError(f"{path}: state.json says version {state.get('version')}, "
+                              f"the manifest {manifest['version']}")
+    return {**state, "path": str(path)}
+
+
+def _write_json(path: Path, data: dict):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _free(path: Path) -> str:
+    for p in (path, *path.parents):
+        if p.exists():
+            return f"{shutil.disk_usage(p).free / 2**20:.1f} MiB"
+    return "unknown"
