@@ -285,7 +285,8 @@ def strip_comments(src: str) -> str:
     out, last = [], 0
     for t in toks:
         out.append("".join(c if c == "\n" else " " for c in src[last:t.start]))
-        out.append("".join(c if c == "\n" else " " for c in t.text) if t.kind in ("doc", "moddoc") else t.text)
+        text = src[t.start:t.end]
+        out.append("".join(c if c == "\n" else " " for c in text) if t.kind in ("doc", "moddoc") else text)
         last = t.end
     out.append("".join(c if c == "\n" else " " for c in src[last:]))
     return "".join(out)

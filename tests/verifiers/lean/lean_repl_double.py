@@ -37,8 +37,8 @@ BODY` (or `NAME SIG | alt ...`, equation style):
     of every declared constant the body names (an `axiom` brings itself).
 def/abbrev/instance/structure/class/inductive/opaque are recorded with their kind; an
 opaque's value brings its axioms. A signature containing `ill_typed` fails to elaborate
-("type mismatch"). A declaration's elaborated type is its signature text (whitespace
-ignored) plus the local instances, notations and variables in scope when it was
+("type mismatch"). A declaration's elaborated type is its signature (its text
+as Lean tokens) plus the local instances, notations and variables in scope when it was
 elaborated. `#print axioms NAME` answers as Lean 4 does: "'NAME' depends on axioms: [a,
 b]" or "'NAME' does not depend on any axioms" (info). `example : @A = @B := rfl` passes
 when A and B have the same elaborated type, else "type mismatch". The verifier's own
@@ -58,7 +58,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from lean_lexer_ref import strip_comments  # noqa: E402
+from lean_lexer_ref import LeanLexError, strip_comments, tokenize  # noqa: E402
 
 STANDARD_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
 TACTICS = re.compile(r"(?<![\w.])(norm_num|linarith|nlinarith|simp|simp_all|simpa|omega|decide|rfl|ring|ring_nf|"
@@ -80,7 +80,7 @@ PREFIX_IN = re.compile(r"^(set_option\s+([\w.]+)\s+(\S+)|open\s+[^\n]*?)\s+in\b\
 DECL = re.compile(r"(theorem|lemma|example)\s*([^\s(:{\[⦃]*)(.*)", re.S)
 AXIOM = re.compile(r"axiom\s+([^\s(:{\[]+)(.*)", re.S)
 COMPARE = re.compile(r"example\s*:\s*@([\w.']+)\s*=\s*@([\w.']+)\s*:=\s*rfl\s*$", re.S)
-CHECK_TARGET = re.compile(r"env\.find\? `([\w.']+) \| throwError \"jury-check: no target")
+CHECK_TARGET = re.compile(r"env\.find\? `([^\s|]+) \| throwError \"jury-check: no target")
 SORRY_OPTIONS = ("debug.byAsSorry", "debug.proofAsSorry", "debug.terminalTacticsAsSorry")
 
 
@@ -190,7 +190,7 @@ class Run:
             self.env.scopes.pop()
 
     def decl(self, kind, sig, axioms, kernel_bad=False):
-        return {"kind": kind, "sig": " ".join(sig.split()), "ctx": self.env.context, "axioms": set(axioms),
+        return {"kind": kind, "sig": token_texts(sig), "ctx": self.env.context, "axioms": set(axioms),
                 "kernel_bad": kernel_bad}
 
     def record(self, body, at, kind, options):
@@ -199,6 +199,10 @@ class Run:
         name = self.env.prefix() + (m.group(1) or f"inst{len(self.env.decls)}")
         if name in self.env.decls:
             self.msg(at, at + len(body.rstrip()), "error", f"'{name}' has already been declared")
+            return
+        if kind == "inductive" and m.group(1) and re.search(r"\(\s*" + re.escape(m.group(1)) + r"\s*→", body):
+            self.msg(at, at + len(body.rstrip()), "error", f"(kernel) arg #1 of '{name}.mk' has a non positive "
+                     "occurrence of the datatypes being declared")
             return
         axioms = self.used_axioms(m.group(3))
         if "sorryAx" in m.group(3):
@@ -417,6 +421,14 @@ def is_false(concl):
     except (SyntaxError, ZeroDivisionError):
         return False
     return not {"=": a == b, "≠": a != b, "<": a < b, "≤": a <= b, ">": a > b, "≥": a >= b}[m.group(2)]
+
+
+def token_texts(sig):
+    """The signature as Lean's tokens, so layout and spacing do not count."""
+    try:
+        return " ".join(t.text for t in tokenize(sig))
+    except LeanLexError:
+        return " ".join(sig.split())
 
 
 def same_type(a, b):
