@@ -2,6 +2,7 @@
 
     python benchmarks/lean_corpora.py                       # corpora from ../shared/data/lean-corpora
     python benchmarks/lean_corpora.py --corpora PATH --json out.json --list
+    python benchmarks/lean_corpora.py --lean-cmd "lake env repl" --lean-cwd ~/mathlib-project   # real Lean
 
 Every corpus file becomes what the gate sees: a target statement (from the corpus's own
 challenge or reference file) and a prover reply (the submission file in a fenced Lean
@@ -11,7 +12,9 @@ double (tests/verifiers/lean/lean_repl_double.py), which simulates Lean by simpl
 The table counts where each file stopped; `needs Lean` marks files the double cannot
 judge (the statement needs the challenge's own declarations, or the corpus leaves the
 outcome open). The same is done for our own honest proofs and exploit spellings
-(tests/verifiers/lean/cases.py), and checks per second are timed end to end.
+(tests/verifiers/lean/cases.py), and checks per second are timed end to end. `behind`
+counts, of the exploits the screen stopped, those the Lean-side layers alone (on the
+double) also stop: the second line of defence.
 """
 from __future__ import annotations
 
@@ -249,10 +252,11 @@ STATUS_LAYER = {"no_proof": "extract", "screened": "screen", "statement_error": 
 class Runner:
     """One checker per header (the challenge's opens), each on the REPL double."""
 
-    def __init__(self):
+    def __init__(self, lean_cmd: str = "", lean_cwd: str = ""):
         from jury.protocol.config import DEFAULT_HEADER
 
         self.base_header = DEFAULT_HEADER
+        self.lean_cmd, self.lean_cwd = lean_cmd, lean_cwd
         self.checkers: dict[str, object] = {}
 
     def checker(self, opens: str):
@@ -262,9 +266,14 @@ class Runner:
 
         header = self.base_header + ("\n" + opens if opens else "")
         if header not in self.checkers:
-            config = LeanReplConfig(command=shlex.join([sys.executable, str(DOUBLE)]), header=header, pool_size=1,
-                                    user="", isolate_network="off", memory_limit_mb=0, start_timeout_s=30)
-            self.checkers[header] = ProofChecker(load_backend(config), header, timeout_s=30)
+            if self.lean_cmd:
+                config = LeanReplConfig(command=self.lean_cmd, cwd=self.lean_cwd, header=header, pool_size=1,
+                                        start_timeout_s=900)
+            else:
+                config = LeanReplConfig(command=shlex.join([sys.executable, str(DOUBLE)]), header=header,
+                                        pool_size=1, user="", isolate_network="off", memory_limit_mb=0,
+                                        start_timeout_s=30)
+            self.checkers[header] = ProofChecker(load_backend(config), header, timeout_s=300 if self.lean_cmd else 30)
         return self.checkers[header]
 
     def verdict(self, case: Case) -> tuple[str, str]:
@@ -280,6 +289,25 @@ class Runner:
         v = checker.check(case.statement, proof)
         return v.status, v.detail
 
+    def unscreened(self, case: Case) -> str:
+        """What the Lean-side layers alone say about a file the screen refused (defence in depth)."""
+        from jury.verifiers.lean.check import judge, proof_chain
+        from jury.verifiers.lean.screen import extract_proof_file, normalize_newlines, strip_header_imports
+
+        checker = self.checker(case.opens)
+        proof = extract_proof_file(case.reply)
+        if proof is None:
+            return "no_proof"
+        submission = strip_header_imports(normalize_newlines(proof), checker.header)
+        m = re.search(r"\b(?:theorem|lemma)\s+(?:_root_\.)?([\w'.«»]*" + TARGET + ")", submission)
+        target = m.group(1) if m else TARGET
+        from jury.verifiers.lean.repl import LeanCrash, LeanTimeout
+        try:
+            replies = checker.backend.run_chain(proof_chain(case.statement, submission, target), timeout_s=30)
+        except (LeanTimeout, LeanCrash) as e:
+            return "error"
+        return judge(replies, target)[0]
+
     def screen_only(self, case: Case) -> bool:
         from jury.verifiers.lean import screen as lean_screen
 
@@ -294,9 +322,9 @@ class Runner:
             c.backend.close()
 
 
-def run(cases: list[Case]) -> dict:
+def run(cases: list[Case], lean_cmd: str = "", lean_cwd: str = "") -> dict:
     logging.getLogger("jury.verifiers.lean.repl").setLevel(logging.ERROR)  # "runs as root": the double
-    runner = Runner()
+    runner = Runner(lean_cmd, lean_cwd)
     rows, start = [], time.perf_counter()
     checked = 0
     try:
@@ -307,9 +335,12 @@ def run(cases: list[Case]) -> dict:
             else:
                 status, detail = runner.verdict(case)
                 layer = STATUS_LAYER.get(status, "error")
-                if case.context and layer not in ("extract", "screen"):
+                if case.context and not lean_cmd and layer not in ("extract", "screen"):
                     layer = "needs Lean"  # the double cannot elaborate the challenge's own names
                 row.update(status=status, layer=layer, detail=detail)
+                if layer == "screen" and case.expected == "refuse" and hasattr(runner, "unscreened") \
+                        and not case.context and lean_screen_has_files():
+                    row["unscreened"] = STATUS_LAYER.get(runner.unscreened(case), "error")
                 checked += 1
             rows.append(row)
         wall = time.perf_counter() - start
@@ -321,8 +352,14 @@ def run(cases: list[Case]) -> dict:
         screen_rate = 5 * len(screened) / (time.perf_counter() - t0)
     finally:
         runner.close()
-    return {"rows": rows, "checks": checked, "wall_s": wall, "checks_per_s": checked / wall,
+    return {"rows": rows, "checks": checked, "lean": bool(lean_cmd), "wall_s": wall, "checks_per_s": checked / wall,
             "screen_checks_per_s": screen_rate}
+
+
+def lean_screen_has_files() -> bool:
+    from jury.verifiers.lean import screen as lean_screen
+
+    return hasattr(lean_screen, "extract_proof_file")
 
 
 def summarize(rows: list[dict]) -> list[dict]:
@@ -338,7 +375,11 @@ def summarize(rows: list[dict]) -> list[dict]:
              "expect_accept": len(accept),
              "honest_accepted": sum(r["layer"] == "accepted" for r in accept),
              "honest_needs_lean": sum(r["layer"] == "needs Lean" for r in accept),
-             "open": sum(r["expected"] == "lean" for r in rs)}
+             "open": sum(r["expected"] == "lean" for r in rs),
+             # of the exploits the screen stopped, how many the Lean-side layers (on the
+             # double) also stop when the screen is skipped: the second line of defence
+             "screened_judged": sum("unscreened" in r for r in refuse),
+             "screened_also_lean": sum(r.get("unscreened") not in (None, "accepted") for r in refuse)}
         for layer in LAYERS[:-1]:
             s["stopped_" + layer] = sum(r["layer"] == layer for r in refuse)
         out.append(s)
@@ -347,14 +388,15 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def table(summary: list[dict], result: dict) -> str:
     head = ["corpus", "files", "n/a", "refuse", *(f"@{l}" for l in LAYERS[:-2]), "WRONG", "refuse?L",
-            "honest", "?L", "open"]
+            "honest", "?L", "open", "behind"]
     lines = ["  ".join(f"{h:>9}" for h in head)]
     for s in summary:
         vals = [s["corpus"][:9], s["files"], s["n/a"], s["expect_refuse"],
                 *(s["stopped_" + l] for l in LAYERS[:-2]), s["wrongly_accepted"], s["refuse_needs_lean"],
-                f"{s['honest_accepted']}/{s['expect_accept']}", s["honest_needs_lean"], s["open"]]
+                f"{s['honest_accepted']}/{s['expect_accept']}", s["honest_needs_lean"], s["open"],
+                f"{s['screened_also_lean']}/{s['screened_judged']}"]
         lines.append("  ".join(f"{v:>9}" for v in vals))
-    lines.append(f"{result['checks']} checks through the double in {result['wall_s']:.2f} s: "
+    lines.append(f"{result['checks']} checks through {'Lean' if result.get('lean') else 'the double'} in {result['wall_s']:.2f} s: "
                  f"{result['checks_per_s']:.1f} checks/s end to end; screen alone "
                  f"{result['screen_checks_per_s']:.0f} checks/s")
     return "\n".join(lines)
@@ -366,11 +408,13 @@ def main(argv=None) -> int:
                         help="folder holding LeanParanoia/, SafeVerify/, comparator/, lean4checker/")
     parser.add_argument("--json", type=pathlib.Path, help="write every row and the summary here")
     parser.add_argument("--list", action="store_true", help="print one line per file")
+    parser.add_argument("--lean-cmd", default="", help="a real REPL instead of the double, e.g. 'lake env repl'")
+    parser.add_argument("--lean-cwd", default="", help="the Mathlib project the REPL runs in")
     args = parser.parse_args(argv)
     if not args.corpora.is_dir():
         print(f"no corpora at {args.corpora}", file=sys.stderr)
         return 2
-    result = run(all_cases(args.corpora))
+    result = run(all_cases(args.corpora), args.lean_cmd, args.lean_cwd)
     summary = summarize(result["rows"])
     if args.list:
         for r in result["rows"]:
