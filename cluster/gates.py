@@ -22,11 +22,11 @@ class GateFactory:
             from jury.verifiers.arith_gate import ArithGate
 
             return ArithGate()
-        from jury.verifiers.lean.backends import load_backend
+        from jury.verifiers.lean.backends import load_gate_backend
         from jury.verifiers.lean.gate import LeanGate
 
         cfg = self.lean_config
-        return LeanGate(cfg, backend=load_backend(cfg.lean, cfg.kimina_url), **self.clients)
+        return LeanGate(cfg, backend=load_gate_backend(cfg), **self.clients)
 
 
 def lean_model_paths(cfg: RunConfig, policy_path: str) -> dict[str, str]:

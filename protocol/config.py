@@ -98,6 +98,18 @@ class LeanGateConfig:
     verdict_cache_size: int = 100_000  # (statement, proof) pairs
     kimina_url: str = ""             # a kimina-lean-server instead of the local REPL pool
     lean: LeanReplConfig = field(default_factory=LeanReplConfig)
+    # Where Lean runs: the local REPL pool, a kimina server (kimina_url), or LeanDojo on a
+    # traced repository (leandojo_*: its git URL or path, commit, and the file and line
+    # whose environment, usually right after its imports, the proofs run in).
+    backend: Literal["repl", "kimina", "leandojo"] = "repl"
+    leandojo_repo: str = ""
+    leandojo_commit: str = ""
+    leandojo_file: str = ""
+    leandojo_line: int = 0
+    # The verifier's own #eval after each proof: a theorem, the reference's elaborated type
+    # (Expr equality), one test_problem, and a kernel replay of the new declarations. Needs
+    # `Lean` among the header's imports (Mathlib has it); False falls back to the other checks.
+    kernel_checks: bool = True
 
     def __post_init__(self) -> None:
         for name in ("num_statements", "checker_samples", "max_attempts", "attempts_per_round",
@@ -110,6 +122,12 @@ class LeanGateConfig:
                 raise ValueError(f"LeanGateConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.proof_timeout_s <= 0:
             raise ValueError(f"LeanGateConfig.proof_timeout_s must be > 0, got {self.proof_timeout_s}")
+        if self.backend not in ("repl", "kimina", "leandojo"):
+            raise ValueError(f"LeanGateConfig.backend must be repl, kimina or leandojo, got {self.backend!r}")
+        if self.backend == "kimina" and not self.kimina_url:
+            raise ValueError("LeanGateConfig.backend=kimina needs kimina_url")
+        if self.backend == "leandojo" and not (self.leandojo_repo and self.leandojo_file and self.leandojo_line > 0):
+            raise ValueError("LeanGateConfig.backend=leandojo needs leandojo_repo, leandojo_file and leandojo_line")
 
 
 # ── DeRL (derl.enabled; verifiers/derl/, cluster/diversify.py) ──

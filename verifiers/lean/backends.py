@@ -5,8 +5,8 @@ environment its predecessor left, the first in the header's. The local REPL pool
 that with env numbers (repl.ReplPool); a kimina-lean-server, which keeps no env
 between requests, does it by sending the chain as one file and giving each command the
 messages positioned on its own lines (a proof cannot place messages on lines after its
-own end without meta code, which the screen refuses). LeanDojo or another server can
-stand in by implementing the same two methods.
+own end without meta code, which the screen refuses); LeanDojo does it with its command
+states (dojo.LeanDojoBackend). LeanGateConfig.backend picks one (load_gate_backend).
 
     backend = load_backend(LeanReplConfig(...), kimina_url="")   # a ReplPool
     replies = backend.run_chain(["theorem t : 1 + 1 = 2 := by norm_num",
@@ -23,10 +23,13 @@ import socket
 import urllib.error
 import urllib.request
 import uuid
-from typing import Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, Sequence
 
 from jury.verifiers.lean.repl import (LeanCrash, LeanReplConfig, LeanStartupError, LeanTimeout,
                                       ReplPool, ReplResponse)
+
+if TYPE_CHECKING:
+    from jury.protocol.config import LeanGateConfig
 
 
 class LeanBackend(Protocol):
@@ -109,3 +112,12 @@ def load_backend(repl: LeanReplConfig, kimina_url: str = "") -> LeanBackend:
     if kimina_url:
         return KiminaBackend(kimina_url, repl.header, api_key=os.environ.get("KIMINA_API_KEY"))
     return ReplPool(repl)
+
+
+def load_gate_backend(cfg: "LeanGateConfig") -> LeanBackend:
+    """The backend LeanGateConfig.backend names (leandojo: verifiers/lean/dojo.py)."""
+    if cfg.backend == "leandojo":
+        from jury.verifiers.lean.dojo import LeanDojoBackend
+
+        return LeanDojoBackend(cfg.leandojo_repo, cfg.leandojo_commit, cfg.leandojo_file, cfg.leandojo_line)
+    return load_backend(cfg.lean, cfg.kimina_url)

@@ -1,29 +1,36 @@
-"""Checking one proof body against one statement: screen, Lean, then checks the proof cannot touch.
+"""Checking one proof file against one statement: screen, Lean, then checks the proof cannot touch.
 
-The verifier writes every command itself and sends them as one chain (each command in
-the environment the previous one returned, the first in the header's):
+A prover's whole file is checked, as SafeVerify, leanprover's comparator and lean4checker
+check a solution (helper declarations, namespaces and all), never re-assembled from a cut
+proof body. The verifier sends five commands as one chain, each in the environment the
+previous one returned, the first in the header's:
 
-    1. axiom jury_statement_ref <signature>        its own copy of the statement, elaborated
-                                                   before any untrusted text runs
-    2. theorem test_problem <signature> := (<body>
-       )                                           the only place the body goes; inside the
-                                                   parentheses a body that tries to end the
-                                                   theorem and start commands of its own is a
-                                                   parse error (the screen balances them)
-    3. #print axioms test_problem                  read from this reply only, never from 2
-    4. example : @jury_statement_ref = @test_problem := rfl
-                                                   the proved theorem has the written type
+    1. axiom jury_statement_ref <signature>    its own copy of the statement, elaborated
+                                               before any untrusted text runs
+    2. section jury_submission                 the screened file; the section makes Lean
+       <file>                                  itself refuse a file that leaves a namespace
+       end jury_submission                     open or closes one it did not open
+    3. #print axioms <target>                  read from this reply only, never from 2
+    4. example : @jury_statement_ref = @<target> := rfl
+                                               the kernel finds both types definitionally equal
+    5. KERNEL_CHECK (an #eval of the verifier's): the target is a theorem, its elaborated
+       type is the reference's (Expr equality, as comparator and SafeVerify compare), it is
+       the only test_problem, and every declaration the chain added replays through the
+       kernel in a freshly imported header environment (lean4checker's replay), so an
+       environment that meta code bent is caught. Optional (kernel_checks): it needs the
+       `Lean` package among the header's imports, which Mathlib has.
 
 A proof counts when 1 elaborates, 2 has no error, no sorry and no "declaration uses
-'sorry'" warning, 3 lists only propext, Classical.choice and Quot.sound, and 4 elaborates.
-A body that uses the reference axiom to prove itself shows it in 3. Verdicts are cached
-by (backend identity, header, statement, body); timeouts and crashes are not, since they
-say more about the machine's load than about the proof.
+'sorry'" warning, 3 lists only propext, Classical.choice and Quot.sound, 4 elaborates and
+5 answers "jury-check: ok". Verdicts are cached by (backend identity, header, statement,
+file, checks); timeouts and crashes are not, since they say more about the machine's load
+than about the proof.
 
     checker = ProofChecker(backend, header, timeout_s=60)
-    v = checker.check("theorem test_problem : (2:ℕ) + 2 = 4", " by norm_num")
+    v = checker.check("theorem test_problem : (2:ℕ) + 2 = 4", file)   # file: a Lean block
+    v = checker.check_body("theorem test_problem : (2:ℕ) + 2 = 4", " by norm_num")
     v.status   # proved | screened | statement_error | lean_error | sorry | bad_axioms
-               # | statement_mismatch | timeout | crash
+               # | statement_mismatch | replay_failed | check_unavailable | timeout | crash
     checker.elaborates(statement).status   # elaborates | statement_error | timeout | crash
 """
 from __future__ import annotations
@@ -39,12 +46,39 @@ from typing import Generic, Hashable, Sequence, TypeVar
 
 from jury.verifiers.lean.backends import LeanBackend
 from jury.verifiers.lean.repl import LeanCrash, LeanTimeout, ReplResponse
-from jury.verifiers.lean.screen import REF_NAME, THEOREM_NAME, screen, signature_of
+from jury.verifiers.lean.screen import (REF_NAME, SECTION, THEOREM_NAME, normalize_newlines, screen,
+                                        screen_file, signature_of, strip_header_imports)
 
 ALLOWED_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
-_DEPENDS = re.compile(r"^'?" + THEOREM_NAME + r"'? depends on axioms: \[(.*)\]\s*$", re.DOTALL)
-_NO_AXIOMS = re.compile(r"^'?" + THEOREM_NAME + r"'? does not depend on any axioms\s*$")
+_DEPENDS = re.compile(r"^'?(.+?)'? depends on axioms: \[(.*)\]\s*$", re.DOTALL)
+_NO_AXIOMS = re.compile(r"^'?(.+?)'? does not depend on any axioms\s*$")
 _SORRY_WARNING = "declaration uses 'sorry'"
+CHECK_OK = "jury-check: ok"
+
+# The verifier's own meta command (5 above); {target} is the target's full name. Written
+# for Lean 4's core API (Environment.replay, importModules), as SafeVerify's Main.lean uses
+# it; tests/verifiers/lean/test_lean_real.py runs it against a real REPL.
+KERNEL_CHECK = """open Lean Elab Command in
+#eval show CommandElabM Unit from do
+  -- jury-check: the verifier's own command (verifiers/lean/check.py), never a prover's
+  let env ← getEnv
+  let some ref := env.find? `{ref} | throwError "jury-check: no reference statement"
+  let some thm := env.find? `{target} | throwError "jury-check: no target {target}"
+  let .thmInfo val := thm | throwError "jury-check: {target} is not a theorem"
+  unless val.type == ref.type && val.levelParams == ref.levelParams do
+    throwError "jury-check: the elaborated type differs from the reference"
+  let mut news : Std.HashMap Name ConstantInfo := {{}}
+  let mut count := 0
+  for (n, c) in env.constants.map₂.toList do
+    news := news.insert n c
+    if let .str _ s := n then
+      if s == "{name}" then count := count + 1
+  unless count == 1 do throwError "jury-check: {{count}} declarations named {name}"
+  let base ← importModules env.header.imports {{}} 0
+  try
+    discard <| base.replay news
+  catch e => throwError "jury-check: kernel replay failed: {{e.toMessageData}}"
+  logInfo m!"jury-check: ok, {{news.size}} declarations replayed\""""
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -94,33 +128,51 @@ def reference_command(statement: str) -> str:
     return f"axiom {REF_NAME}{signature_of(statement)}"
 
 
-def proof_chain(statement: str, body: str) -> list[str]:
-    """The four commands above; body is the text after `:=`, kept verbatim for its layout.
-
-    The closing parenthesis goes on a line of its own, after any final line comment.
-    """
-    return [reference_command(statement), f"{statement} := ({body}\n)",
-            f"#print axioms {THEOREM_NAME}", f"example : @{REF_NAME} = @{THEOREM_NAME} := rfl"]
+def kernel_check_command(target: str) -> str:
+    return KERNEL_CHECK.format(ref=REF_NAME, target=target, name=THEOREM_NAME)
 
 
-def parse_axioms(reply: ReplResponse) -> frozenset[str] | None:
-    """The axioms `#print axioms test_problem` reported, or None when it did not answer."""
+def proof_chain(statement: str, submission: str, target: str, *, kernel_checks: bool = True) -> list[str]:
+    """The commands above for a screened submission whose target theorem is `target`."""
+    chain = [reference_command(statement), f"section {SECTION}\n{submission}\nend {SECTION}",
+             f"#print axioms {target}", f"example : @{REF_NAME} = @{target} := rfl"]
+    return chain + [kernel_check_command(target)] if kernel_checks else chain
+
+
+def parse_axioms(reply: ReplResponse, target: str = THEOREM_NAME) -> frozenset[str] | None:
+    """The axioms `#print axioms target` reported, or None when it did not answer."""
     if reply.error or reply.errors:
         return None
     for m in reply.messages:
         if m.severity != "info":
             continue
-        if _NO_AXIOMS.match(m.data):
+        none = _NO_AXIOMS.match(m.data)
+        if none and none.group(1) == target:
             return frozenset()
         found = _DEPENDS.match(m.data)
-        if found:  # Lean may wrap a long list over several lines
-            return frozenset(a.strip() for a in found.group(1).split(",") if a.strip())
+        if found and found.group(1) == target:  # Lean may wrap a long list over several lines
+            return frozenset(a.strip() for a in found.group(2).split(",") if a.strip())
     return None
 
 
-def judge(replies: Sequence[ReplResponse]) -> tuple[str, str]:
-    """(status, detail) for the replies to proof_chain's four commands."""
-    ref, proof, axioms, same = replies
+def judge_kernel_check(reply: ReplResponse) -> tuple[str, str] | None:
+    """None when the kernel check said ok; else (status, detail)."""
+    if reply.errors:
+        data = reply.errors[0].data
+        if data.startswith("jury-check: kernel replay failed"):
+            return "replay_failed", data
+        if data.startswith("jury-check:"):
+            return "statement_mismatch", data
+        return "check_unavailable", ("the kernel check did not run (does the header import Lean? "
+                                     f"else set kernel_checks=False): {data}")
+    if any(m.severity == "info" and m.data.startswith(CHECK_OK) for m in reply.messages):
+        return None
+    return "check_unavailable", "no answer from the kernel check"
+
+
+def judge(replies: Sequence[ReplResponse], target: str = THEOREM_NAME) -> tuple[str, str]:
+    """(status, detail) for the replies to proof_chain's commands."""
+    ref, proof, axioms, same = replies[:4]
     failed = next((r.error for r in replies if r.error), None)
     if failed:
         return "lean_error", f"REPL: {failed}"
@@ -130,13 +182,17 @@ def judge(replies: Sequence[ReplResponse]) -> tuple[str, str]:
         return "lean_error", proof.errors[0].data
     if proof.sorries or any(m.severity == "warning" and _SORRY_WARNING in m.data for m in proof.messages):
         return "sorry", "proof contains sorry"
-    used = parse_axioms(axioms)
+    used = parse_axioms(axioms, target)
     if used is None:
         return "bad_axioms", "no answer from #print axioms: " + "; ".join(m.data for m in axioms.messages)
     if used - ALLOWED_AXIOMS:
         return "bad_axioms", "uses " + ", ".join(sorted(used - ALLOWED_AXIOMS))
     if same.errors:
         return "statement_mismatch", same.errors[0].data
+    if len(replies) > 4:
+        kernel = judge_kernel_check(replies[4])
+        if kernel is not None:
+            return kernel
     return "proved", ""
 
 
@@ -144,25 +200,35 @@ def judge(replies: Sequence[ReplResponse]) -> tuple[str, str]:
 class ProofChecker:
     """Screen, run and judge proofs; thread-safe (the backend serialises per process)."""
 
-    def __init__(self, backend: LeanBackend, header: str, *, timeout_s: float, cache_size: int = 100_000):
+    def __init__(self, backend: LeanBackend, header: str, *, timeout_s: float, cache_size: int = 100_000,
+                 kernel_checks: bool = True):
         self.backend = backend
         self.header = header
         self.timeout_s = timeout_s
+        self.kernel_checks = kernel_checks
         self.cache: LruCache[str, ProofVerdict] = LruCache(cache_size)
 
-    def check(self, statement: str, body: str) -> ProofVerdict:
-        """statement: "theorem test_problem <signature>" as extract_statement wrote it."""
-        refused = screen(signature_of(statement)) or screen(body)
-        if refused is not None:
-            return ProofVerdict("screened", refused)
-        key = digest(self.backend.identity, self.header, statement, body)
+    def check(self, statement: str, proof_file: str) -> ProofVerdict:
+        """statement: "theorem test_problem <signature>" as extract_statement wrote it;
+        proof_file: the prover's Lean file (extract_proof_file), header imports allowed."""
+        submission = strip_header_imports(normalize_newlines(proof_file), self.header).strip("\n")
+        refused = screen(signature_of(statement))
+        screened = screen_file(submission)
+        if refused is not None or screened.reason is not None:
+            return ProofVerdict("screened", refused or screened.reason)
+        key = digest(self.backend.identity, self.header, statement, submission, str(self.kernel_checks))
         hit = self.cache.get(key)
         if hit is not None:
             return ProofVerdict(hit.status, hit.detail, 0.0, cached=True)
-        verdict = self._run(proof_chain(statement, body), judge)
+        chain = proof_chain(statement, submission, screened.target, kernel_checks=self.kernel_checks)
+        verdict = self._run(chain, lambda replies: judge(replies, screened.target))
         if verdict.status not in ("timeout", "crash"):
             self.cache.put(key, verdict)
         return verdict
+
+    def check_body(self, statement: str, body: str) -> ProofVerdict:
+        """A bare proof body (the text after the statement's `:=`) as a one-theorem file."""
+        return self.check(statement, f"{statement} :={body}")
 
     def elaborates(self, statement: str) -> ProofVerdict:
         """Whether the statement alone elaborates (a formalization Lean cannot read is useless)."""

@@ -9,7 +9,7 @@
       ▼
     prover: up to 16 attempts in rounds, stop after the round with a proof  (LLM)
       ▼
-    each body: screen, Lean, axioms and statement checks (lean_check)        (CPU)
+    each proof file: screen, Lean, axioms, type and kernel checks (check.py)  (CPU)
 
 Results are cached by (problem, answer): as the policy converges the same pairs recur,
 which is why the paper's per-step cost falls toward the ground-truth baseline (§5.6).
@@ -18,7 +18,7 @@ attempts, wall and Lean time, cache hit.
 
     cfg = LeanGateConfig()
     gate = LeanGate(cfg, formalizer=f, checker=c, prover=p,
-                    backend=load_backend(cfg.lean, cfg.kimina_url))
+                    backend=load_gate_backend(cfg))
     res = gate.verify(problem, answer)        # GateResult: res.proved is δ; res.metrics() for logging
     gate.close()
 """
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from jury.protocol.config import LeanGateConfig  # noqa: F401  (re-exported)
 from jury.verifiers.lean.backends import LeanBackend
 from jury.verifiers.lean.check import LruCache, ProofChecker, ProofVerdict, digest
-from jury.verifiers.lean.screen import extract_proof_body, extract_statement, normalized
+from jury.verifiers.lean.screen import extract_proof_file, extract_statement, normalized
 from jury.verifiers.llm import LLMClient, fill, generate_checked, load_prompt, strip_reasoning
 
 NO_PROOF = ProofVerdict("no_proof", "no Lean block with a test_problem proof in the reply")
@@ -44,7 +44,7 @@ class GateResult:
     proved: bool
     reason: str  # proved | no_statement | no_consistent_statement | no_elaborating_statement | no_proof
     statement: str | None = None  # the chosen formalization
-    proof: str | None = None      # the body that checked
+    proof: str | None = None      # the proof file that checked
     formalizer_tokens: int = 0
     checker_tokens: int = 0
     prover_tokens: int = 0
@@ -99,7 +99,7 @@ class LeanGate:
         self.formalizer, self.checker, self.prover = formalizer, checker, prover
         self.backend = backend
         self.proofs = ProofChecker(backend, config.lean.header, timeout_s=config.proof_timeout_s,
-                                   cache_size=config.verdict_cache_size)
+                                   cache_size=config.verdict_cache_size, kernel_checks=config.kernel_checks)
         self.results: LruCache[str, GateResult] = LruCache(config.result_cache_size)
         # One Lean check per REPL process at a time; more threads would only queue.
         self._checks = ThreadPoolExecutor(config.lean.pool_size, thread_name_prefix="lean-check")
@@ -187,13 +187,13 @@ class LeanGate:
             [outs] = generate_checked(self.prover, [prompt], n=n, temperature=cfg.prover_temperature,
                                       max_tokens=cfg.prover_max_tokens)
             tokens += sum(c.num_tokens for c in outs)
-            bodies = [extract_proof_body(strip_reasoning(c.text)) for c in outs]
+            files = [extract_proof_file(strip_reasoning(c.text)) for c in outs]
             round_verdicts = list(self._checks.map(
-                lambda body: NO_PROOF if body is None else self.proofs.check(statement, body), bodies))
+                lambda file: NO_PROOF if file is None else self.proofs.check(statement, file), files))
             verdicts += round_verdicts
             for i, verdict in enumerate(round_verdicts):
                 if verdict.proved:
-                    return bodies[i], made + i + 1, verdicts, tokens
+                    return files[i], made + i + 1, verdicts, tokens
             made += n
         return None, made, verdicts, tokens
 

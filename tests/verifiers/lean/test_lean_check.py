@@ -1,5 +1,6 @@
 """Proof verdicts against the protocol double: the verifier's own chain decides, the proof
-text cannot; caching; and the kimina backend through a local HTTP server."""
+text cannot; whole files with helpers; the type and kernel checks; caching; and the kimina
+backend through a local HTTP server."""
 import json
 import shlex
 import subprocess
@@ -43,24 +44,25 @@ def backend():
     b.close()
 
 
-def verdict_of_chain(backend, statement, body):
-    """The judgement of an unscreened body: what Lean and the checks alone would say."""
-    return judge(backend.run_chain(proof_chain(statement, body), timeout_s=10))
+def verdict_of_chain(backend, statement, body=None, *, file=None, target="test_problem"):
+    """The judgement of an unscreened proof: what Lean and the checks alone would say."""
+    file = file if file is not None else f"{statement} :={body}"
+    return judge(backend.run_chain(proof_chain(statement, file, target), timeout_s=10), target)
 
 
 def test_honest_proof_is_proved_then_cached(backend):
     checker = ProofChecker(backend, HEADER, timeout_s=10)
-    first = checker.check(STATEMENT, " by\n  subst h₀\n  norm_num")
+    first = checker.check_body(STATEMENT, " by\n  subst h₀\n  norm_num")
     assert first.status == "proved" and not first.cached and first.lean_s > 0
-    again = checker.check(STATEMENT, " by\n  subst h₀\n  norm_num")
+    again = checker.check_body(STATEMENT, " by\n  subst h₀\n  norm_num")
     assert again.status == "proved" and again.cached and backend.chains == 1
 
 
 def test_screened_bodies_never_reach_lean(backend):
     checker = ProofChecker(backend, HEADER, timeout_s=10)
     for body in (" by native_decide", " by sorry", " by norm_num\n#print axioms test_problem"):
-        assert checker.check(STATEMENT, body).status == "screened"
-    assert checker.check("theorem test_problem : sorry = 1", " by simp").status == "screened"
+        assert checker.check_body(STATEMENT, body).status == "screened"
+    assert checker.check_body("theorem test_problem : sorry = 1", " by simp").status == "screened"
     assert backend.chains == 0
 
 
@@ -78,9 +80,8 @@ def test_what_lean_and_the_checks_say_without_the_screen(backend):
 
 def test_a_theorem_with_another_statement_is_refused(backend):
     """As if a body had swapped test_problem for an easier one: the reference disagrees."""
-    chain = proof_chain(STATEMENT, " by norm_num")
-    chain[1] = "theorem test_problem : True := by simp"
-    assert judge(backend.run_chain(chain, timeout_s=10))[0] == "statement_mismatch"
+    assert verdict_of_chain(backend, STATEMENT, file="theorem test_problem : True := by simp")[0] \
+        == "statement_mismatch"
 
 
 def test_statement_that_does_not_elaborate(backend):
@@ -88,17 +89,17 @@ def test_statement_that_does_not_elaborate(backend):
     bad = "theorem test_problem (x : ℕ) : x = ill_typed"
     assert checker.elaborates(bad).status == "statement_error"
     assert checker.elaborates(STATEMENT).status == "elaborates"
-    assert checker.check(bad, " by simp").status == "statement_error"
+    assert checker.check_body(bad, " by simp").status == "statement_error"
 
 
 def test_timeouts_and_crashes_are_verdicts_and_not_cached(backend):
     checker = ProofChecker(backend, HEADER, timeout_s=1.0)
-    assert checker.check(STATEMENT, " by DOUBLE_HANG").status == "timeout"
-    assert checker.check(STATEMENT, " by DOUBLE_HANG").status == "timeout"
-    crash = checker.check(STATEMENT, " by DOUBLE_CRASH")
+    assert checker.check_body(STATEMENT, " by DOUBLE_HANG").status == "timeout"
+    assert checker.check_body(STATEMENT, " by DOUBLE_HANG").status == "timeout"
+    crash = checker.check_body(STATEMENT, " by DOUBLE_CRASH")
     assert crash.status == "crash" and "PANIC" in crash.detail
     assert backend.chains == 3
-    assert checker.check(STATEMENT, " by norm_num").status == "proved"  # restarted
+    assert checker.check_body(STATEMENT, " by norm_num").status == "proved"  # restarted
 
 
 def info(data):
@@ -162,11 +163,62 @@ def kimina():
 
 
 def test_kimina_backend_splits_one_file_back_into_replies(kimina):
-    replies = kimina.run_chain(proof_chain(STATEMENT, " by\n  subst h₀\n  norm_num"), timeout_s=10)
-    assert [len(r.messages) for r in replies] == [0, 0, 1, 0]
+    def chain(body):
+        return proof_chain(STATEMENT, f"{STATEMENT} :={body}", "test_problem")
+    replies = kimina.run_chain(chain(" by\n  subst h₀\n  norm_num"), timeout_s=10)
+    assert [len(r.messages) for r in replies] == [0, 0, 1, 0, 1]
     assert judge(replies) == ("proved", "")
-    assert judge(kimina.run_chain(proof_chain(STATEMENT, " by\n  sorry"), timeout_s=10))[0] == "sorry"
-    assert judge(kimina.run_chain(proof_chain(STATEMENT, " by native_decide"), timeout_s=10))[0] == "bad_axioms"
+    assert judge(kimina.run_chain(chain(" by\n  sorry"), timeout_s=10))[0] == "sorry"
+    assert judge(kimina.run_chain(chain(" by native_decide"), timeout_s=10))[0] == "bad_axioms"
     with pytest.raises(LeanTimeout):
-        kimina.run_chain(proof_chain(STATEMENT, " by DOUBLE_HANG"), timeout_s=1)
-    assert ProofChecker(kimina, HEADER, timeout_s=10).check(STATEMENT, " by norm_num").status == "proved"
+        kimina.run_chain(chain(" by DOUBLE_HANG"), timeout_s=1)
+    assert ProofChecker(kimina, HEADER, timeout_s=10).check_body(STATEMENT, " by norm_num").status == "proved"
+
+
+# ---------------------------------------------------------------- whole files, type and kernel checks
+def test_whole_files_keep_helpers_and_namespaces(backend):
+    checker = ProofChecker(backend, HEADER, timeout_s=10)
+    helper = ("lemma two_add_two : (2 : ℕ) + 2 = 4 := by norm_num\n\nnamespace Sol\n"
+              f"{STATEMENT} := by\n  subst h₀\n  exact two_add_two\nend Sol\n\nlemma after : True := trivial")
+    assert checker.check(STATEMENT, f"import Mathlib\n{helper}").status == "proved"
+    # the same helper without its declaration: an unknown identifier, as in Lean
+    assert checker.check(STATEMENT, helper.split("\n\n", 1)[1]).status == "lean_error"
+
+
+def test_kernel_check_refuses_what_the_other_checks_miss(backend):
+    # The target is a def, not a theorem (the screen refuses this; the kernel check too).
+    status, detail = verdict_of_chain(backend, STATEMENT, file="def test_problem (x : ℕ) (h₀ : x = 2) : x + 2 = 4 := "
+                                      "by omega")
+    assert status == "statement_mismatch" and "not a theorem" in detail
+    # Two theorems named test_problem (the screen refuses this too).
+    status, detail = verdict_of_chain(backend, STATEMENT, file=f"namespace A\n{STATEMENT} := by omega\nend A\n"
+                                      f"{STATEMENT} := by omega")
+    assert status == "statement_mismatch" and "2 declarations" in detail
+    # The kernel skipped a declaration (debug.skipKernelTC, refused by the screen): only the
+    # replay in a fresh environment finds it; without the option the kernel itself refuses.
+    bad = f"{STATEMENT} := by\n  omega\n  all_goals DOUBLE_KERNEL_REJECTS"
+    status, detail = verdict_of_chain(backend, STATEMENT, file="set_option debug.skipKernelTC true in\n" + bad)
+    assert status == "replay_failed" and "kernel" in detail
+    assert verdict_of_chain(backend, STATEMENT, file=bad) == ("lean_error", "(kernel) declaration type mismatch")
+
+
+def test_replay_failure_and_missing_kernel_check_are_refusals():
+    from jury.verifiers.lean.check import judge_kernel_check
+
+    def reply(severity, data):
+        return ReplResponse(env=5, messages=(LeanMessage(severity, data, 1, 0),))
+    assert judge_kernel_check(reply("info", "jury-check: ok, 3 declarations replayed")) is None
+    assert judge_kernel_check(reply("error", "jury-check: kernel replay failed: (kernel) bad"))[0] == "replay_failed"
+    assert judge_kernel_check(reply("error", "unknown namespace 'Lean'"))[0] == "check_unavailable"
+    assert judge_kernel_check(ReplResponse(env=5))[0] == "check_unavailable"
+
+
+def test_local_instance_changes_the_elaborated_type(backend):
+    file = f"local instance : Add ℕ := ⟨fun _ _ => 4⟩\n{STATEMENT} := by omega"
+    assert verdict_of_chain(backend, STATEMENT, file=file)[0] == "statement_mismatch"
+
+
+def test_kernel_checks_can_be_switched_off(backend):
+    checker = ProofChecker(backend, HEADER, timeout_s=10, kernel_checks=False)
+    assert checker.check_body(STATEMENT, " by omega").status == "proved"
+    assert len(proof_chain(STATEMENT, "x", "test_problem", kernel_checks=False)) == 4

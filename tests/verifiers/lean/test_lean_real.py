@@ -4,13 +4,22 @@ Found from $JURY_LEAN_CMD (e.g. "lake env repl", run in $JURY_LEAN_CWD, a Mathli
 project), else `repl` on PATH, else `lake` on PATH with $JURY_LEAN_CWD set; skipped when
 none is found or an auto-discovered one cannot import the header ($JURY_LEAN_HEADER,
 default: Mathlib). An explicit $JURY_LEAN_CMD that fails to start fails the tests.
+
+    JURY_LEAN_CMD="lake env repl" JURY_LEAN_CWD=~/mathlib-project \
+        python3 -m pytest -m lean tests/verifiers/lean
+
+LeanDojo: $JURY_LEANDOJO_REPO, $JURY_LEANDOJO_COMMIT, $JURY_LEANDOJO_FILE (a file whose
+imports include Mathlib) and $JURY_LEANDOJO_LINE (the line after its imports).
 """
 import os
 import shutil
+import sys
+from pathlib import Path
 
 import pytest
 
 from jury.verifiers.lean.check import ProofChecker, judge, proof_chain
+from jury.verifiers.lean.screen import extract_proof_file
 from jury.verifiers.lean.gate import LeanGate, LeanGateConfig
 from jury.verifiers.lean.repl import DEFAULT_HEADER, LeanReplConfig, LeanStartupError, ReplPool
 from jury.verifiers.llm import Completion
@@ -54,19 +63,50 @@ def lean():
     pool.close()
 
 
-def verdict(lean, statement, body, timeout_s=300):
-    return judge(lean.run_chain(proof_chain(statement, body), timeout_s=timeout_s))[0]
+sys.path.insert(0, str(Path(__file__).parent))
+import cases  # noqa: E402
+
+
+def verdict(lean, statement, body=None, timeout_s=300, file=None, target="test_problem"):
+    file = file if file is not None else f"{statement} :={body}"
+    return judge(lean.run_chain(proof_chain(statement, file, target), timeout_s=timeout_s), target)[0]
 
 
 def test_honest_proof_is_proved(lean):
-    assert ProofChecker(lean, lean.config.header, timeout_s=300).check(STATEMENT, HONEST).status == "proved"
+    assert ProofChecker(lean, lean.config.header, timeout_s=300).check_body(STATEMENT, HONEST).status == "proved"
+
+
+@pytest.mark.parametrize("name,statement,reply", cases.HONEST, ids=[c[0] for c in cases.HONEST])
+def test_our_honest_proofs_are_proved(lean, name, statement, reply):
+    v = ProofChecker(lean, lean.config.header, timeout_s=300).check(statement, extract_proof_file(reply))
+    assert v.status == "proved", (name, v)
+
+
+@pytest.mark.parametrize("name,statement,reply", cases.EXPLOITS, ids=[c[0] for c in cases.EXPLOITS])
+def test_our_exploits_are_refused(lean, name, statement, reply):
+    proof = extract_proof_file(reply)
+    assert proof is None or not ProofChecker(lean, lean.config.header, timeout_s=300).check(statement, proof).proved
+
+
+def test_kernel_check_answers_and_compares_elaborated_types(lean):
+    replies = lean.run_chain(proof_chain(STATEMENT, f"{STATEMENT} :={HONEST}", "test_problem"), timeout_s=300)
+    assert any(m.data.startswith("jury-check: ok") for m in replies[4].messages), replies[4]
+    # definitionally equal (2 + 2 reduces to 4) but another expression: refused, as comparator does
+    other = "theorem test_problem (x : ℕ) (h₀ : x = 2) : x + 2 = 2 + 2 := by\n  subst h₀\n  norm_num"
+    status = verdict(lean, STATEMENT, file=other)
+    assert status == "statement_mismatch"
+
+
+def test_namespaced_target_and_helpers(lean):
+    file = f"lemma four : (2 : ℕ) + 2 = 4 := by norm_num\nnamespace Sol\n{STATEMENT} := by\n  subst h₀\n  exact four\nend Sol"
+    assert verdict(lean, STATEMENT, file=file, target="Sol.test_problem") == "proved"
 
 
 def test_sorry_and_errors_are_refused(lean):
     assert verdict(lean, STATEMENT, " by\n  sorry") == "sorry"
     assert verdict(lean, STATEMENT, " by\n  skip_everything") == "lean_error"
-    # Inside the verifier's parentheses, a command after the proof is a parse error.
-    assert verdict(lean, STATEMENT, HONEST + "\nexample : True := trivial") == "lean_error"
+    # the verifier's section: a file that leaves a namespace open is an error in Lean itself
+    assert verdict(lean, STATEMENT, file=f"namespace A\n{STATEMENT} :={HONEST}", target="A.test_problem") == "lean_error"
 
 
 def test_axioms_beyond_the_standard_three_are_refused(lean):
@@ -75,9 +115,7 @@ def test_axioms_beyond_the_standard_three_are_refused(lean):
 
 
 def test_another_statement_is_refused(lean):
-    chain = proof_chain(STATEMENT, HONEST)
-    chain[1] = "theorem test_problem : True := by simp"
-    assert judge(lean.run_chain(chain, timeout_s=300))[0] == "statement_mismatch"
+    assert verdict(lean, STATEMENT, file="theorem test_problem : True := by simp") == "statement_mismatch"
 
 
 def test_statement_elaboration(lean):
@@ -88,8 +126,8 @@ def test_statement_elaboration(lean):
 
 def test_timeout_kills_and_restarts(lean):
     checker = ProofChecker(lean, lean.config.header, timeout_s=5)
-    assert checker.check(CLOSED, " by\n  sleep 100000\n  norm_num").status == "timeout"
-    assert ProofChecker(lean, lean.config.header, timeout_s=300).check(STATEMENT, HONEST).status == "proved"
+    assert checker.check_body(CLOSED, " by\n  sleep 100000\n  norm_num").status == "timeout"
+    assert ProofChecker(lean, lean.config.header, timeout_s=300).check_body(STATEMENT, HONEST).status == "proved"
 
 
 class Fixed:
@@ -109,3 +147,18 @@ def test_gate_end_to_end(lean):
                     prover=Fixed(f"```lean4\n{STATEMENT} :={HONEST}\n```"), backend=lean)
     res = gate.verify("Let x = 2. Compute x + 2.", "4")
     assert res.proved and res.attempts == 1, res
+
+
+def test_leandojo_checks_a_proof():
+    env = {k: os.environ.get(f"JURY_LEANDOJO_{k.upper()}", "") for k in ("repo", "commit", "file", "line")}
+    if not (env["repo"] and env["file"] and env["line"]):
+        pytest.skip("no traced LeanDojo repository: set JURY_LEANDOJO_REPO, _COMMIT, _FILE and _LINE")
+    from jury.verifiers.lean.dojo import LeanDojoBackend
+
+    backend = LeanDojoBackend(env["repo"], env["commit"], env["file"], int(env["line"]))
+    try:
+        checker = ProofChecker(backend, "", timeout_s=600)
+        assert checker.check_body(STATEMENT, HONEST).status == "proved"
+        assert checker.check_body(CLOSED, " by\n  skip_everything").status == "lean_error"
+    finally:
+        backend.close()

@@ -1,9 +1,22 @@
-"""The screen refuses every cheating body we know of and passes honest ones; extraction
-cuts statements and bodies out of LLM replies. No Lean needed."""
+"""The screen refuses every cheating body and file we know of and passes honest ones; its
+lexer agrees with a tokeniser transliterated from Lean's on every corpus file and on
+random spellings; extraction cuts statements and files out of LLM replies. No Lean needed."""
+import random
+import sys
+from pathlib import Path
+
 import pytest
 
-from jury.verifiers.lean.screen import (extract_proof_body, extract_statement, iter_tokens, screen,
-                                        signature_of)
+from jury.verifiers.lean.screen import (LexError, extract_proof_body, extract_proof_file, extract_statement,
+                                        iter_tokens, normalize_newlines, screen, screen_file, signature_of,
+                                        strip_header_imports)
+
+sys.path.insert(0, str(Path(__file__).parent))
+import cases  # noqa: E402
+from lean_lexer_ref import LeanLexError, tokenize  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parents[2]))
+from conftest import shared_dir  # noqa: E402
 
 # Each passes the public "no error, no sorry" rule in real Lean (or hides from a naive
 # substring screen); each must be refused before Lean sees it.
@@ -55,7 +68,8 @@ CHEATS = {
     # lexing tricks
     "quote in line comment": " by norm_num -- \"\naxiom cheat : False",
     "after block comment": " by norm_num /- fine -/ axiom cheat : False",
-    "nested comment": " by norm_num /- /- -/ axiom cheat : False -/",
+    "nested comment closed early": " by norm_num /- /- -/ -/ axiom cheat : False",
+    "doc comment spelling /--/": " by norm_num\n/--/ -- -/ axiom cheat : False",
     "unterminated comment": " by norm_num /- swallows what the verifier sends next",
     "char literal": " by exact (fun _ => trivial) '\"' -- \"\naxiom c : False",
     "guillemets": " by exact «sorry»",
@@ -105,27 +119,28 @@ def test_honest_proofs_pass(body):
 def test_refusal_names_the_rule():
     assert "native_decide" in screen(" by native_decide")
     assert "#eval" in screen(" by simp\n#eval 1")
-    assert "string literal" in screen(' by simp [show "a" = "a" from rfl]')
-    assert "nested block comment" in screen(" by simp /- /- -/ -/")
+    assert screen(' by simp [show "a" = "a" from rfl]') is None  # strings are data
+    assert "may be interpolated" in screen(' by simp [show s!"{x}" = "a" from rfl]')
+    assert "unterminated comment" in screen(" by simp /- /- -/")
     assert "U+200B" in screen(" by simp\u200b")
     assert screen("   \n ") == "empty"
     assert "longer than" in screen(" by " + "simp; " * 20_000)
 
 
 def test_lexer_mirrors_lean_identifiers():
-    idents = [t.text for t in iter_tokens("λaxiom h₁' x.sorry 2end") if t.kind == "ident"]
-    # λ is not an identifier letter in Lean, numbers are digit runs, dotted names split:
-    # every word Lean could read as a keyword shows up on its own.
-    assert idents == ["axiom", "h₁'", "x", "sorry", "end"]
+    idents = [t.text for t in iter_tokens("λaxiom h₁' x.sorry 2end «a b».c") if t.kind == "ident"]
+    # λ is not an identifier letter in Lean, numbers end at letters, dotted names are one
+    # identifier (a keyword never has a dot), «» escapes are read through.
+    assert idents == ["axiom", "h₁'", "x.sorry", "end", "a b.c"]
     assert [t.text for t in iter_tokens("a := b") if t.kind == "symbol"] == [":="]
     assert [t.kind for t in iter_tokens("@[simp] #check")] == ["attr", "ident", "symbol", "hashcmd"]
 
 
 def test_comments_hide_nothing_lean_would_read():
-    # Lean ends a line comment at the newline and a block comment at the first -/ (we
-    # refuse nesting): what follows is code, for Lean and the screen alike.
-    assert [t.text for t in iter_tokens("-- x\ny /- z -/ w")] == ["y", "w"]
-    assert [t.text for t in iter_tokens("/--/ v")] == ["v"]
+    # Lean ends a line comment at the newline and a block comment at its matching -/;
+    # `/--` opens a doc comment whose first `-/` cannot be its own dash.
+    assert [t.text for t in iter_tokens("-- x\ny /- z /- -/ -/ w")] == ["y", "w"]
+    assert [(t.kind, t.text) for t in iter_tokens("/--/ -- -/ v")] == [("doc", "/--/ -- -/"), ("ident", "v")]
 
 
 FORMALIZER_REPLY = """<think>Let me draft: ```lean4
@@ -158,7 +173,7 @@ def test_extract_statement_keeps_only_the_signature():
     "no code at all",
     "```lean4\ntheorem test_problem2 : True := trivial\n```",
     "```lean4\ntheorem test_problem : native_decide = 1 := by sorry\n```",
-    "```lean4\ntheorem test_problem (s : String) : s = \"a\" := by sorry\n```",
+    "```lean4\ntheorem test_problem (s : String) : s = s!\"{s}\" := by sorry\n```",
     "```lean4\ntheorem test_problem := by sorry\n```",
 ])
 def test_extract_statement_refuses(reply):
@@ -211,3 +226,117 @@ def test_every_banned_word_and_family_is_refused_on_its_own():
     from jury.verifiers.lean.screen import BANNED_PREFIXES, BANNED_WORDS
     for word in [*BANNED_WORDS, *(p + "x" for p in BANNED_PREFIXES)]:
         assert word in (screen(f" by simp\n{word} x") or ""), word
+
+
+# ---------------------------------------------------------------- whole files
+HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
+
+
+def file_of(reply):
+    return strip_header_imports(extract_proof_file(reply), HEADER)
+
+
+@pytest.mark.parametrize("name,statement,reply", cases.HONEST, ids=[c[0] for c in cases.HONEST])
+def test_honest_files_pass_the_file_screen(name, statement, reply):
+    assert len(cases.HONEST) >= 50
+    fs = screen_file(file_of(reply))
+    assert fs.reason is None and fs.target.endswith("test_problem"), (name, fs)
+
+
+# Exploits only Lean can refuse (the type check), or that never reach the screen.
+LEAN_SIDE = {"easier statement", "axiom as the target", "def as the target", "opaque as the target"}
+
+
+@pytest.mark.parametrize("name,statement,reply", cases.EXPLOITS, ids=[c[0] for c in cases.EXPLOITS])
+def test_exploit_files_are_refused(name, statement, reply):
+    proof = extract_proof_file(reply)
+    if name in LEAN_SIDE:
+        return
+    assert screen_file(strip_header_imports(proof, HEADER)).reason is not None, name
+
+
+def test_file_screen_finds_the_target_and_its_namespace():
+    assert screen_file("namespace A.B\ntheorem test_problem : True := trivial\nend A.B").target == "A.B.test_problem"
+    assert screen_file("namespace A\ntheorem _root_.test_problem : True := trivial\nend A").target == "test_problem"
+    assert screen_file("namespace «1»\ntheorem test_problem : True := trivial\nend «1»").target == "«1».test_problem"
+    assert "2 theorems" in screen_file("theorem test_problem : True := trivial\n"
+                                       "theorem A.test_problem : True := trivial").reason
+    assert "must be a theorem" in screen_file("def test_problem : True := trivial").reason
+    assert "never closed" in screen_file("section\ntheorem test_problem : True := trivial").reason
+    assert "closes namespace" in screen_file("namespace A\ntheorem test_problem : True := trivial\nend B").reason
+    assert "option" in screen_file("set_option debug.skipKernelTC true in\ntheorem test_problem : True := trivial").reason
+    assert screen_file("set_option linter.unusedVariables false\ntheorem test_problem : True := trivial").reason is None
+    assert "attribute" in screen_file("@[csimp] theorem test_problem : True := trivial").reason
+    assert "match_1" in screen_file("theorem test_problem : True := bar.match_1").reason
+
+
+def test_crlf_is_normalised_and_lone_cr_refused():
+    assert normalize_newlines("a\r\nb") == "a\nb"
+    assert "U+000D" in screen_file("theorem test_problem : True := by\r  trivial").reason
+
+
+# ---------------------------------------------------------------- agreement with Lean's lexer
+def view_of_screen(src):
+    """(kind, start, end) of everything Lean could read as a word or literal, by the screen."""
+    kinds = {"ident": "word", "string": "string", "char": "char", "doc": "doc"}
+    # `_` is Lean's hole token, not a name
+    return [(kinds[t.kind], t.start, t.end) for t in iter_tokens(src) if t.kind in kinds and t.text != "_"]
+
+
+def view_of_reference(src):
+    from jury.verifiers.lean.screen import is_id_first
+
+    toks, out = tokenize(src), []
+    for k, t in enumerate(toks):
+        if t.kind in ("ident", "keyword") and (is_id_first(src[t.start]) or src[t.start] == "«"):
+            if k and toks[k - 1].text == "#" and toks[k - 1].end == t.start:
+                continue  # `#foo`: the screen reads one hash command
+            out.append(("word", t.start, t.end))
+        elif t.kind in ("string", "char"):
+            out.append((t.kind, t.start, t.end))
+        elif t.kind in ("doc", "moddoc"):
+            out.append(("doc", t.start, t.end))
+    return out
+
+
+def agree_or_refuse(src):
+    """The screen's view equals Lean's, or the screen refuses to lex (never a third way)."""
+    try:
+        mine = view_of_screen(src)
+    except LexError:
+        return "refused"
+    try:
+        theirs = view_of_reference(src)
+    except LeanLexError:
+        return "lean errors"  # Lean refuses the text itself: it can never check
+    assert mine == theirs, (src, mine, theirs)
+    return "agree"
+
+
+def corpus_files():
+    root = shared_dir() / "data" / "lean-corpora"
+    return sorted(root.rglob("*.lean")) if root.is_dir() else []
+
+
+@pytest.mark.skipif(not corpus_files(), reason="no ../shared/data/lean-corpora")
+def test_screen_and_lean_lexer_agree_on_every_corpus_file():
+    outcomes = [agree_or_refuse(normalize_newlines(p.read_text())) for p in corpus_files()]
+    assert len(outcomes) >= 200 and outcomes.count("agree") >= 150, outcomes.count("agree")
+
+
+def test_screen_and_lean_lexer_agree_on_our_cases():
+    for _, _, reply in cases.HONEST + cases.EXPLOITS:
+        agree_or_refuse(normalize_newlines(extract_proof_file(reply) or reply))
+
+
+PIECES = ["/-", "-/", "--", "/--", "/-!", '"', "'", "\\", "\n", " ", "axiom", "x", "h'", "«", "»", 'r"',
+          'r#"', '"#', "{", "}", "(", ")", ":=", "<;>", "-", "/", "!", "a.b", "2", "'a'", "sorry", "\\n"]
+
+
+def test_screen_and_lean_lexer_agree_on_random_spellings():
+    rng = random.Random(0)
+    seen = {"agree": 0, "refused": 0, "lean errors": 0}
+    for _ in range(6000):
+        src = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 12)))
+        seen[agree_or_refuse(src)] += 1
+    assert seen["agree"] > 1000, seen
