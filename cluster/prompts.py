@@ -82,9 +82,9 @@ class PromptFormat:
     @classmethod
     def from_config(cls, data: DataConfig, tokenizer=None, model: str = "the model") -> "PromptFormat":
         has = bool(getattr(tokenizer, "chat_template", None))
-        if data.chat_template == "on" and not has:
-            raise DataError(f"data.chat_template=on, but the tokenizer of {model} has no chat template")
-        chat = has if data.chat_template == "auto" else data.chat_template == "on"
+        if data.chat_template is True and not has:
+            raise DataError(f"data.chat_template is on, but the tokenizer of {model} has no chat template")
+        chat = has if data.chat_template == "auto" else data.chat_template
         return cls(resolve_template(data.template), tokenizer, chat=chat, system_prompt=data.system_prompt)
 
     def text(self, problem: str) -> str:

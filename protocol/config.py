@@ -188,24 +188,27 @@ class DataConfig:
     # whose text has {problem} where the problem goes; bare is today's "problem + newline"
     template: str = "bare"
     system_prompt: str = ""         # the chat's system message; needs a chat template
-    # auto: through the tokenizer's chat template when it has one (model tiny has none,
-    # tiny-chat has one); on: refuse a tokenizer without one; off: the template's text as is
-    chat_template: Literal["auto", "on", "off"] = "auto"
+    # auto: through the tokenizer's chat template when it has one (model tiny has none, tiny-chat
+    # has one); true (YAML's on): always, refusing a tokenizer without one; false (off): never
+    chat_template: Literal["auto", True, False] = "auto"
 
     def __post_init__(self) -> None:
-        for name, choices in (("format", ("auto", "jsonl", "parquet", "hf")), ("bad_rows", ("refuse", "skip")),
-                              ("chat_template", ("auto", "on", "off"))):
+        for name, choices in (("format", ("auto", "jsonl", "parquet", "hf")), ("bad_rows", ("refuse", "skip"))):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {list(choices)}, got {getattr(self, name)!r}")
+        if self.chat_template != "auto" and type(self.chat_template) is not bool:
+            raise ValueError(f"chat_template must be auto, true (on) or false (off), got {self.chat_template!r}")
         for name in ("split", "problem_key", "answer_key", "template"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must not be empty")
         keys = [k for k in (self.problem_key, self.answer_key, self.id_key) if k]
         if len(set(keys)) != len(keys):
             raise ValueError(f"problem_key, answer_key and id_key must differ, got {keys}")
-        if self.epochs < 0 or self.shuffle_buffer < 1:
-            raise ValueError(f"epochs must be >= 0 and shuffle_buffer >= 1, got {self.epochs}, {self.shuffle_buffer}")
-        if self.system_prompt and self.chat_template == "off":
+        if self.epochs < 0:
+            raise ValueError(f"epochs must be >= 0, got {self.epochs}")
+        if self.shuffle_buffer < 1:
+            raise ValueError(f"shuffle_buffer must be >= 1, got {self.shuffle_buffer}")
+        if self.system_prompt and self.chat_template is False:
             raise ValueError("system_prompt needs a chat template, but chat_template is off")
 
 

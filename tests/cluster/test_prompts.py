@@ -57,8 +57,8 @@ def test_a_template_file_is_used_as_written_and_filled_in_one_pass(tmp_path):
 def test_a_tokenizer_without_a_chat_template_gets_the_text_as_is(tiny_tok):
     fmt = PromptFormat.from_config(DataConfig(template="boxed"), tiny_tok)
     assert not fmt.chat and fmt.render("Compute 1+1.") == "Compute 1+1.\nPut your final answer in \\boxed{}.\n"
-    with pytest.raises(DataError, match="data.chat_template=on, but the tokenizer of tiny has no chat template"):
-        PromptFormat.from_config(DataConfig(chat_template="on"), tiny_tok, model="tiny")
+    with pytest.raises(DataError, match="data.chat_template is on, but the tokenizer of tiny has no chat template"):
+        PromptFormat.from_config(DataConfig(chat_template=True), tiny_tok, model="tiny")
     with pytest.raises(DataError, match="data.system_prompt needs a chat template"):
         PromptFormat.from_config(DataConfig(system_prompt="Be brief."), tiny_tok)
 
@@ -70,7 +70,7 @@ def test_a_chat_template_wraps_the_text_with_the_system_prompt(chat_tok):
                                    "\\boxed{}.\n\n<|assistant|>\n")
     ids = chat_tok(prompt)["input_ids"]
     assert ids.count(chat_tok.bos_token_id) == 1 and ids[0] == chat_tok.bos_token_id
-    off = PromptFormat.from_config(DataConfig(template="boxed", chat_template="off"), chat_tok)
+    off = PromptFormat.from_config(DataConfig(template="boxed", chat_template=False), chat_tok)
     assert off.render("Compute 1+1.") == "Compute 1+1.\nPut your final answer in \\boxed{}.\n"
 
 
