@@ -245,7 +245,7 @@ def check_dataset(path: str, data: DataConfig) -> DataReport:
         raise DataError(f"{path}: no usable row, all {report.bad} are bad:{report.listing()}")
     if report.bad and data.bad_rows == "refuse":
         raise DataError(f"{path}: {report.bad} bad row{'s' * (report.bad > 1)} of {report.bad + report.rows} "
-                        f"(data.bad_rows=refuse):{report.listing()}\nfix them, or set data.bad_rows=skip to "
+                        f"(data.bad_rows=refuse):{report.listing()}\nFix them, or set data.bad_rows=skip to "
                         f"train without them (counted as data/bad_rows_skipped)")
     if report.bad:
         log.warning("%s: skipping %d bad rows of %d (data.bad_rows=skip):%s", path, report.bad,

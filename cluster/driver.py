@@ -21,19 +21,20 @@ import yaml
 from jury.protocol.config import RunConfig, parse_faults, to_dict
 from jury.cluster.metrics import MetricsLog
 from jury.cluster.pipeline import Pipeline
+from jury.cluster.run_data import check_data, check_prompts
 from jury.protocol.messages import StepResult
 
 log = logging.getLogger(__name__)
 
 
 def resolve_model(cfg: RunConfig) -> str:
-    if cfg.model != "tiny":
+    if cfg.model not in ("tiny", "tiny-chat"):
         if not (Path(cfg.model) / "config.json").exists():
             raise FileNotFoundError(f"model: {cfg.model} is not a Hugging Face model folder (no config.json)")
         return cfg.model
-    from jury.cluster.tiny_model import make_tiny_model
+    from jury.cluster.tiny_model import make_tiny_chat_model, make_tiny_model
 
-    return str(make_tiny_model(progress=cfg.progress))
+    return str((make_tiny_chat_model if cfg.model == "tiny-chat" else make_tiny_model)(progress=cfg.progress))
 
 
 def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:
@@ -55,12 +56,17 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
     """
     import ray
 
+    # the data before anything starts: a bad file is refused (DataError) naming file, row and field
+    data = check_data(cfg)
+    model_path = resolve_model(cfg)
+    data = check_prompts(cfg, model_path, data)  # template and chat template on the tokenizer; lengths
+    cfg = data.cfg  # steps capped by data.epochs
     state = read_checkpoint_state(resume) if resume else None
     run_dir = make_run_dir(cfg, resume)  # a resumed run records its (possibly changed) config again
+    data.write(run_dir)
     if state:  # steps after the checkpoint are trained again: drop their old rows
         for name in ("metrics.jsonl", "ledger.jsonl"):
             truncate_steps(run_dir / name, state["version"])
-    model_path = resolve_model(cfg)
     t_start = time.time()
     pipe = Pipeline(cfg, state["hf"] if state else model_path,
                     learner_checkpoint=state["engine"] if state else None,
@@ -103,11 +109,13 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
             row.update({"perf/step_s": now - last, "perf/tokens_per_s": row["rollout/tokens"] / (now - last),
                         "generator/version": pipe.version})
             row.update(pipe.role_stats())
+            row.update(data.metrics())
             last = now
             metrics.log(step, row)
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
                 save_checkpoint(pipe, run_dir)
         summary.update(pipe.role_stats())
+        summary.update(data.metrics())
         summary["final_checkpoint"] = save_checkpoint(pipe, run_dir, final=True)
     finally:
         if metrics:
