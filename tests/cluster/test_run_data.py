@@ -118,3 +118,12 @@ def test_the_eval_file_and_impossible_settings_are_refused_at_start(tmp_path, no
         assert main(["train", *overrides, f"run_dir={tmp_path / 'run'}", "progress=false"]) == 2
         assert capsys.readouterr().err.startswith(message)
     assert not no_cluster and not (tmp_path / "run").exists()
+
+
+def test_the_qwen3_config_sets_the_papers_prompt_and_epochs():
+    from pathlib import Path
+
+    cfg = load_config(str(Path(__file__).resolve().parents[2] / "configs" / "qwen3-1.7b-jury.yaml"))
+    d = cfg.data
+    assert (d.template, d.chat_template, d.epochs, d.bad_rows) == ("jury-rl", True, 6, "refuse")
+    assert cfg.steps == 6 * 7500 // cfg.batch_groups
