@@ -1,8 +1,10 @@
-"""Problems: a seeded synthetic arithmetic task and a loader for MATH-shaped JSONL.
+"""Problems: a seeded synthetic arithmetic task, and the stream the feeder draws from.
 
 The synthetic task is what the embedded default trains on: short closed-form
 arithmetic whose answers are written in `\\boxed{}`. Its statements contain exactly
 one expression, so the label-free arithmetic proof gate can formalise them.
+Real datasets (JSONL, Parquet, `datasets` folders) are read and checked in
+cluster/dataset.py.
 """
 from __future__ import annotations
 
@@ -13,6 +15,10 @@ from pathlib import Path
 from typing import Iterator
 
 PROMPT_SUFFIX = "\n"  # the model answers on the next line
+
+
+class DataError(ValueError):
+    """A dataset or prompt template a run cannot use; the message names the file, the row and the field."""
 
 
 @dataclass(frozen=True)
@@ -64,30 +70,26 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
 
 
 def load_jsonl(path: str | Path) -> list[Problem]:
-    """Problems in the MATH shape: one JSON object per line with "problem" and "answer".
+    """Every problem of a JSONL file with "problem" and "answer" fields, in file order.
 
-    A line that is not such an object is refused with its line number: a half-read
-    dataset would silently change what an experiment trains on.
+    Any bad line refuses the whole file, naming its line numbers: a half-read dataset would
+    silently change what an experiment trains on.
     """
-    problems = []
-    for lineno, row in iter_jsonl(path):
-        if not isinstance(row, dict) or not isinstance(row.get("problem"), str) or "answer" not in row:
-            raise ValueError(f'{path}:{lineno}: expected {{"problem": str, "answer": ...}}, got {str(row)[:80]!r}')
-        problems.append(Problem(row["problem"], str(row["answer"]), source=str(path)))
-    if not problems:
-        raise ValueError(f"{path}: no problems")
-    return problems
+    from jury.cluster.dataset import check_dataset, read_problems
+    from jury.protocol.config import DataConfig
+
+    data = DataConfig(format="jsonl")
+    check_dataset(str(path), data)
+    return list(read_problems(str(path), data))
 
 
-def problem_stream(dataset: str, seed: int) -> Iterator[Problem]:
-    """`synthetic` or a path to a JSONL file (cycled, reshuffled each epoch by seed)."""
+def problem_stream(dataset: str, seed: int, data=None) -> Iterator[Problem]:
+    """`synthetic` (endless), or a dataset read as `data` (a DataConfig) says, epoch after
+    epoch, each reshuffled by (seed, epoch)."""
     if dataset == "synthetic":
         yield from synthetic_problems(seed)
         return
-    problems = load_jsonl(dataset)
-    rng = random.Random(seed)
-    while True:
-        order = list(range(len(problems)))
-        rng.shuffle(order)
-        for i in order:
-            yield problems[i]
+    from jury.cluster.dataset import epoch_stream
+    from jury.protocol.config import DataConfig
+
+    yield from epoch_stream(dataset, data or DataConfig(), seed)

@@ -21,6 +21,7 @@ import yaml
 from jury.protocol.config import ConfigError, RunConfig, parse_faults, to_dict
 from jury.cluster.metrics import MetricsLog
 from jury.cluster.pipeline import Pipeline, RunFailed
+from jury.cluster.run_data import check_data, check_prompts
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
 
@@ -28,10 +29,11 @@ log = logging.getLogger(__name__)
 
 
 def preflight(cfg: RunConfig, resume: str | None = None):
-    """What can be checked before anything starts (no run folder, no Ray): every path the config
-    names. A bad one is a ConfigError naming the field (`jury train` exits 2)."""
+    """What can be checked before anything starts (no run folder, no Ray): the paths the config
+    names (the data files: cluster/run_data.py). A bad one is a ConfigError naming the field
+    (`jury train` exits 2)."""
     def hf_folder(field: str, value: str):
-        if value != "tiny" and not (Path(value) / "config.json").is_file():
+        if value not in ("tiny", "tiny-chat") and not (Path(value) / "config.json").is_file():
             raise ConfigError(f"{field}: {value} is not a Hugging Face model folder (no config.json there)")
 
     hf_folder("model", cfg.model)
@@ -39,8 +41,6 @@ def preflight(cfg: RunConfig, resume: str | None = None):
         hf_folder("verifier.tinyv_model", cfg.verifier.tinyv_model)
     if cfg.derl.enabled:
         hf_folder("derl.model", cfg.derl.model)
-    if cfg.dataset != "synthetic" and not Path(cfg.dataset).exists():
-        raise ConfigError(f"dataset: {cfg.dataset} does not exist")
     for field, value in (("checkpoint_dir", cfg.checkpoint_dir), ("run_dir", cfg.run_dir)):
         if value and Path(value).exists() and not Path(value).is_dir():
             raise ConfigError(f"{field}: {value} is a file, not a folder")
@@ -49,13 +49,13 @@ def preflight(cfg: RunConfig, resume: str | None = None):
 
 
 def resolve_model(cfg: RunConfig) -> str:
-    if cfg.model != "tiny":
+    if cfg.model not in ("tiny", "tiny-chat"):
         if not (Path(cfg.model) / "config.json").exists():
             raise FileNotFoundError(f"model: {cfg.model} is not a Hugging Face model folder (no config.json)")
         return cfg.model
-    from jury.cluster.tiny_model import make_tiny_model
+    from jury.cluster.tiny_model import make_tiny_chat_model, make_tiny_model
 
-    return str(make_tiny_model(progress=cfg.progress))
+    return str((make_tiny_chat_model if cfg.model == "tiny-chat" else make_tiny_model)(progress=cfg.progress))
 
 
 def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:
@@ -74,12 +74,17 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
     import ray
 
     preflight(cfg, resume)
+    # the data before anything starts: a bad file is refused (DataError) naming file, row and field
+    data = check_data(cfg)
+    model_path = resolve_model(cfg)
+    data = check_prompts(cfg, model_path, data)  # template and chat template on the tokenizer; lengths
+    cfg = data.cfg  # steps capped by data.epochs
     state = read_checkpoint_state(resume) if resume else None
     run_dir = make_run_dir(cfg, resume)  # a resumed run records its (possibly changed) config again
+    data.write(run_dir)
     if state:  # steps after the checkpoint are trained again: drop their old rows
         for name in ("metrics.jsonl", "ledger.jsonl"):
             truncate_steps(run_dir / name, state["version"])
-    model_path = resolve_model(cfg)
     t_start = time.time()
     pipe = Pipeline(cfg, state["path"] if state else model_path,
                     learner_checkpoint=str(Path(state["path"]) / "engine") if state else None,
@@ -122,11 +127,13 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
             row.update({"perf/step_s": now - last, "perf/tokens_per_s": row["rollout/tokens"] / (now - last),
                         "generator/version": pipe.version})
             row.update(pipe.role_stats())
+            row.update(data.metrics())
             last = now
             if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
                 row["checkpoint/failed"] = float(save_checkpoint(pipe, run_dir, step + 1) is None)
             metrics.log(step, row)
         summary.update(pipe.role_stats())
+        summary.update(data.metrics())
         # samples whose check ended in "error" (none should, short of pathological answers)
         summary["error_samples"] = sum(v for k, v in summary.items() if k.endswith("/verdict_error"))
         summary["final_checkpoint"] = save_checkpoint(pipe, run_dir, cfg.steps, final=True)

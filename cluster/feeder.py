@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import logging
 import random
+from dataclasses import replace
 from typing import Protocol
 
-from jury.cluster.data import PROMPT_SUFFIX, Problem, problem_stream
+from jury.cluster.data import Problem, problem_stream
+from jury.cluster.prompts import PromptFormat
+from jury.protocol.config import DataConfig
 from jury.protocol.messages import PromptTask
 from jury.protocol.transport import Sender
 
@@ -47,8 +50,10 @@ def draw_staleness(forced: dict[int, float], seed: int, index: int) -> int:
 class Feeder:
     def __init__(self, dataset: str, seed: int, batch_groups: int, max_staleness: int, host: str,
                  *, tokenizer=None, max_prompt_tokens: int = 0, curve=None, forced: dict[int, float] | None = None,
-                 mixer: PromptMixer | None = None):
-        self.problems = problem_stream(dataset, seed)
+                 mixer: PromptMixer | None = None, data: DataConfig | None = None):
+        data = data or DataConfig()
+        self.problems = problem_stream(dataset, seed, data)
+        self.prompts = PromptFormat.from_config(data, tokenizer)  # template, then the chat template
         self.forced = dict(forced or {})
         if self.forced:  # the window must reach the stalest batch a task can be released for
             max_staleness = max(self.forced)
@@ -131,7 +136,7 @@ class Feeder:
             self.drawn += 1
             if self.tokenizer is None or self.max_prompt_tokens <= 0:
                 return p
-            n = len(self.tokenizer(p.problem + PROMPT_SUFFIX)["input_ids"])
+            n = len(self.tokenizer(self.prompts.render(p.problem))["input_ids"])
             if n <= self.max_prompt_tokens:
                 return p
             self.refused_too_long += 1
@@ -141,9 +146,11 @@ class Feeder:
 
     def _task(self, p: Problem, version: int) -> PromptTask:
         task = PromptTask(task_id=f"s{self.seed}-{self.admitted}", index=self.admitted,
-                          prompt=p.problem + PROMPT_SUFFIX, label=p.answer, source=p.source,
+                          prompt=self.prompts.text(p.problem), label=p.answer, source=p.source,
                           admitted_version=version)
-        return self.mixer.mix(task, p) if self.mixer else task
+        task = self.mixer.mix(task, p) if self.mixer else task
+        # after the mix, so DeRL's diversifying prompts go through the chat template too
+        return replace(task, prompt=self.prompts.wrap(task.prompt)) if self.prompts.chat else task
 
     def close(self):
         self.sender.close()

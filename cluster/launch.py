@@ -51,6 +51,7 @@ def main(argv=None) -> int:
         return 2
     import ray
 
+    from jury.cluster.data import DataError
     from jury.cluster.driver import train
 
     address = os.environ.get("RAY_ADDRESS") or "auto"
@@ -64,6 +65,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("launch: interrupted; every actor was stopped", file=sys.stderr)
         return 130
+    except DataError as e:  # refused before any actor started
+        print(f"launch: bad data: {e}", file=sys.stderr)
+        return 2
     finally:
         ray.shutdown()
     print(yaml.safe_dump(summary, sort_keys=False), end="")

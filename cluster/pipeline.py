@@ -80,7 +80,7 @@ class Pipeline:
                                     max_prompt_tokens=cfg.max_prompt_tokens)
         self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve,
-                             forced=parse_staleness(cfg.forced_staleness), mixer=self.derl)
+                             forced=parse_staleness(cfg.forced_staleness), mixer=self.derl, data=cfg.data)
         self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
         ray.get([self._start_generator(g) for g in self.generators])
         self._init_weight_plane()

@@ -12,6 +12,10 @@ than it gets credit for: RL on a couple of CPU minutes can then visibly raise th
 pass rate (by learning the format and sharpening what it knows), which is what the
 embedded default is meant to show. `pass_rate.json` records both rates. Building is idempotent: a stamp of the build settings
 is checked and a matching folder is reused.
+
+`tiny-chat` (`make_tiny_chat_model`) is the same model, weights and tokenizer copied, with a
+chat template added: for testing prompts that go through one. `tiny` itself has none, so
+its plain prompts, and everything that asks it questions, stay as they were.
 """
 from __future__ import annotations
 
@@ -24,6 +28,16 @@ from pathlib import Path
 from jury.cluster.data import PROMPT_SUFFIX, synthetic_problem, synthetic_solution
 
 STAMP = "jury_tiny_model.json"
+CHAT_STAMP = "jury_tiny_chat.json"
+# a plain-text chat layout (no special tokens: the vocabulary has none to spare); no BOS in it,
+# since the tokenizer adds <s> itself
+CHAT_TEMPLATE = (
+    "{%- for m in messages -%}"
+    "{{ '<|' + m['role'] + '|>\\n' + m['content'] + '\\n' }}"
+    "{%- if m['role'] == 'assistant' -%}{{ eos_token }}{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{ '<|assistant|>\\n' }}{%- endif -%}"
+)
 
 
 @dataclass(frozen=True)
@@ -195,4 +209,27 @@ def make_tiny_model(path: str | Path | None = None, spec: TinyModelSpec = TinyMo
 
         shutil.rmtree(path)
     tmp.rename(path)  # a half-built folder is never mistaken for a cached one
+    return path
+
+
+def make_tiny_chat_model(path: str | Path | None = None, progress=True) -> Path:
+    """The tiny model's folder copied with a chat template added (`model: tiny-chat`); rebuilt
+    when the tiny model or the template changes, never touching the tiny model's own folder."""
+    import shutil
+
+    base = make_tiny_model(progress=progress)
+    path = Path(path) if path else base.with_name("tiny-chat")
+    stamp = {"tiny": json.loads((base / STAMP).read_text()), "chat_template": CHAT_TEMPLATE}
+    if (path / CHAT_STAMP).exists() and json.loads((path / CHAT_STAMP).read_text()) == stamp:
+        return path
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(base, tmp)  # a few MB
+    (tmp / "chat_template.jinja").write_text(CHAT_TEMPLATE)  # transformers reads it beside tokenizer.json
+    (tmp / CHAT_STAMP).write_text(json.dumps(stamp, indent=2))
+    shutil.rmtree(path, ignore_errors=True)
+    try:
+        tmp.rename(path)
+    except OSError:  # another process put it there first
+        shutil.rmtree(tmp, ignore_errors=True)
     return path

@@ -9,6 +9,7 @@ import sys
 
 def _train(args) -> int:
     from jury.protocol.config import ConfigError, load_config
+    from jury.cluster.data import DataError
     from jury.cluster.driver import RunFailed, train
 
     config = args.config
@@ -33,6 +34,9 @@ def _train(args) -> int:
     except RunFailed as e:
         print(f"jury train: {e}", file=sys.stderr)
         return 1
+    except DataError as e:  # refused before anything started
+        print(f"jury train: {e}", file=sys.stderr)
+        return 2
     print(_table(summary))
     return 0
 

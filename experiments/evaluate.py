@@ -10,8 +10,10 @@ whatever script calls `evaluate` needs the `if __name__ == "__main__":` guard (t
 `jury` entry point and `python -m jury.experiments.evaluate` have it).
 
 When the checkpoint is a run's `final/` folder, the run's config.yaml beside it gives
-the defaults: the training model's tokenizer (the learner saves weights only) and
-the sampling settings the policy was trained with.
+the defaults: the training model's tokenizer (the learner saves weights only), the
+sampling settings the policy was trained with, and its data section: the evaluation
+file (data.eval_path), its field names, and the prompt template and chat template, so
+problems are asked exactly as in training.
 """
 from __future__ import annotations
 
@@ -110,19 +112,34 @@ def summarise(results: list[ProblemResult], ks: list[int]) -> dict:
     return out
 
 
-def load_problems(dataset: str, seed: int, count: int) -> list:
-    """The first `count` problems: of the seeded synthetic stream, or of the JSONL file in
-    file order (count 0: all of it), so two evaluations of one dataset see the same problems."""
+def load_problems(dataset: str, seed: int, count: int, data=None) -> list:
+    """The first `count` problems: of the seeded synthetic stream, or of the dataset in file
+    order (count 0: all of it), so two evaluations of one dataset see the same problems. A
+    dataset is read as `data` (a DataConfig: format, field names) says and checked first."""
     from itertools import islice
 
-    from jury.cluster.data import load_jsonl, synthetic_problems
+    from jury.cluster.data import synthetic_problems
+    from jury.cluster.dataset import check_dataset, read_problems
+    from jury.protocol.config import DataConfig
 
     if dataset == "synthetic":
         if count < 1:
             raise ValueError("--count must be >= 1 for the synthetic dataset (it never ends)")
         return list(islice(synthetic_problems(seed), count))
-    problems = load_jsonl(dataset)
-    return problems[:count] if count > 0 else problems
+    data = data or DataConfig()
+    check_dataset(dataset, data)
+    problems = read_problems(dataset, data)
+    return list(islice(problems, count)) if count > 0 else list(problems)
+
+
+def data_config_of(run_cfg: dict):
+    """The training run's data section (field names, template, chat template); defaults without one."""
+    from jury.protocol.config import DataConfig
+
+    try:
+        return DataConfig(**run_cfg.get("data", {}))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"the run's config.yaml: data: {e}") from None
 
 
 def run_config_of(checkpoint: Path) -> dict:
@@ -139,13 +156,13 @@ def run_config_of(checkpoint: Path) -> dict:
 
 
 def resolve_model(checkpoint: str, tokenizer: str | None, run_cfg: dict) -> tuple[str, str]:
-    """(model folder, tokenizer folder); "tiny" is the local tiny model."""
+    """(model folder, tokenizer folder); "tiny" and "tiny-chat" are the local tiny model."""
     def local(name: str) -> str:
-        if name != "tiny":
+        if name not in ("tiny", "tiny-chat"):
             return name
-        from jury.cluster.tiny_model import make_tiny_model
+        from jury.cluster.tiny_model import make_tiny_chat_model, make_tiny_model
 
-        return str(make_tiny_model(progress=False))
+        return str((make_tiny_chat_model if name == "tiny-chat" else make_tiny_model)(progress=False))
 
     model = local(checkpoint)
     if not (Path(model) / "config.json").exists():
@@ -209,15 +226,25 @@ Generate = Callable[[str, str, list, Sampling], tuple[list, dict]]
 
 
 def evaluate(checkpoint: str, problems: list, sampling: Sampling, ks: list[int], *, tokenizer: str | None = None,
-             check_timeout_s: float = 5.0, generate: Generate | None = None) -> dict:
-    """The summary (pass@k, distinct answers, verdicts, settings) and per-problem results."""
+             check_timeout_s: float = 5.0, generate: Generate | None = None, data=None) -> dict:
+    """The summary (pass@k, distinct answers, verdicts, settings) and per-problem results.
+    Prompts are made as the feeder makes them in training: `data` (the run's DataConfig) gives
+    the template and chat template; without it, the problem and a newline."""
     from jury.cluster.data import PROMPT_SUFFIX
 
     bad = [k for k in ks if not 1 <= k <= sampling.n]
     if bad:
         raise ValueError(f"pass@k needs 1 <= k <= n={sampling.n}, got k={bad}")
     model, tok = resolve_model(checkpoint, tokenizer, run_config_of(Path(checkpoint)))
-    prompts = [p.problem + PROMPT_SUFFIX for p in problems]  # as the feeder builds them in training
+    if data is None:
+        prompts = [p.problem + PROMPT_SUFFIX for p in problems]
+    else:
+        from transformers import AutoTokenizer
+
+        from jury.cluster.prompts import PromptFormat
+
+        fmt = PromptFormat.from_config(data, AutoTokenizer.from_pretrained(tok), model=tok)
+        prompts = [fmt.render(p.problem) for p in problems]
     texts, timing = (generate or generate_vllm)(model, tok, prompts, sampling)
     kept = [i for i, t in enumerate(texts) if t is not None]
     if not kept:
@@ -269,13 +296,15 @@ def _run(args) -> int:
         run_cfg = run_config_of(Path(args.checkpoint))
         sampling = sampling_from(args, run_cfg)
         ks = _ks(args.k) if args.k else sorted({1, sampling.n})
-        problems = load_problems(args.dataset, args.seed, args.count)
+        data = data_config_of(run_cfg) if run_cfg else None
+        dataset = args.dataset or (data.eval_path if data and data.eval_path else "synthetic")
+        problems = load_problems(dataset, args.seed, args.count, data)
         result = evaluate(args.checkpoint, problems, sampling, ks, tokenizer=args.tokenizer,
-                          check_timeout_s=args.check_timeout_s)
+                          check_timeout_s=args.check_timeout_s, data=data)
     except (ValueError, OSError) as e:
         print(f"jury eval: {e}", file=sys.stderr)
         return 2
-    result["summary"]["dataset"] = {"name": args.dataset, "seed": args.seed, "count": args.count}
+    result["summary"]["dataset"] = {"name": dataset, "seed": args.seed, "count": args.count}
     if args.json == "-":
         print(json.dumps(result, indent=2))
         return 0
@@ -288,8 +317,10 @@ def _run(args) -> int:
 def add_command(subparsers) -> None:
     p = subparsers.add_parser("eval", help="pass@k and distinct answers of a checkpoint on a dataset")
     p.add_argument("checkpoint", help='a Hugging Face model folder (e.g. a run\'s final/), or "tiny"')
-    p.add_argument("--dataset", default="synthetic", help='"synthetic" or a MATH-shaped JSONL path')
-    p.add_argument("--count", type=int, default=128, help="problems (JSONL: first COUNT, 0 = all)")
+    p.add_argument("--dataset", default=None,
+                   help='"synthetic", or a JSONL or Parquet file or `datasets` folder, read with the run\'s '
+                        'data.* field names (default: the run\'s data.eval_path, else synthetic)')
+    p.add_argument("--count", type=int, default=128, help="problems (a dataset: its first COUNT, 0 = all)")
     p.add_argument("--seed", type=int, default=0, help="synthetic problem stream and sampling seed")
     p.add_argument("-n", type=int, default=8, help="samples per problem")
     p.add_argument("-k", default=None, help="comma-separated k for pass@k (default: 1 and n)")

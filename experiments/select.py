@@ -10,7 +10,6 @@ labels are given, how often the chosen candidate is correct.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import asdict

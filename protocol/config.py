@@ -186,6 +186,57 @@ class DerlConfig:
             raise ValueError("DerlConfig.forbidden_tactics must not be empty")
 
 
+# ── the dataset and the prompt (cluster/dataset.py, cluster/prompts.py) ──
+@dataclass(frozen=True)
+class DataConfig:
+    """How the top-level `dataset` is read and what prompt each problem becomes.
+
+    The dataset (and eval_path) is checked row by row before anything starts; a bad row
+    is one the run cannot train on as written (cluster/dataset.py says which).
+    """
+
+    # jsonl, parquet (a file, or a folder of *.parquet shards) or hf (a `datasets` save_to_disk
+    # folder); auto: by the extension (.jsonl, .parquet), a folder by what it holds
+    format: Literal["auto", "jsonl", "parquet", "hf"] = "auto"
+    split: str = "train"            # the split of a saved DatasetDict
+    problem_key: str = "problem"    # the field with the problem text
+    answer_key: str = "answer"      # the field with the label: text or an integer
+    id_key: str = ""                # optional field naming each problem (ledger source: path#id); "" = none
+    eval_path: str = ""             # a separate evaluation set, same format and keys; checked at start, `jury eval` reads it
+    epochs: int = 0                 # passes over the data, each reshuffled; 0 = no end. N > 0 caps `steps` at N passes
+    shuffle: bool = True            # reshuffle every epoch, seeded by the run's seed and the epoch
+    # rows held for shuffling: a dataset this small is shuffled exactly, a larger one within
+    # this window (and its Parquet shards in a new order each epoch); memory grows with it
+    shuffle_buffer: int = 100_000
+    bad_rows: Literal["refuse", "skip"] = "refuse"  # skip: train without them, counted in data/bad_rows_skipped
+    # a named template (bare, boxed, jury-rl, derl, derl-lean: cluster/prompts.py) or a UTF-8 file
+    # whose text has {problem} where the problem goes; bare is today's "problem + newline"
+    template: str = "bare"
+    system_prompt: str = ""         # the chat's system message; needs a chat template
+    # auto: through the tokenizer's chat template when it has one (model tiny has none, tiny-chat
+    # has one); true (YAML's on): always, refusing a tokenizer without one; false (off): never
+    chat_template: Literal["auto", True, False] = "auto"
+
+    def __post_init__(self) -> None:
+        for name, choices in (("format", ("auto", "jsonl", "parquet", "hf")), ("bad_rows", ("refuse", "skip"))):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {list(choices)}, got {getattr(self, name)!r}")
+        if self.chat_template != "auto" and type(self.chat_template) is not bool:
+            raise ValueError(f"chat_template must be auto, true (on) or false (off), got {self.chat_template!r}")
+        for name in ("split", "problem_key", "answer_key", "template"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
+        keys = [k for k in (self.problem_key, self.answer_key, self.id_key) if k]
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"problem_key, answer_key and id_key must differ, got {keys}")
+        if self.epochs < 0:
+            raise ValueError(f"epochs must be >= 0, got {self.epochs}")
+        if self.shuffle_buffer < 1:
+            raise ValueError(f"shuffle_buffer must be >= 1, got {self.shuffle_buffer}")
+        if self.system_prompt and self.chat_template is False:
+            raise ValueError("system_prompt needs a chat template, but chat_template is off")
+
+
 @dataclass(frozen=True)
 class GeneratorConfig:
     group_size: int = 8            # G samples per task
@@ -281,8 +332,8 @@ class LearnerConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    model: str = "tiny"            # "tiny": build (or reuse) the local tiny model; otherwise a HF folder
-    dataset: str = "synthetic"     # "synthetic" or a MATH-shaped JSONL path
+    model: str = "tiny"            # "tiny": build (or reuse) the local tiny model ("tiny-chat": with a chat template); else a HF folder
+    dataset: str = "synthetic"     # "synthetic", or a JSONL or Parquet file or a `datasets` folder (read as data.* says)
     seed: int = 0
     steps: int = 300               # learner steps
     batch_groups: int = 8          # groups (prompts) per learner step
@@ -327,6 +378,7 @@ class RunConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     lean: LeanGateConfig = field(default_factory=LeanGateConfig)  # verifier.gate=lean: models, Lean command
     derl: DerlConfig = field(default_factory=DerlConfig)  # DeRL's diversifying prompts and reward (derl.enabled)
+    data: DataConfig = field(default_factory=DataConfig)  # fields, epochs, shuffling, bad rows, the prompt template
 
     def __post_init__(self):
         positive = ["steps", "batch_groups", "sync_every", "num_generators", "num_verifiers",

@@ -1,5 +1,4 @@
 """Weight-sync modes with a generation in flight: drain waits, interrupt regenerates, inflight swaps under it."""
-import asyncio
 
 import pytest
 

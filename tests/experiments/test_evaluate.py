@@ -93,6 +93,41 @@ def test_load_problems_synthetic_is_seeded_and_jsonl_keeps_file_order(tmp_path):
         ev.load_problems("synthetic", 0, 0)
 
 
+def test_a_runs_eval_file_field_names_and_prompt_format_are_used(tmp_path, tiny_model_path, monkeypatch, capsys):
+    """`jury eval RUN/final`: the run's data.eval_path, read with its field names, asked with its
+    template through the chat template, as the feeder asked in training."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jury.cluster.tiny_model import make_tiny_chat_model
+    from jury.protocol.config import DataConfig
+
+    evalf = tmp_path / "eval.parquet"
+    pq.write_table(pa.table({"question": ["Compute 1+1.", "Compute 2+2."], "final": ["2", "4"]}), evalf)
+    data = {"eval_path": str(evalf), "problem_key": "question", "answer_key": "final", "template": "boxed"}
+    assert [p.answer for p in ev.load_problems(str(evalf), 0, 0, DataConfig(**data))] == ["2", "4"]
+    final = _model_folder(tmp_path / "run" / "final", tokenizer=False)
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(
+        {"model": str(make_tiny_chat_model(progress=False)), "generator": {"max_new_tokens": 8}, "data": data}))
+    seen = {}
+
+    def generate(model_path, tokenizer, prompts, sampling):
+        seen["prompts"] = prompts
+        return [["\\boxed{2}"] * 2, ["\\boxed{5}"] * 2], {}
+
+    monkeypatch.setattr(ev, "generate_vllm", generate)
+    args = _parse([str(final), "-n", "2", "--json", str(tmp_path / "r.json")])
+    assert args.func(args) == 0
+    assert seen["prompts"] == [f"<|user|>\n{q}\nPut your final answer in \\boxed{{}}.\n\n<|assistant|>\n"
+                               for q in ("Compute 1+1.", "Compute 2+2.")]
+    summary = json.loads((tmp_path / "r.json").read_text())["summary"]
+    assert summary["dataset"]["name"] == str(evalf) and summary["pass@1"] == pytest.approx(0.5)
+    (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump({"model": "tiny", "generator": {},
+                                                                  "data": {"bad_rows": "sometimes"}}))
+    assert args.func(args) == 2
+    assert "jury eval: the run's config.yaml: data: bad_rows must be one of" in capsys.readouterr().err
+
+
 def _model_folder(path, tokenizer=True):
     path.mkdir(parents=True)
     (path / "config.json").write_text("{}")

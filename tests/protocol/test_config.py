@@ -39,10 +39,31 @@ def test_defaults_and_overrides(tmp_path):
     (["sync_timeout_s=0"], r"sync_timeout_s must be > 0"),
     (["model="], r"model must be"),
     (["faults=kill_engine:verifier0@1"], r"kill_engine for a generator"),
+    (["data.bad_rows=maybe"], "data.bad_rows"),
+    (["data.format=csv"], "data.format"),
+    (["data.chat_template=sometimes"], "data.chat_template"),
+    (["data.chat_template=1"], "data.chat_template"),
+    (["data.epochs=-1"], "data.epochs"),
+    (["data.shuffle_buffer=0"], "data.shuffle_buffer"),
+    (["data.answer_key="], "data.answer_key"),
+    (["data.answer_key=problem"], "data.problem_key, answer_key and id_key must differ"),
+    (["data.system_prompt=Be brief.", "data.chat_template=off"], "data.system_prompt needs a chat template"),
+    (["data.problem_key=3"], "data.problem_key must be str"),
 ])
 def test_bad_values_are_refused_naming_the_field(overrides, field):
     with pytest.raises(ConfigError, match=field):
         load_config(None, overrides)
+
+
+def test_data_section_reads_on_and_off_as_yaml_does(tmp_path):
+    assert load_config(None, []).data.chat_template == "auto"
+    assert load_config(None, ["data.chat_template=on"]).data.chat_template is True
+    assert load_config(None, ["data.chat_template=off"]).data.chat_template is False
+    f = tmp_path / "c.yaml"
+    f.write_text("dataset: d.parquet\ndata:\n  answer_key: solution\n  chat_template: true\n  epochs: 6\n")
+    cfg = load_config(str(f))
+    assert (cfg.dataset, cfg.data.answer_key, cfg.data.chat_template, cfg.data.epochs) == ("d.parquet", "solution",
+                                                                                            True, 6)
 
 
 def test_bad_yaml_top_level(tmp_path):

@@ -13,8 +13,7 @@ import pytest
 
 from jury.verifiers.lean.backends import KiminaBackend, load_backend
 from jury.verifiers.lean.check import ProofChecker, judge, parse_axioms, proof_chain
-from jury.verifiers.lean.repl import (LeanMessage, LeanReplConfig, LeanTimeout, ReplPool,
-                                      ReplResponse)
+from jury.verifiers.lean.repl import (LeanMessage, LeanReplConfig, LeanTimeout, ReplResponse)
 
 DOUBLE = Path(__file__).with_name("lean_repl_double.py")
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
