@@ -49,6 +49,7 @@ class Generator:
             worker_extension_cls="jury.actors.weight_sync.WeightReceiver",
             disable_log_stats=True,
             tensor_parallel_size=cfg.tensor_parallel_size,
+            gpu_memory_utilization=cfg.gpu_memory_utilization,  # on GPUs; the CPU build sizes by kv_cache_gib
             # TP on GPUs: workers are Ray actors in this actor's placement group (see Pipeline)
             **({"distributed_executor_backend": "ray"} if cfg.tensor_parallel_size > 1 and cfg.num_gpus > 0 else {}),
         )

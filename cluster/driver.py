@@ -20,7 +20,9 @@ import yaml
 
 from jury.protocol.config import ConfigError, RunConfig, parse_faults, to_dict
 from jury.cluster.metrics import MetricsLog
-from jury.cluster.pipeline import Pipeline, RunFailed
+from jury.cluster.errors import RunFailed
+from jury.cluster.learner_group import LearnerDied
+from jury.cluster.pipeline import Pipeline
 from jury.cluster.run_data import check_data, check_prompts
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
@@ -71,7 +73,6 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
     With `resume` (a run folder), the run continues from its last checkpoint: weights,
     optimizer, version, data position; metrics append to the same metrics.jsonl.
     """
-    import ray
 
     preflight(cfg, resume)
     # the data before anything starts: a bad file is refused (DataError) naming file, row and field
@@ -89,7 +90,7 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
     pipe = Pipeline(cfg, state["path"] if state else model_path,
                     learner_checkpoint=str(Path(state["path"]) / "engine") if state else None,
                     initial_version=state["version"] if state else 0)
-    faults = parse_faults(cfg.faults, cfg.num_generators, cfg.num_verifiers)
+    faults = parse_faults(cfg.faults, cfg.num_generators, cfg.num_verifiers, cfg.learner.num_ranks)
     total = cfg.steps * cfg.batch_groups
     metrics, interrupted = None, False
     summary: dict = {"run_dir": str(run_dir)}
@@ -99,7 +100,7 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
         if state:
             pipe.feeder.fast_forward(state["next_index"], state["stream_position"])
         if cfg.record_groups:
-            ray.get(pipe.learner.record.remote(str((run_dir / "record").resolve())))
+            pipe.learner.call0("record", str((run_dir / "record").resolve()))
         summary["startup_s"] = time.time() - t_start
         metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first)
         ledger = open(run_dir / "ledger.jsonl", "a", encoding="utf-8")
@@ -116,7 +117,7 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
             ledger.flush()
             if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
                 if pipe.feeder.forced:  # the version moves on only once its released tasks are back
-                    row.update(_with_resend(pipe, step, lambda: pipe.learner.hold.remote(
+                    row.update(_with_resend(pipe, step, lambda: pipe.learner.hold(
                         pipe.feeder.released_at(pipe.version), cfg.resend_after_s)).metrics)
                 row.update(pipe.sync_weights_or_recover())
             pipe.feeder.consumed((step + 1) * cfg.batch_groups)
@@ -153,19 +154,19 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
 
 def _learner_step(pipe: Pipeline, step: int) -> StepResult:
     """One learner step; while groups are missing, repair restarted workers and re-send them."""
-    return _with_resend(pipe, step, lambda: pipe.learner.step.remote(step, pipe.cfg.resend_after_s))
+    return _with_resend(pipe, step, lambda: pipe.learner.step(step, pipe.cfg.resend_after_s))
 
 
 def _with_resend(pipe: Pipeline, step: int, call) -> StepResult:
-    """ray.get(call()) until nothing is missing, repairing workers and re-sending between tries."""
+    """call() until nothing is missing, repairing workers and re-sending between tries."""
     import ray
 
     cfg, waited = pipe.cfg, 0.0
     while True:
         try:
-            result = ray.get(call())
-        except ray.exceptions.RayActorError as e:
-            raise RunFailed(f"the learner died at step {step}; every actor was stopped. Cause: {e}") from None
+            result = call()
+        except LearnerDied as e:
+            raise RunFailed(f"step {step}: {e}") from None
         if not result.missing:
             return result
         waited += cfg.resend_after_s
@@ -193,14 +194,14 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, version: int, final: bool = F
     state = {"version": version, "next_index": next_index, "stream_position": pipe.feeder.position_of(next_index),
              "hf": str(path), "engine": str(path / "engine")}
     try:
-        ray.get(pipe.learner.save.remote(str(path), state))
+        pipe.learner.save(str(path), state)
     except ray.exceptions.RayTaskError as e:
         cause = e.cause if isinstance(e.cause, CheckpointError) else e
         if final:
             raise RunFailed(f"the final checkpoint could not be written: {cause}") from None
         log.error("%s; training goes on", cause)
         return None
-    learner_node = ray.get(pipe.learner.node.remote())
+    learner_node = pipe.learner.call0("node")
     if learner_node != ray.util.get_node_ip_address() and not pipe.cfg.checkpoint_dir:
         log.warning("checkpoint written on the learner's node %s at %s, not beside this run's metrics; "
                     "set checkpoint_dir to a path every node shares", learner_node, path)

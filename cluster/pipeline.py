@@ -19,19 +19,13 @@ import time
 
 from jury.protocol.config import RunConfig, parse_staleness
 from jury.cluster.diversify import Diversifier
+from jury.cluster.errors import RunFailed, SyncTimeout
+from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
 from jury.cluster.placement import generator_placement
 from jury.protocol.transport import CurveKeys
 
 log = logging.getLogger(__name__)
-
-
-class RunFailed(RuntimeError):
-    """A run that cannot go on; its message says why, for a person to read (`jury train: ...`)."""
-
-
-class SyncTimeout(RunFailed):
-    """A weight sync waited past sync_timeout_s for a role; the message names it."""
 
 
 class Pipeline:
@@ -69,8 +63,9 @@ class Pipeline:
                     "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
         multi_node = sum(1 for n in ray.nodes() if n["Alive"]) > 1
         self.curve = CurveKeys.generate() if cfg.curve is True or (cfg.curve == "auto" and multi_node) else None
-        self.learner = self._make_learner()
-        learner_ep = ray.get(self.learner.start.remote(self.host, self.curve))
+        self.learner = LearnerGroup.create(cfg, self.model_path, env=self.env, checkpoint=self.learner_checkpoint,
+                                           initial_version=self.version)
+        learner_ep = self.learner.start(self.host, self.curve)
         self.verifiers = [self._make_verifier(i) for i in range(cfg.num_verifiers)]
         self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve) for v in self.verifiers])
         self.learner_endpoint = learner_ep
@@ -92,25 +87,11 @@ class Pipeline:
             return
         cfg = self.cfg
         address = os.environ.get("RAY_ADDRESS")
-        need = cfg.learner.num_cpus + cfg.num_generators * cfg.generator.num_cpus + cfg.num_verifiers * cfg.verifier.num_cpus
+        need = (cfg.learner.num_ranks * cfg.learner.num_cpus + cfg.num_generators * cfg.generator.num_cpus
+                + cfg.num_verifiers * cfg.verifier.num_cpus)
         ray.init(address=address, include_dashboard=False, log_to_driver=True,
                  **({} if address else {"num_cpus": max(os.cpu_count() or 1, int(need + 1))}))
         self.started_ray = not address
-
-    def _make_learner(self):
-        import ray
-
-        from jury.learner.learner import Learner
-
-        cfg, cpu = self.cfg, self.cfg.learner.num_gpus == 0
-        return ray.remote(Learner).options(
-            num_cpus=cfg.learner.num_cpus, num_gpus=cfg.learner.num_gpus, resources=cfg.learner.resources,
-            max_restarts=0,
-            runtime_env={"env_vars": {**self.env, **({"DS_ACCELERATOR": "cpu"} if cpu else {})}},
-        ).remote(cfg.learner, self.model_path, cfg.batch_groups, max_new_tokens=cfg.generator.max_new_tokens,
-                 temperature=cfg.generator.temperature, seed=cfg.seed, device="cpu" if cpu else "cuda",
-                 checkpoint=self.learner_checkpoint, initial_version=self.version,
-                 window_batches=cfg.admission_window)
 
     def _make_verifier(self, i: int):
         import ray
@@ -184,15 +165,14 @@ class Pipeline:
     # ── the weight plane ──
     def _init_weight_plane(self):
         """A fresh group: learner rank 0, every generator's engine workers after it."""
-        import ray
 
         tp, timeout = self.cfg.generator.tensor_parallel_size, self.cfg.sync_timeout_s
         world = 1 + tp * len(self.generators)
-        host, port = ray.get(self.learner.init_weight_sender.remote(self.host, world, self.cfg.weight_backend,
-                                                                    timeout), timeout=timeout)
+        host, port = self.learner.call0("init_weight_sender", self.host, world, self.cfg.weight_backend, timeout,
+                                        timeout=timeout)
         joins = {f"generator{i}": g.init_weight_group.remote(host, port, world, 1 + i * tp, self.cfg.weight_backend,
                                                              timeout) for i, g in enumerate(self.generators)}
-        self._wait_all({"learner": self.learner.connect_weights.remote(), **joins}, "forming the weight group")
+        self._wait_all({"learner": self.learner.rank0.connect_weights.remote(), **joins}, "forming the weight group")
 
     def _wait_all(self, refs: dict, what: str) -> dict:
         """ray.get of every role's call, bounded by sync_timeout_s; a role that does not answer in
@@ -206,18 +186,27 @@ class Pipeline:
             raise SyncTimeout(f"{what}: {late} did not answer in {self.cfg.sync_timeout_s:.0f}s "
                               f"(sync_timeout_s); a hung engine or a network path between the learner and "
                               f"the generators that is closed")
-        return {name: ray.get(ref) for name, ref in refs.items()}
+        out = {}
+        for name, ref in refs.items():
+            try:
+                out[name] = ray.get(ref)
+            except ray.exceptions.RayActorError as e:
+                if name.startswith("learner"):  # the learner cannot be restarted: the run stops
+                    raise LearnerDied(f"{name.replace('learner', 'learner rank ')} died during {what}; "
+                                      f"every actor was stopped. Cause: {str(e).splitlines()[0][:300]}") from None
+                raise
+        return out
 
     def sync_weights(self) -> dict:
         """One control message per generator, one bucketed broadcast, then the version bump."""
-        import ray
 
         t0 = time.perf_counter()
-        update = ray.get(self.learner.weight_update.remote(self.cfg.bucket_mb), timeout=self.cfg.sync_timeout_s)
+        update = self.learner.call0("weight_update", self.cfg.bucket_mb, timeout=self.cfg.sync_timeout_s)
         calls = {f"generator{i}": g.update_weights.remote(update) for i, g in enumerate(self.generators)}
-        calls["learner"] = self.learner.broadcast.remote(update)
+        calls.update({f"learner{r}": ref for r, ref in enumerate(self.learner.broadcast(update))})
         done = self._wait_all(calls, f"weight sync to version {update.version}")
-        sent, acks = done.pop("learner"), list(done.values())
+        sent = done["learner0"]
+        acks = [v for k, v in done.items() if k.startswith("generator")]
         self.version = update.version
         return {"sync/total_s": time.perf_counter() - t0, "sync/gather_s": sent["gather_s"],
                 "sync/broadcast_s": sent["broadcast_s"], "sync/bytes": sent["bytes"],
@@ -269,7 +258,7 @@ class Pipeline:
         import ray
 
         role, index = target.rstrip("0123456789"), int(target[len(target.rstrip("0123456789")):])
-        actor = {"generator": self.generators, "verifier": self.verifiers, "learner": [self.learner]}[role][index]
+        actor = {"generator": self.generators, "verifier": self.verifiers, "learner": self.learner.ranks}[role][index]
         if action.startswith("kill"):
             pid = ray.get(actor.pid.remote())
             if action != "kill":  # a process under the actor: the engine core, or a check process
@@ -306,7 +295,7 @@ class Pipeline:
 
         if not ray.is_initialized():
             return
-        actors = self.generators + self.verifiers + list(self.llm_servers.values()) + ([self.learner] if self.learner else [])
+        actors = self.generators + self.verifiers + list(self.llm_servers.values()) + (self.learner.ranks if self.learner else [])
         if graceful:
             try:
                 ray.get([a.stop.remote() for a in actors], timeout=60)
@@ -314,6 +303,8 @@ class Pipeline:
                 log.warning("shutdown: an actor did not stop cleanly: %s", e)
         for a in actors:
             ray.kill(a, no_restart=True)
+        if self.learner:
+            self.learner.kill()  # and its placement group
         if self.feeder:
             self.feeder.close()
         if self.started_ray:
@@ -341,7 +332,8 @@ def demands(cfg: RunConfig) -> list[tuple[str, str, dict[str, float]]]:
 
     g = cfg.generator
     gen_gpus = g.tensor_parallel_size if g.tensor_parallel_size > 1 and g.num_gpus > 0 else g.num_gpus
-    return ([("learner", "learner", ask(cfg.learner.num_cpus, cfg.learner.num_gpus, cfg.learner.resources))]
+    return ([(f"learner rank {r}", "learner", ask(cfg.learner.num_cpus, cfg.learner.num_gpus, cfg.learner.resources))
+             for r in range(cfg.learner.num_ranks)]
             + [(f"generator{i}", "generator", ask(g.num_cpus, gen_gpus, g.resources))
                for i in range(cfg.num_generators)]
             + [(f"verifier{i}", "verifier", ask(cfg.verifier.num_cpus, 0, cfg.verifier.resources))

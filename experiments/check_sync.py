@@ -21,7 +21,7 @@ def compare(pipe, prompt_ids: list[int], completion_ids: list[int]) -> dict[str,
     import ray
 
     out = {f"generator{i}": g.token_logprobs.remote(prompt_ids, completion_ids) for i, g in enumerate(pipe.generators)}
-    out["learner"] = pipe.learner.logprobs_of.remote(prompt_ids, completion_ids)
+    out["learner"] = pipe.learner.logprobs_of(prompt_ids, completion_ids)[0]
     return {k: ray.get(v, timeout=300) for k, v in out.items()}
 
 
@@ -44,7 +44,7 @@ def check_sync(pipe) -> dict[str, float]:
     rewards = np.array([1.0] + [0.0] * (len(group.samples) - 1), np.float32)  # a gradient that moves the policy
     scored = ScoredGroup(group, [Verdict("correct", "check-sync", 0.0)] * len(rewards), rewards, "check-sync",
                          None, 0.0, None, 0, 0.0)
-    ray.get(pipe.learner.train_on.remote([scored]))
+    pipe.learner.train_on([scored])
     sync = pipe.sync_weights()
     after = compare(pipe, prompt, completion)
     changed = float(np.abs(np.asarray(after["learner"]) - np.asarray(before["learner"])).max())

@@ -3,13 +3,13 @@
 A run with `record_groups: true` writes each learner step's batch to
 `RUN_DIR/record/step-NNNNNN.msgpack` (the wire codec's frames: tokens, behaviour
 log-probs, rewards, versions; never pickle). Replay builds a fresh learner from the
-run's starting model in this process, feeds it those batches in step order, and
-compares each step's loss with the run's metrics.jsonl. The learner is the same code
+run's starting model (as many ranks as `learner.num_ranks`, on a local Ray), feeds it
+those batches in step order, and compares each step's loss with the run's metrics.jsonl. The learner is the same code
 and the data is bit-identical, so the losses agree to float rounding: what differs
 between an asynchronous run and its replay is only timing. This is also the
 learner-only throughput measurement of `jury bench` (no generator, no verifier).
 
-    run (async, record_groups)  ──record/──►  replay (sync, learner only)  ──►  OUT/metrics.jsonl
+    run (async, record_groups)  ──record/──►  replay (sync, learner only)  ──►  OUT/metrics.jsonl, OUT/final/
 
 For an on-policy twin of an asynchronous run (same tasks per step, fresh samples),
 run it again with `max_staleness=0`: the feeder draws the same tasks in the same
@@ -36,41 +36,58 @@ def record_steps(run_dir: str | Path) -> list[Path]:
     return files
 
 
-def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress: bool = True) -> dict:
-    """Replay the first `steps` recorded steps (0: all); returns a summary, writes OUT/metrics.jsonl."""
+def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress: bool = True,
+           overrides: list[str] = ()) -> dict:
+    """Replay the first `steps` recorded steps (0: all); returns a summary, writes OUT/metrics.jsonl.
+    `overrides` change the learner (e.g. learner.num_ranks=2 learner.zero_stage=3) over the run's config."""
+    import os
+
+    import ray
     from tqdm import tqdm
 
-    from jury.protocol.config import load_config
     from jury.cluster.driver import resolve_model
+    from jury.cluster.learner_group import LearnerGroup
     from jury.cluster.metrics import read_metrics
-    from jury.learner.learner import Learner
+    from jury.protocol.config import load_config
 
     run = Path(run_dir)
-    cfg = load_config(str(run / "config.yaml"))
+    cfg = load_config(str(run / "config.yaml"), list(overrides))
     files = record_steps(run)[: steps or None]
     original = {r["step"]: r for r in read_metrics(run)} if (run / "metrics.jsonl").exists() else {}
     _read(files[0])  # a broken record is refused before a learner is built
     out = Path(out_dir or run / "replay")
     out.mkdir(parents=True, exist_ok=True)
-    learner = Learner(cfg.learner, resolve_model(cfg), cfg.batch_groups, max_new_tokens=cfg.generator.max_new_tokens,
-                      temperature=cfg.generator.temperature, seed=cfg.seed)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(include_dashboard=False, log_to_driver=True,
+                 num_cpus=max(os.cpu_count() or 1, int(cfg.learner.num_ranks * cfg.learner.num_cpus) + 1))
+    group = LearnerGroup.create(cfg, resolve_model(cfg), env={"TOKENIZERS_PARALLELISM": "false"},
+                                checkpoint=None, initial_version=0)
     diffs, train_s, tokens = [], 0.0, 0.0
-    with open(out / "metrics.jsonl", "w", encoding="utf-8") as f:
-        for step, path in enumerate(tqdm(files, desc="replay", unit="step", disable=not progress)):
-            groups = _read(path)
-            t0 = time.perf_counter()
-            row = learner.train_on(groups)
-            dt = time.perf_counter() - t0
-            train_s, tokens = train_s + dt, tokens + row.get("learner/tokens", 0.0)
-            row.update({"step": step, "learner/train_s": dt})
-            if step in original and "learner/loss" in row:
-                diff = abs(row["learner/loss"] - original[step]["learner/loss"])
-                row["replay/loss_abs_diff"] = diff
-                diffs.append(diff)
-            f.write(json.dumps(row) + "\n")
-    summary = {"replay_dir": str(out), "steps": len(files), "learner_train_s": train_s,
+    try:
+        with open(out / "metrics.jsonl", "w", encoding="utf-8") as f:
+            for step, path in enumerate(tqdm(files, desc="replay", unit="step", disable=not progress)):
+                groups = _read(path)
+                t0 = time.perf_counter()
+                row = group.train_on(groups)
+                dt = time.perf_counter() - t0
+                train_s, tokens = train_s + dt, tokens + row.get("learner/tokens", 0.0)
+                row.update({"step": step, "learner/train_s": dt})
+                if step in original and "learner/loss" in row:
+                    diff = abs(row["learner/loss"] - original[step]["learner/loss"])
+                    row["replay/loss_abs_diff"] = diff
+                    diffs.append(diff)
+                f.write(json.dumps(row) + "\n")
+        final = str(out / "final")  # the model replay trained, as a checkpoint (`jury eval`, comparisons)
+        group.save(final, {"replayed_from": str(run), "steps": len(files)})
+    finally:
+        group.kill()
+        if started:
+            ray.shutdown()
+    summary = {"replay_dir": str(out), "steps": len(files), "ranks": cfg.learner.num_ranks,
+               "zero_stage": cfg.learner.zero_stage, "learner_train_s": train_s,
                "learner_tokens_per_s": tokens / train_s if train_s else math.nan,
-               "loss_max_abs_diff": max(diffs) if diffs else math.nan}
+               "loss_max_abs_diff": max(diffs) if diffs else math.nan, "final": final}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
@@ -89,6 +106,7 @@ def add_command(sub):
     p.add_argument("run_dir", help="a run made with record_groups=true")
     p.add_argument("--out", default=None, help="output folder (default RUN_DIR/replay)")
     p.add_argument("--steps", type=int, default=0, help="replay only the first N steps")
+    p.add_argument("overrides", nargs="*", help="learner settings over the run's, e.g. learner.num_ranks=2")
     p.set_defaults(func=_main)
 
 
@@ -96,7 +114,7 @@ def _main(args) -> int:
     import sys
 
     try:
-        s = replay(args.run_dir, args.out, steps=args.steps)
+        s = replay(args.run_dir, args.out, steps=args.steps, overrides=args.overrides)
     except (FileNotFoundError, ValueError) as e:
         print(f"jury replay: {e}", file=sys.stderr)
         return 2

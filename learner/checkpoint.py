@@ -28,12 +28,30 @@ class CheckpointError(RuntimeError):
 
 def write_checkpoint(path: str | os.PathLike, write: Callable[[Path], None], state: dict) -> Path:
     """Fill a staging folder beside `path` with write(staging) and the state, then swap it in."""
-    path = Path(path)
-    staging, old = path.with_name(f".{path.name}.partial"), path.with_name(f".{path.name}.old")
-    shutil.rmtree(staging, ignore_errors=True)  # a crashed save's leftovers
+    staging = stage(path)
+    try:
+        write(staging)
+    except Exception as e:
+        raise failed(path, e) from None
+    return commit(path, state)
+
+
+def stage(path: str | os.PathLike) -> Path:
+    """A fresh, empty staging folder beside `path` (a crashed save's leftovers removed)."""
+    staging = _staging(Path(path))
+    shutil.rmtree(staging, ignore_errors=True)
     try:
         staging.mkdir(parents=True)
-        write(staging)
+    except OSError as e:
+        raise failed(path, e) from None
+    return staging
+
+
+def commit(path: str | os.PathLike, state: dict) -> Path:
+    """The staged files, the state and a manifest of them, swapped in for the checkpoint at `path`."""
+    path = Path(path)
+    staging, old = _staging(path), path.with_name(f".{path.name}.old")
+    try:
         _write_json(staging / STATE, state)
         files = {}
         for f in sorted(staging.rglob("*")):
@@ -43,11 +61,8 @@ def write_checkpoint(path: str | os.PathLike, write: Callable[[Path], None], sta
                 files[str(f.relative_to(staging))] = f.stat().st_size
         _write_json(staging / MANIFEST, {"version": state.get("version"), "files": files})
         _fsync_dir(staging)
-    except Exception as e:  # OSError, or a library's own error for a short write (torch.save's RuntimeError)
-        shutil.rmtree(staging, ignore_errors=True)
-        why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {str(e)[:200]}"
-        raise CheckpointError(f"checkpoint at {path} failed ({why}); {_free(path)} free there; "
-                              f"the last good checkpoint is kept") from None
+    except Exception as e:
+        raise failed(path, e) from None
     if path.exists():
         shutil.rmtree(old, ignore_errors=True)
         os.replace(path, old)
@@ -55,6 +70,20 @@ def write_checkpoint(path: str | os.PathLike, write: Callable[[Path], None], sta
     _fsync_dir(path.parent)
     shutil.rmtree(old, ignore_errors=True)
     return path
+
+
+def failed(path: str | os.PathLike, e: BaseException) -> CheckpointError:
+    """Remove the staged files of a save that failed; the error names the path and the free space."""
+    path = Path(path)
+    shutil.rmtree(_staging(path), ignore_errors=True)
+    # OSError, or a library's own error for a short write (torch.save's RuntimeError)
+    why = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {str(e)[:200]}"
+    return CheckpointError(f"checkpoint at {path} failed ({why}); {_free(path)} free there; "
+                           f"the last good checkpoint is kept")
+
+
+def _staging(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial")
 
 
 def read_checkpoint(path: str | os.PathLike) -> dict:

@@ -126,10 +126,13 @@ def length_sorted_chunks(batch: Batch, size: int) -> list[torch.Tensor]:
 
 
 def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
-               total_tokens: int, total_seqs: int, max_new_tokens: int, temperature: float = 1.0):
+               total_tokens: float, total_seqs: float, max_new_tokens: int, temperature: float = 1.0,
+               proximal: torch.Tensor | None = None):
     """Loss of the samples `idx` (a slice or row indices), scaled so the micro-batch losses add up
     to the batch loss. Rows are right-padded, so the columns past the micro-batch's longest row
-    are padding only and are cut off: causal attention never looks right, the result is the same."""
+    are padding only and are cut off: causal attention never looks right, the result is the same.
+    `proximal` (decoupled PPO, cfg.tis_cap > 0): the proximal policy's log-probs of the batch's
+    rows, aligned with `completion` (the learner computes them before the batch's first update)."""
     attn = batch.attention[idx]
     width = int(attn.sum(1).max())
     ids, attn, comp = batch.input_ids[idx][:, :width], attn[:, :width], batch.completion[idx][:, : width - 1]
@@ -139,8 +142,10 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
     if ref_model is not None:
         with torch.no_grad():
             ref, _ = token_logprobs(ref_model, ids, attn, comp, temperature)
-    if cfg.tis_cap > 0:  # decoupled: the proximal policy is the learner's own, behaviour gets a capped weight
-        old, behav_arg, cap = logp.detach(), behav, cfg.tis_cap
+    if cfg.tis_cap > 0:  # decoupled: ratio against the proximal policy, behaviour gets a capped weight
+        if proximal is None:
+            raise ValueError("learner.tis_cap > 0 (decoupled PPO) needs the proximal log-probs")
+        old, behav_arg, cap = proximal[idx][:, : width - 1], behav, cfg.tis_cap
     else:                # plain: the ratio is taken against the behaviour policy that sampled
         old, behav_arg, cap = behav, None, None
     n_seq = ids.shape[0]

@@ -1,16 +1,20 @@
-"""The learner: a DeepSpeed engine over the Hugging Face model, fed by ScoredGroups.
+"""The learner: a DeepSpeed engine over the Hugging Face model, fed by ScoredGroups, as one
+rank of `learner.num_ranks` (data parallel, ZeRO 0-3; the wiring makes the ranks and calls
+each method on every rank, or on rank 0 where it says so).
 
-    step s:  groups = wait for the batch s = admission indices [s·B, (s+1)·B)
-             batch  = collate(groups)                    # advantages via kernels
-             for each micro-batch: loss.backward()       # clipped ratio via kernels
-             engine.step(); version = s + 1
+    step s (every rank):
+        rank 0:  groups = wait for batch s = admission indices [s·B, (s+1)·B)   (inbox.py)
+                 batch = collate(groups)                 # advantages over whole groups
+                 plan rows per (mini-batch, rank) by tokens; send each rank its rows (shard.py)
+        others:  receive this rank's rows
+        all:     PPO epochs x mini-batches, micro-batches in each (update.py)
+                 version = s + 1
+        rank 0:  the StepResult: metrics (summed over ranks), ledger rows, first correct samples
 
-Groups arrive out of order (several generators, several verifiers); the learner
-buffers them by admission index and always trains batch s on exactly its B groups.
-With the feeder's admission rule this bounds staleness exactly, and with
-max_staleness 0 it makes a run the same as a plain synchronous loop. Duplicates (a
-group re-sent after a crash whose first copy arrived after all) are dropped by
-admission index: one already buffered, or one whose batch was already trained.
+Groups arrive out of order (several generators, several verifiers); rank 0 keeps them by
+admission index and always trains batch s on exactly its B groups. With the feeder's
+admission rule this bounds staleness exactly, and with max_staleness 0 it makes a run the
+same as a plain synchronous loop.
 """
 from __future__ import annotations
 
@@ -20,57 +24,69 @@ import socket
 import time
 
 import torch
+import torch.distributed as dist
 
-from jury.protocol.config import LearnerConfig
-from jury.learner.checkpoint import write_checkpoint
+from jury.learner.checkpoint import CheckpointError, commit, failed, stage, write_checkpoint
+from jury.learner.grpo import collate, token_logprobs, use_fused_head
 from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
+from jury.learner.schedule import make_scheduler
+from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
+from jury.learner.update import STATS, train_shard
+from jury.learner.weight_sender import WeightSender
+from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
 from jury.protocol.record import write_record
 from jury.protocol.transport import Receiver
-from jury.learner.grpo import collate, length_sorted_chunks, micro_loss, use_fused_head
-from jury.learner.weight_sender import WeightSender
 
 log = logging.getLogger(__name__)
+TRAIN, SKIP, MISSING = 1, 0, 2  # what rank 0 tells the others at the start of a step
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 
-def _init_distributed(backend: str):
+def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[str, int] | None):
+    """The learner's own process group (DeepSpeed's data-parallel group), one process per rank."""
     import deepspeed
 
-    if not torch.distributed.is_initialized():
-        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-        os.environ.setdefault("MASTER_PORT", str(_free_port()))
-        os.environ.setdefault("RANK", "0")
-        os.environ.setdefault("LOCAL_RANK", "0")
-        os.environ.setdefault("WORLD_SIZE", "1")
-        deepspeed.init_distributed(dist_backend=backend)
+    if dist.is_initialized():
+        return
+    host, port = master or ("127.0.0.1", free_port())
+    os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": "0",  # one device per actor: Ray shows each rank only its own GPU
+                       "WORLD_SIZE": str(world_size)})
+    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
 
 
 class Learner:
     def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, max_new_tokens: int,
                  temperature: float, seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
-                 initial_version: int = 0, window_batches: int = 2):
+                 initial_version: int = 0, window_batches: int = 2, rank: int = 0,
+                 master: tuple[str, int] | None = None, total_steps: int = 0):
+        """`master`: rank 0's address and port for the learner's process group (None: this machine,
+        one rank). `total_steps`: the run's learner steps, the length of the learning-rate schedule."""
         import deepspeed
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         torch.manual_seed(seed)
         if device == "cpu":
             torch.set_num_threads(cfg.threads)
-        self.cfg, self.batch_groups = cfg, batch_groups
+        self.cfg, self.batch_groups, self.rank = cfg, batch_groups, rank
         # the feeder admits at most window_batches batches past the learner's version (max_staleness
         # + 1): a group with a later index was never admitted, whoever sent it, and is refused
         self.window_batches = window_batches
         self.max_new_tokens, self.temperature = max_new_tokens, temperature
         self.device = torch.device(device)
-        _init_distributed("gloo" if device == "cpu" else "nccl")
+        _init_distributed("gloo" if device == "cpu" else "nccl", rank, cfg.num_ranks, master)
+        self.world = dist.get_world_size()
         dtype = torch.bfloat16 if cfg.dtype == "bfloat16" else torch.float32
         model = use_fused_head(AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype))
+        if cfg.gradient_checkpointing:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.pad_id = AutoTokenizer.from_pretrained(model_path).pad_token_id or 0
         self.model_path = model_path
         self.ref_model = None
@@ -87,8 +103,14 @@ class Learner:
             "bf16": {"enabled": cfg.dtype == "bfloat16"},
             "steps_per_print": 10**9,
         }
-        self.engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
-        if checkpoint:  # weights and optimizer state of a resumed run
+        optimizer_steps = max(1, total_steps) * cfg.minibatches * cfg.epochs
+        self.engine, *_ = deepspeed.initialize(
+            model=model, model_parameters=model.parameters(), config=ds_config,
+            lr_scheduler=lambda opt: make_scheduler(opt, cfg.lr_schedule, cfg.warmup_steps, optimizer_steps,
+                                                    cfg.min_lr_ratio))
+        self.reduce_s = 0.0
+        self.engine.allreduce_gradients = _timed(self.engine.allreduce_gradients, self)
+        if checkpoint:  # weights, optimizer and scheduler state of a resumed run
             path, _ = self.engine.load_checkpoint(checkpoint)
             if path is None:
                 raise FileNotFoundError(f"no DeepSpeed checkpoint in {checkpoint}")
@@ -98,17 +120,19 @@ class Learner:
         self.inbox: ScoredInbox | None = None
         self.sender = None
 
-    # ── wiring ──
-    def start(self, host: str | None, curve=None) -> str:
-        """Bind the scored-group queue on this node's address; verifiers connect to it."""
+    # ── wiring (rank 0) ──
+    def start(self, host: str | None, curve=None) -> str | None:
+        """Rank 0 binds the scored-group queue on this node's address; verifiers connect to it."""
+        if self.rank != 0:
+            return None
         receiver = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve,
                             accept=(ScoredGroup,))
         self.inbox = ScoredInbox(receiver, self.batch_groups, self.window_batches)
         return receiver.endpoint
 
     def hold(self, indices: list[int], timeout_s: float) -> StepResult:
-        """Wait until every group in `indices` is here (buffered or already trained), without
-        training: forced staleness syncs only once the tasks released at a version are back."""
+        """Rank 0: wait until every group in `indices` is here (buffered or already trained),
+        without training: forced staleness syncs only once the tasks released at a version are back."""
         t0 = time.perf_counter()
         _, missing = self.inbox.wait_for(indices, self.version, timeout_s)
         if missing:
@@ -116,19 +140,23 @@ class Learner:
         return StepResult(self.version, metrics={"learner/hold_s": time.perf_counter() - t0})
 
     def record(self, path: str):
-        """From now on write each trained batch to path/step-NNNNNN.msgpack (see `jury replay`)."""
+        """Rank 0: from now on write each trained batch to path/step-NNNNNN.msgpack (`jury replay`)."""
         os.makedirs(path, exist_ok=True)
         self.record_dir = path
 
-    # ── the step ──
-    def step(self, step: int, timeout_s: float = 600.0) -> StepResult:
-        """Train batch `step`; a result with `missing` set instead if its groups are not all here
-        in timeout_s."""
+    # ── the step (every rank) ──
+    def step(self, step: int, timeout_s: float = 600.0) -> StepResult | None:
+        """Train batch `step`. Rank 0 returns the StepResult (with `missing` set instead if the
+        batch's groups are not all here in timeout_s); the other ranks return None."""
         if step != self.version:
             raise ValueError(f"asked for step {step} but the learner is at version {self.version}")
+        if self.rank != 0:
+            self.train_on(None)
+            return None
         t0 = time.perf_counter()
         groups, missing = self.inbox.wait_batch(step, self.version, timeout_s)
         if missing:
+            self._announce(MISSING)
             return StepResult(step, missing=missing)
         t1, t_train = time.perf_counter(), time.time()
         if self.record_dir:
@@ -143,48 +171,78 @@ class Learner:
         result.metrics.update(self.inbox.receiver.stats.as_dict("learner/scored"))
         return result
 
-    def train_on(self, groups: list[ScoredGroup]) -> dict:
-        """One optimizer step on these groups; the version goes up by one."""
+    def train_on(self, groups: list[ScoredGroup] | None) -> dict:
+        """This batch's updates: rank 0 passes the groups, the others None (they get their rows from
+        rank 0). The version goes up by one; rank 0 returns the metrics, summed over ranks."""
+        shard = self._shard(groups)
+        if shard is None:
+            return {"learner/skipped_step": 1} if self.rank == 0 else {}
+        timers: dict[str, float] = {}
+        sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, max_new_tokens=self.max_new_tokens,
+                           temperature=self.temperature, pad_id=self.pad_id, timers=timers)
+        self.version += 1
+        keys = ["loss", "weight", *STATS]
+        totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
+        if self.world > 1:
+            dist.all_reduce(totals)
+        total = dict(zip(keys, totals.tolist()))
+        updates = self.cfg.minibatches * self.cfg.epochs
+        out = {"learner/loss": total["loss"] / updates, "learner/tokens": float(shard.tokens.sum()),
+               "learner/optimizer_steps": float(updates), "learner/lr": self.engine.get_lr()[0],
+               "learner/forward_backward_s": timers.get("forward_backward_s", 0.0),
+               "learner/optimizer_s": timers.get("optimizer_s", 0.0), "learner/reduce_s": self._take_reduce_s(),
+               "learner/ranks": float(self.world)}
+        grad_norm = timers.get("grad_norm", self.engine.get_global_grad_norm())
+        if grad_norm is not None:
+            out["learner/grad_norm"] = float(grad_norm)
+        for k in STATS:
+            if total["weight"] > 0:
+                out[f"learner/{k}"] = total[k] / total["weight"]
+        return out
+
+    def _shard(self, groups: list[ScoredGroup] | None) -> Shard | None:
+        """This rank's rows of the batch; None when the batch trains nothing (then the version has
+        moved on already, on every rank)."""
+        if self.rank != 0:
+            status = self._announce(None)
+            if status == MISSING:
+                return None
+            if status == SKIP:
+                self.version += 1
+                return None
+            return recv_shard(self.device)
         batch = collate(groups, self.cfg, self.pad_id)
         self.counts["refused_groups"] += sum(1 for g in groups if not g.group.samples)
         self.counts["unscored_groups"] += sum(1 for g in groups if g.error is not None)
         if batch is None:  # nothing usable: the version still moves on, so the schedule holds
+            self._announce(SKIP)
             self.version += 1
             self.counts["skipped_steps"] += 1
             log.warning("learner: step %d skipped: none of its %d groups has samples that were scored "
                         "(refused by the engine or not verifiable)", self.version - 1, len(groups))
-            return {"learner/skipped_step": 1}
-        n, mb = batch.input_ids.shape[0], self.cfg.micro_batch
-        total_tokens = max(1, batch.num_tokens)
-        sums: dict[str, float] = {}
-        loss_total = 0.0
-        self.engine.train()
-        chunks = length_sorted_chunks(batch, mb)
-        for i, idx in enumerate(chunks):
-            self.engine.set_gradient_accumulation_boundary(i == len(chunks) - 1)
-            loss, stats = micro_loss(self.engine.module, _to(batch, self.device), idx, self.cfg,
-                                     ref_model=self.ref_model, total_tokens=total_tokens, total_seqs=n,
-                                     max_new_tokens=self.max_new_tokens, temperature=self.temperature)
-            self.engine.backward(loss, scale_wrt_gas=False)
-            loss_total += loss.item()
-            w = float(batch.completion[idx].sum())
-            for k, v in stats.items():
-                sums[k] = sums.get(k, 0.0) + float(v) * w
-        self.engine.step()
-        self.version += 1
-        out = {"learner/loss": loss_total, "learner/tokens": float(total_tokens)}
-        grad_norm = self.engine.get_global_grad_norm()
-        if grad_norm is not None:
-            out["learner/grad_norm"] = float(grad_norm)
-        for k in ("clip_frac", "approx_kl", "tis_frac", "ratio_mean", "entropy"):
-            if k in sums:
-                out[f"learner/{k}"] = sums[k] / total_tokens
+            return None
+        self._announce(TRAIN)
+        plan = plan_shards(batch, self.cfg.minibatches, self.world, seed=self.version)
+        return send_shards(batch, plan, self.device)  # one rank: its own shard, nothing sent
+
+    def _announce(self, status: int | None) -> int:
+        """Rank 0 tells the other ranks whether this step trains (TRAIN), skips (SKIP) or waits (MISSING)."""
+        if self.world == 1:
+            return status
+        flag = torch.tensor([-1 if status is None else status], dtype=torch.long, device=self.device)
+        dist.broadcast(flag, 0)
+        return int(flag.item())
+
+    def _take_reduce_s(self) -> float:
+        """Seconds spent reducing gradients over ranks since the last call (DeepSpeed's
+        allreduce_gradients, ZeRO 0-2; ZeRO-3 reduce-scatters inside backward, counted there)."""
+        out, self.reduce_s = self.reduce_s, 0.0
         return out
 
-    # ── the weight plane ──
+    # ── the weight plane (rank 0 sends; under ZeRO-3 every rank gathers) ──
     def init_weight_sender(self, host: str | None, world_size: int, backend: str,
                            timeout_s: float = 300.0) -> tuple[str, int]:
-        """Start the weight group's store on this node; returns where receivers find it."""
+        """Rank 0: start the weight group's store on this node; returns where receivers find it."""
         self.sender = WeightSender(host or _node_address(), world_size, backend, timeout_s=timeout_s)
         return self.sender.host, self.sender.port
 
@@ -196,13 +254,21 @@ class Learner:
         return WeightSender.layout(self._named_weights(), self.version, bucket_mb << 20)
 
     def broadcast(self, update: WeightUpdate) -> dict:
-        """Rank 0's half of a sync; gather_s is the time to make each bucket whole (ZeRO-3:
-        an all-gather per bucket, never the whole model at once; otherwise a copy)."""
+        """Rank 0's half of a sync; gather_s is the time to make each bucket whole (ZeRO-3: an
+        all-gather per bucket, on every rank, never the whole model at once; otherwise a copy).
+        The other ranks take part in the gathers only."""
         gather = None
         if self.cfg.zero_stage == 3:
             import deepspeed
 
             gather = lambda params: deepspeed.zero.GatheredParameters(params, modifier_rank=None)  # noqa: E731
+        if self.rank != 0:
+            if gather:
+                named = dict(self._named_weights())
+                for bucket in update.buckets:
+                    with gather([named[update.names[i]] for i in bucket]):
+                        pass
+            return {}
         return self.sender.broadcast(update, dict(self._named_weights()), gather)
 
     def _named_weights(self):
@@ -216,34 +282,61 @@ class Learner:
         params.update(self.engine.module.named_buffers())
         return [(k, params[k]) for k in names]
 
-    # ── checkpoints and probes ──
+    # ── checkpoints (every rank) and probes ──
     def save(self, path: str, state: dict) -> int:
-        """A Hugging Face folder (for generators and evaluation), DeepSpeed's state in engine/ and the
-        run's `state` (with this learner's version), written whole beside the last checkpoint and
-        swapped in (learner/checkpoint.py): a failed save never touches the last good one."""
+        """A Hugging Face folder (for generators and evaluation), DeepSpeed's state of every rank in
+        engine/ and the run's `state`, written whole beside the last checkpoint and swapped in
+        (learner/checkpoint.py): a failed save never touches the last good one."""
         if state.get("version", self.version) != self.version:
             raise ValueError(f"checkpoint state is for version {state['version']}, the learner is at {self.version}")
-        write_checkpoint(path, self._write_checkpoint, {**state, "version": self.version, "learner_node": self.node()})
+        state = {**state, "version": self.version, "learner_node": self.node(), "ranks": self.world}
+        if self.world == 1:
+            write_checkpoint(path, self._write_checkpoint, state)
+            return self.version
+        error = None
+        if self.rank == 0:
+            try:
+                stage(path)
+            except CheckpointError as e:
+                error = e
+        dist.barrier()
+        staging = os.path.join(os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}.partial")
+        try:
+            if error is None:
+                self._write_checkpoint(staging)
+        except Exception as e:  # every rank must learn that one failed, or rank 0 commits half a checkpoint
+            error = e
+        ok = torch.tensor([0 if error else 1], dtype=torch.long, device=self.device)
+        dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        if self.rank == 0:
+            if ok.item():
+                commit(path, state)
+            else:
+                raise error if isinstance(error, CheckpointError) else failed(path, error or RuntimeError(
+                    "another learner rank could not write its part"))
+        elif not ok.item():
+            raise CheckpointError(f"checkpoint at {path}: a learner rank could not write its part")
         return self.version
 
     def _write_checkpoint(self, path):
         from transformers import AutoTokenizer
 
-        if self.cfg.zero_stage == 3:  # partitions gathered whole for the Hugging Face copy
+        if self.cfg.zero_stage == 3:  # partitions gathered whole for the Hugging Face copy (collective)
             import deepspeed
 
             with deepspeed.zero.GatheredParameters(list(self.engine.module.parameters()), modifier_rank=None):
                 weights = {k: v.detach().clone() for k, v in self.engine.module.state_dict().items()}
-            self.engine.module.save_pretrained(path, state_dict=weights)
-        else:
+            if self.rank == 0:
+                self.engine.module.save_pretrained(path, state_dict=weights)
+        elif self.rank == 0:
             self.engine.module.save_pretrained(path)
-        AutoTokenizer.from_pretrained(self.model_path).save_pretrained(path)
+        if self.rank == 0:
+            AutoTokenizer.from_pretrained(self.model_path).save_pretrained(path)
         self.engine.save_checkpoint(os.path.join(path, "engine"), tag=f"v{self.version}")
 
     def logprobs_of(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """The learner model's log-prob of each completion token (`jury check-sync`)."""
-        from jury.learner.grpo import token_logprobs
-
+        """The learner model's log-prob of each completion token (`jury check-sync`; every rank under
+        ZeRO-3, whose forward gathers parameters collectively)."""
         ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
         comp = torch.zeros((1, ids.shape[1] - 1))
         comp[0, len(prompt_ids) - 1:] = 1
@@ -261,20 +354,22 @@ class Learner:
         return os.getpid()
 
     def node(self) -> str:
-        """This learner's node address: checkpoints are written on its disk."""
+        """This rank's node address: its part of a checkpoint is written on its disk."""
         return _node_address()
+
+
+def _timed(fn, owner):
+    """fn, adding its wall time to owner.reduce_s."""
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            owner.reduce_s += time.perf_counter() - t0
+    return timed
 
 
 def _node_address() -> str:
     import ray
 
     return ray.util.get_node_ip_address()
-
-
-def _to(batch, device):
-    if device.type == "cpu":
-        return batch
-    from dataclasses import replace
-
-    return replace(batch, **{k: getattr(batch, k).to(device) for k in
-                             ("input_ids", "attention", "completion", "behav_logp", "advantages", "rewards")})

@@ -254,6 +254,7 @@ class GeneratorConfig:
     max_tasks_in_flight: int = 64  # tasks handed to the engine at once
     tensor_parallel_size: int = 1  # > 1 with num_gpus > 0: its GPUs reserved in one placement group
     kv_cache_gib: int = 1          # VLLM_CPU_KVCACHE_SPACE on the CPU
+    gpu_memory_utilization: float = 0.9  # on GPUs: vLLM's share of the GPU (weights, activations, KV cache)
     num_cpus: float = 1.0          # Ray resources per generator actor
     num_gpus: float = 0.0
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {generator: 1}
@@ -270,6 +271,7 @@ class GeneratorConfig:
                  ("max_tasks_in_flight", self.max_tasks_in_flight >= 1, ">= 1"),
                  ("tensor_parallel_size", self.tensor_parallel_size >= 1, ">= 1"),
                  ("kv_cache_gib", self.kv_cache_gib >= 1, ">= 1"),
+                 ("gpu_memory_utilization", 0 < self.gpu_memory_utilization <= 1, "in (0, 1]"),
                  ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
 
 
@@ -309,14 +311,25 @@ class LearnerConfig:
     advantage: Literal["grpo", "drgrpo", "rloo"] = "drgrpo"
     adv_eps: float = 1e-6
     loss_agg: Literal["token-mean", "seq-mean", "drgrpo"] = "token-mean"
-    tis_cap: float = 0.0           # >0: truncated importance weight to the behaviour policy
-    micro_batch: int = 64          # samples per forward/backward
+    # > 0: decoupled PPO (AReaL): the ratio is taken against the proximal policy, the learner's own
+    # before the batch's first update (recomputed then), and the behaviour policy gets the weight
+    # min(π_prox / π_behav, tis_cap). With minibatches = epochs = 1 the only update runs at the
+    # proximal policy itself: the ratio is 1 and nothing is clipped; use minibatches > 1
+    tis_cap: float = 0.0
+    micro_batch: int = 64          # samples per forward/backward, per rank
+    minibatches: int = 1           # optimizer steps per pass over a batch (PPO mini-batches)
+    epochs: int = 1                # passes over each batch; the version still counts batches
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"  # after warm-up (learner/schedule.py)
+    warmup_steps: int = 0          # optimizer steps of linear warm-up
+    min_lr_ratio: float = 0.0      # linear and cosine decay end at lr * min_lr_ratio
+    gradient_checkpointing: bool = False  # recompute activations in backward: less memory, more compute
     zero_stage: int = 0
+    num_ranks: int = 1             # DeepSpeed data-parallel ranks, one Ray actor each (one GPU each on GPUs)
     dtype: Literal["float32", "bfloat16"] = "float32"
-    threads: int = 1               # torch threads on the CPU
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {learner: 1}
+    threads: int = 1               # torch threads on the CPU, per rank
+    num_cpus: float = 1.0          # per rank
+    num_gpus: float = 0.0          # per rank
+    resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources per rank, e.g. {learner: 1}
 
     def __post_init__(self):
         _require(self, ("lr", self.lr > 0, "> 0"), ("weight_decay", self.weight_decay >= 0, ">= 0"),
@@ -325,7 +338,11 @@ class LearnerConfig:
                  ("clip_high", self.clip_high >= 0, ">= 0"), ("adv_eps", self.adv_eps > 0, "> 0"),
                  ("tis_cap", self.tis_cap >= 0, ">= 0 (0: off)"),
                  ("micro_batch", self.micro_batch >= 1, ">= 1"),
+                 ("minibatches", self.minibatches >= 1, ">= 1"), ("epochs", self.epochs >= 1, ">= 1"),
+                 ("warmup_steps", self.warmup_steps >= 0, ">= 0"),
+                 ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "in [0, 1]"),
                  ("zero_stage", self.zero_stage in (0, 1, 2, 3), "0, 1, 2 or 3"),
+                 ("num_ranks", self.num_ranks >= 1, ">= 1"),
                  ("threads", self.threads >= 1, ">= 1"),
                  ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
 
@@ -408,7 +425,7 @@ class RunConfig:
             raise ConfigError("weight_backend=nccl runs between GPUs only: it needs learner.num_gpus >= 1 and "
                               f"generator.num_gpus > 0 (got {self.learner.num_gpus} and {self.generator.num_gpus}); "
                               "use weight_backend=gloo on the CPU")
-        parse_faults(self.faults, self.num_generators, self.num_verifiers)
+        parse_faults(self.faults, self.num_generators, self.num_verifiers, self.learner.num_ranks)
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):
@@ -430,7 +447,7 @@ class Fault:
     seconds: float = 0.0
 
 
-def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1) -> list[Fault]:
+def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1, num_learners: int = 1) -> list[Fault]:
     """"kill:verifier0@3,slow:generator0@2:5" -> Faults; a bad item is refused naming it."""
     faults = []
     for item in filter(None, (x.strip() for x in text.split(","))):
@@ -443,12 +460,12 @@ def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1) -> 
             fault = Fault(action, target, int(step), float(seconds or 0))
         except ValueError:
             raise ConfigError(f"faults: {item!r} is not action:target@step[:seconds]") from None
-        limit = {"generator": num_generators, "verifier": num_verifiers, "learner": 1}.get(role)
+        limit = {"generator": num_generators, "verifier": num_verifiers, "learner": num_learners}.get(role)
         allowed = {"generator": ("kill", "kill_engine", "slow", "raise"),
                    "verifier": ("kill", "kill_pool", "slow", "raise"), "learner": ("kill",)}.get(role, ())
         if action not in allowed or limit is None or not 0 <= index < limit or fault.step < 0:
             raise ConfigError(f"faults: {item!r}: action kill|slow|raise (kill_engine for a generator, kill_pool "
-                              f"for a verifier), target generator<i>|verifier<i>|learner0 that exists (the learner "
+                              f"for a verifier), target generator<i>|verifier<i>|learner<rank> that exists (a learner rank "
                               f"can only be killed), step >= 0")
         faults.append(fault)
     return faults

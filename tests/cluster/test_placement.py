@@ -33,7 +33,7 @@ def test_roles_land_on_the_nodes_their_resources_name(tiny_model_path, tmp_path)
         # and the roles, on three nodes, still train together
         pipe.feeder.admit(pipe.version, stop_at=4)
         for step in range(2):
-            result = ray.get(pipe.learner.step.remote(step, 300))
+            result = pipe.learner.step(step, 300)
             assert not result.missing and result.metrics["learner/version"] == step + 1
             pipe.sync_weights()
             pipe.feeder.consumed((step + 1) * 2)

@@ -31,8 +31,8 @@ def test_sync_makes_vllm_match_the_learner(tiny_model_path, tmp_path, zero_stage
         assert sync["sync/gather_s"] > 0 and sync["sync/broadcast_s"] > 0
 
         # the Hugging Face copy a checkpoint writes is whole (ZeRO-3 gathers it) and is the trained model
-        ray.get(learner.save.remote(str(tmp_path / "ckpt"), {}))
-        ray.get(learner.save.remote(str(tmp_path / "ckpt"), {}))  # again: one engine tag kept, not two
+        learner.save(str(tmp_path / "ckpt"), {})
+        learner.save(str(tmp_path / "ckpt"), {})  # again: one engine tag kept, not two
         assert sorted(p.name for p in (tmp_path / "ckpt" / "engine").iterdir() if p.is_dir()) == ["v1"]
         saved = AutoModelForCausalLM.from_pretrained(tmp_path / "ckpt").state_dict()
         assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in full.items()}

@@ -1,0 +1,129 @@
+"""A batch's rows spread over the learner's ranks, balanced by tokens.
+
+Rank 0 is the only rank with the scored-group queue. It collates the whole batch (so
+advantages are normalised over whole groups), cuts it into PPO mini-batches, and deals
+each mini-batch's rows to the ranks so that every rank gets about the same number of
+tokens (long and short completions spread, never a rank with all the long ones). Each
+rank then receives its rows once per batch, as plain tensors over the learner's own
+process group (gloo on the CPU, NCCL on GPUs): the groups reached the learner once,
+and nothing is pickled.
+
+    plan = plan_shards(batch, minibatches, world)          # rank 0: rows per (mini-batch, rank)
+    shard = send_shards(batch, plan, device)               # rank 0: its own shard; the others' sent
+    shard = recv_shard(device)                             # ranks 1..N-1
+
+Every rank computes its loss over its rows divided by the mini-batch's totals (tokens,
+sequences), so the sum over ranks is the one-rank loss of the mini-batch; DeepSpeed
+averages gradients over ranks, so the loss is multiplied by the world size.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from jury.learner.grpo import Batch
+
+TENSORS = ("input_ids", "attention", "completion", "behav_logp", "advantages", "rewards")
+
+
+@dataclass
+class Shard:
+    """One rank's rows of a batch, with what the loss needs to know about the whole batch."""
+    batch: Batch               # this rank's rows (num_groups: the whole batch's)
+    minibatch: torch.Tensor    # (n,) int64, which mini-batch each row belongs to
+    tokens: torch.Tensor       # (M,) float64, completion tokens of each mini-batch (all ranks)
+    seqs: torch.Tensor         # (M,) float64, sequences of each mini-batch (all ranks)
+
+
+def plan_shards(batch: Batch, minibatches: int, world: int, seed: int = 0) -> list[list[list[int]]]:
+    """rows[m][r]: the row indices of mini-batch m on rank r.
+
+    Mini-batches are consecutive runs of a seeded permutation of the rows (every row in exactly
+    one); within a mini-batch, rows go longest first to the rank with the fewest tokens so far."""
+    n = batch.input_ids.shape[0]
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()
+    length = batch.attention.sum(1).tolist()
+    plan = []
+    for part in torch.tensor(order, dtype=torch.long).tensor_split(minibatches):
+        heap = [(0, r) for r in range(world)]
+        ranks: list[list[int]] = [[] for _ in range(world)]
+        for i in sorted(part.tolist(), key=lambda i: -length[i]):
+            load, r = heapq.heappop(heap)
+            ranks[r].append(i)
+            heapq.heappush(heap, (load + length[i], r))
+        plan.append([sorted(rows) for rows in ranks])
+    return plan
+
+
+def totals(batch: Batch, plan: list[list[list[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(completion tokens, sequences) of each mini-batch."""
+    tokens = [float(sum(batch.completion[rows].sum() for rows in mb)) for mb in plan]
+    seqs = [float(sum(len(rows) for rows in mb)) for mb in plan]
+    return torch.tensor(tokens, dtype=torch.float64), torch.tensor(seqs, dtype=torch.float64)
+
+
+def take(batch: Batch, plan: list[list[list[int]]], rank: int) -> tuple[Batch, torch.Tensor]:
+    """Rank `rank`'s rows of every mini-batch (trimmed to their longest row) and their mini-batch ids."""
+    rows = [i for mb in plan for i in mb[rank]]
+    which = torch.tensor([m for m, mb in enumerate(plan) for _ in mb[rank]], dtype=torch.long)
+    idx = torch.tensor(rows, dtype=torch.long)
+    width = int(batch.attention[idx].sum(1).max()) if rows else 2
+    part = Batch(batch.input_ids[idx][:, :width], batch.attention[idx][:, :width],
+                 batch.completion[idx][:, : width - 1], batch.behav_logp[idx][:, : width - 1],
+                 batch.advantages[idx], batch.rewards[idx], batch.num_groups)
+    return part, which
+
+
+def send_shards(batch: Batch, plan: list[list[list[int]]], device: torch.device) -> Shard:
+    """Rank 0: send every other rank its rows; returns rank 0's own shard."""
+    tokens, seqs = totals(batch, plan)
+    world = len(plan[0])
+    own = None
+    for rank in range(world):
+        part, which = take(batch, plan, rank)
+        if rank == 0:
+            own = Shard(_to(part, device), which.to(device), tokens.to(device), seqs.to(device))
+            continue
+        n, width = part.input_ids.shape
+        head = torch.tensor([n, width, len(plan), batch.num_groups], dtype=torch.long, device=device)
+        dist.send(head, rank)
+        dist.send(tokens.to(device), rank)
+        dist.send(seqs.to(device), rank)
+        if n:  # a rank may have no rows (fewer rows than ranks): it still takes part in every collective
+            for t in (which, *(getattr(part, k) for k in TENSORS)):
+                dist.send(t.contiguous().to(device), rank)
+    return own
+
+
+def recv_shard(device: torch.device) -> Shard:
+    """Ranks 1..N-1: this rank's rows of the batch rank 0 is training."""
+    head = torch.zeros(4, dtype=torch.long, device=device)
+    dist.recv(head, 0)
+    n, width, minibatches, num_groups = head.tolist()
+    shapes = {"input_ids": ((n, width), torch.long), "attention": ((n, width), torch.long),
+              "completion": ((n, width - 1), torch.float32), "behav_logp": ((n, width - 1), torch.float32),
+              "advantages": ((n,), torch.float32), "rewards": ((n,), torch.float32)}
+    tokens = _recv((minibatches,), torch.float64, device)
+    seqs = _recv((minibatches,), torch.float64, device)
+    if not n:
+        empty = {k: torch.empty(shape, dtype=dtype, device=device) for k, (shape, dtype) in shapes.items()}
+        return Shard(Batch(**empty, num_groups=num_groups), torch.empty(0, dtype=torch.long, device=device),
+                     tokens, seqs)
+    which = _recv((n,), torch.long, device)
+    parts = {k: _recv(shape, dtype, device) for k, (shape, dtype) in shapes.items()}
+    return Shard(Batch(**parts, num_groups=num_groups), which, tokens, seqs)
+
+
+def _recv(shape, dtype, device) -> torch.Tensor:
+    t = torch.empty(shape, dtype=dtype, device=device)
+    dist.recv(t, 0)
+    return t
+
+
+def _to(batch: Batch, device: torch.device) -> Batch:
+    if batch.input_ids.device == device:
+        return batch
+    return Batch(**{k: getattr(batch, k).to(device) for k in TENSORS}, num_groups=batch.num_groups)

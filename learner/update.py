@@ -1,0 +1,135 @@
+"""One batch's updates on one rank: PPO epochs over mini-batches, micro-batches in each.
+
+    prox = proximal_logprobs(...)            # decoupled PPO: the policy before the first update
+    for epoch in range(epochs):
+        for m in range(minibatches):         # one optimizer step each
+            for chunk in micro_batches(m):   # the same count on every rank (collectives line up)
+                loss = micro_loss(chunk) * world / mini-batch totals
+                engine.backward(loss)        # gradients averaged over ranks at the last chunk
+            engine.step()                    # optimizer and learning-rate scheduler
+
+Every rank runs the same number of forward and backward passes (ZeRO-3 gathers
+parameters in each, collectively): a rank with fewer rows runs zero-weight passes over a
+stand-in row. Losses are sums over a rank's tokens divided by the whole mini-batch's
+totals, times the world size, because DeepSpeed averages gradients over ranks; so N
+ranks make exactly the update one rank makes on the same mini-batch.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+import torch.distributed as dist
+
+from jury.learner.grpo import Batch, length_sorted_chunks, micro_loss, token_logprobs
+from jury.learner.shard import Shard
+from jury.protocol.config import LearnerConfig
+
+STATS = ("clip_frac", "approx_kl", "tis_frac", "ratio_mean", "entropy")
+
+
+def stand_in(device: torch.device, pad_id: int) -> Batch:
+    """One row of two tokens, one completion token, advantage 0: a pass through every parameter
+    whose loss is 0, for a rank that has no rows left when the others still do."""
+    return Batch(torch.full((1, 2), pad_id, dtype=torch.long, device=device),
+                 torch.ones((1, 2), dtype=torch.long, device=device),
+                 torch.ones((1, 1), device=device), torch.zeros((1, 1), device=device),
+                 torch.zeros(1, device=device), torch.zeros(1, device=device), 1)
+
+
+def chunks_per_minibatch(shard: Shard, micro_batch: int, device) -> list[int]:
+    """Micro-batches of each mini-batch: the most any rank needs (every rank runs that many)."""
+    minibatches = shard.tokens.numel()
+    mine = [math.ceil(int((shard.minibatch == m).sum()) / micro_batch) for m in range(minibatches)]
+    counts = torch.tensor([max(1, c) for c in mine], dtype=torch.long, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(counts, op=dist.ReduceOp.MAX)
+    return counts.tolist()
+
+
+def proximal_logprobs(model, shard: Shard, micro_batch: int, temperature: float, pad_id: int) -> torch.Tensor:
+    """The log-probs of this rank's rows under the current weights (no grad), aligned with
+    `completion`: decoupled PPO's proximal policy, taken once before the batch's first update."""
+    b, device = shard.batch, shard.batch.input_ids.device
+    n = b.input_ids.shape[0]
+    out = torch.zeros(b.completion.shape, device=device)
+    passes = torch.tensor(math.ceil(n / micro_batch), dtype=torch.long, device=device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(passes, op=dist.ReduceOp.MAX)
+    dummy = stand_in(device, pad_id)
+    with torch.no_grad():
+        for i in range(int(passes)):
+            rows = torch.arange(i * micro_batch, min(n, (i + 1) * micro_batch), device=device)
+            if len(rows) == 0:
+                token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, temperature)
+                continue
+            width = int(b.attention[rows].sum(1).max())
+            lp, _ = token_logprobs(model, b.input_ids[rows][:, :width], b.attention[rows][:, :width],
+                                   b.completion[rows][:, : width - 1], temperature)
+            out[rows, : width - 1] = lp
+    return out
+
+
+def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_tokens: int, temperature: float,
+                pad_id: int, timers: dict[str, float]) -> dict[str, float]:
+    """All updates of one batch on this rank; returns this rank's sums (loss, stats weighted by
+    tokens), to be added over ranks. `timers` collects forward+backward and optimizer seconds."""
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    b, device = shard.batch, shard.batch.input_ids.device
+    engine.train()
+    prox = None
+    if cfg.tis_cap > 0:
+        prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, temperature, pad_id)
+    counts = chunks_per_minibatch(shard, cfg.micro_batch, device)
+    dummy = stand_in(device, pad_id)
+    sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS}}
+    for _ in range(cfg.epochs):
+        for m, count in enumerate(counts):
+            rows = (shard.minibatch == m).nonzero().squeeze(1)
+            chunks = length_sorted_rows(b, rows, cfg.micro_batch)
+            tokens, seqs = float(shard.tokens[m]), float(shard.seqs[m])
+            t0 = time.perf_counter()
+            for i in range(count):
+                engine.set_gradient_accumulation_boundary(i == count - 1)
+                if i < len(chunks):
+                    idx = chunks[i]
+                    loss, stats = micro_loss(engine.module, b, idx, cfg, ref_model=ref_model,
+                                             total_tokens=max(1.0, tokens), total_seqs=max(1.0, seqs),
+                                             max_new_tokens=max_new_tokens, temperature=temperature, proximal=prox)
+                    w = float(b.completion[idx].sum())
+                    sums["loss"] += float(loss)
+                    sums["weight"] += w
+                    for k in STATS:
+                        if k in stats:
+                            sums[k] += float(stats[k]) * w
+                else:  # this rank is out of rows: a zero-weight pass keeps the collectives in step
+                    loss, _ = micro_loss(engine.module, dummy, slice(0, 1), cfg, ref_model=ref_model, total_tokens=1.0,
+                                         total_seqs=1.0, max_new_tokens=max_new_tokens, temperature=temperature,
+                                         proximal=torch.zeros_like(dummy.completion))
+                    loss = loss * 0.0
+                engine.backward(loss * world, scale_wrt_gas=False)
+            t1 = time.perf_counter()
+            if not engine.zero_optimization():  # DeepSpeed reports the norm under ZeRO only
+                timers["grad_norm"] = grad_norm(engine)
+            engine.step()
+            timers["forward_backward_s"] = timers.get("forward_backward_s", 0.0) + t1 - t0
+            timers["optimizer_s"] = timers.get("optimizer_s", 0.0) + time.perf_counter() - t1
+    return sums
+
+
+def grad_norm(engine) -> float:
+    """The global gradient norm (before clipping) of a replicated model, after the reduction."""
+    norms = [p.grad.detach().float().norm() for p in engine.module.parameters() if p.grad is not None]
+    return float(torch.stack(norms).norm()) if norms else 0.0
+
+
+def length_sorted_rows(b: Batch, rows: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """`rows` in micro-batches of `size`, similar lengths together (see grpo.length_sorted_chunks)."""
+    if len(rows) == 0:
+        return []
+    order = torch.argsort(b.attention[rows].sum(1), stable=True)
+    return list(rows[order].split(size))
+
+
+__all__ = ["train_shard", "proximal_logprobs", "length_sorted_chunks"]
