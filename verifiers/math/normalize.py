@@ -6,9 +6,20 @@ answer to one canonical string. The canonical string is the verdict-cache key, s
 normal form always get the same verdict. `normalize` is idempotent.
 
 Normalisation is purely lexical (no parsing): dataset escape damage (`\\f` read as a
-form feed), unicode maths, `$`/`\\left`/`\\dfrac`/spacing spellings, text wrappers
-(`\\mathrm`, `\\mbox` ... all become `\\text{...}`), thousands separators, trailing
-full stops. Structural rules (labels, units, intervals) live in items/parse.
+form feed), unicode maths, `$`/`\\left`/`\\dfrac`/spacing spellings, ASCII spellings
+(`>=`, `<=`, `!=`, `oo`, "28 percent", "pct"), text wrappers (`\\mathrm`, `\\mbox` ...
+all become `\\text{...}`), thousands separators, trailing full stops. Structural rules
+(labels, units, intervals) live in items/parse.
+
+Digit groups, where a comma or a space could mean two things:
+  * "12,345" (no space, groups of three after the first) is one number, 12345, when it
+    is the whole answer; "12, 345" (a comma and a space) is a list of two numbers, and
+    its normal form keeps that space, so the two never share a cache key;
+  * "12 345 678" (single spaces, groups of three) is one number: nobody writes a
+    product of two literals with a space;
+  * "5!=120" keeps its factorial: `!=` is "not equal" except after a digit or a
+    closing bracket.
+  The decimal comma ("1,22") is decided in verify, where both sides are known.
 Standard library only.
 """
 from __future__ import annotations
@@ -50,6 +61,10 @@ _NEWLINE_COMMANDS = ("neq", "ne ", "nu", "nabla", "not", "neg", "exists")
 
 _SIMPLE_SUBS = [  # (pattern, replacement), applied in order
     (r"\\\$", " "),
+    (r">=", r"\\ge "),
+    (r"<=", r"\\le "),
+    (r"(?<![\d)}\]!])!=", r"\\ne "),
+    (r"(?<![A-Za-z\\])oo(?![A-Za-z])", r"\\infty "),
     (r"\.\.\.", r"\\cdots "),
     (r"\\(?:displaystyle|textstyle|limits|nolimits)", ""),
     (r"\\(?:left|right|bigg|Bigg|big|Big)[lr]?(?![a-zA-Z])\.?", ""),
@@ -70,7 +85,8 @@ _SIMPLE_SUBS = [  # (pattern, replacement), applied in order
     (r"\\rbrace(?![a-zA-Z])", r"\\}"),
     (r"\\(?:ldots|dots|cdots|dotsc|dotsb)(?![a-zA-Z])", r"\\cdots "),
     (r"\\varnothing(?![a-zA-Z])", r"\\emptyset"),
-    (r"\\(?:,|;|:|!| |quad(?![a-zA-Z])|qquad(?![a-zA-Z]))", " "),
+    (r"\\!", ""),  # a negative space joins: "12,\\!000" is twelve thousand
+    (r"\\(?:,|;|:| |quad(?![a-zA-Z])|qquad(?![a-zA-Z]))", " "),
     (r"~", " "),
     (r"\{,\}", ""),
     (r"\\(?:\[|\]|\(|\))", " "),
@@ -87,6 +103,9 @@ _TEXT_WRAPPER = re.compile(
 # exactly two: `\\\\frac` is escaping damage, while three are a row break then `\\frac`
 _BACKSLASH_BEFORE_CMD = re.compile(r"(?<!\\)\\\\(?=(?:" + "|".join(sorted(_KNOWN_COMMANDS)) + r")(?![a-zA-Z]))")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_SPACE_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?!\d)")
+_THREE_DIGITS = re.compile(r"\d{3}(?!\d)")
+_PERCENT_WORD = re.compile(r"(?<=\d)(?:\\text\{(?:percent|per cent|pct)\}|(?:percent|per cent|pct)(?![A-Za-z]))")
 _ONE_CHAR_GROUP = re.compile(r"([\^_])\{([A-Za-z0-9])\}(?![A-Za-z0-9])")  # not \log_{3}81
 _FRAC_DIGITS = re.compile(r"\\frac(\d)(\d)(?!\d)")
 _ROW = "\x00"  # placeholder for `\\\\` while spacing commands are removed
@@ -142,6 +161,8 @@ def _squeeze_spaces(s: str) -> str:
             continue
         left, right = s[k - 1], s[k + 1]
         keep = left.isalnum() and right.isalnum() and not (left.isdigit() and right.isalpha())
+        # "12, 345" is a list: squeezed, it would read as the number 12,345
+        keep = keep or (left == "," and s[k - 2 : k - 1].isdigit() and bool(_THREE_DIGITS.match(s, k + 1)))
         if keep:
             out.append(" ")
     return "".join(out)
@@ -177,7 +198,9 @@ def _normalize_once(answer: str) -> str:
             break
         s = s2
     s = _squeeze_spaces(s)
+    s = _SPACE_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), s)
     s = _text_bodies_squeezed(s)
+    s = _PERCENT_WORD.sub("%", s)
     s = _ONE_CHAR_GROUP.sub(r"\1\2", s)
     s = _FRAC_DIGITS.sub(r"\\frac{\1}{\2}", s)
     s = _STRAY_PERIOD.sub("", s)

@@ -41,6 +41,14 @@ def test_extract_answer_is_linear_on_huge_inputs():
     (r"\text{(B)}", "B"),
     ("1,000,000", "1000000"),
     ("1{,}000", "1000"),
+    ("12,\\!345", "12345"),
+    ("12, 345", "12, 345"),                                     # a list: the space stays, so it is no number
+    ("1, 2", "1,2"),
+    ("1 000 000", "1000000"),                                   # space thousands
+    ("x >= 2, y <= 3, z != 4", r"x\ge 2,y\le 3,z\ne 4"),
+    ("5!=120", "5!=120"),                                       # a factorial, not "not equal"
+    ("(-oo, 2)", r"(-\infty,2)"),
+    (r"28 percent", "28%"), (r"28\text{ pct}", "28%"),
     ("②③", "2,3"),
     (r"x \leqslant 3", r"x\le 3"),
     ("(2, π/2)", r"(2,\pi/2)"),
