@@ -30,6 +30,8 @@ MAX_CHARS = 2_000
 MAX_TOKENS = 600
 MAX_NESTING = 40
 MAX_NUMBER_DIGITS = 200
+MAX_EXPONENT = 1_000  # 1e1000 is refused, as 10^{10^{10}} is by the evaluator
+MAX_REPEAT_BLOCK = 6  # 0.142857142857... is 1/7
 
 
 class Tok(NamedTuple):
@@ -63,6 +65,8 @@ _TEXT_SYNONYMS = {
 }
 _OPS = frozenset("+-*/^_()[]{},;:=<>!|'%&")
 _NUMBER = re.compile(r"\d*\.?\d*")
+_OVERLINE = re.compile(r"\\overline\{(\d{1,12})\}")
+_EXPONENT = re.compile(r"[eE]([-+]?)(\d{1,6})(?![\d.])")
 _LETTERS = re.compile(r"[^\W\d_]+")  # unicode letters too: prose in any language is words
 _NAME = re.compile(r"[A-Za-z]+")
 _OPEN = frozenset({("op", "("), ("op", "["), ("op", "{"), ("cmd", "{")})
@@ -116,6 +120,44 @@ def _command(s: str, i: int) -> tuple[Tok, int]:
     return Tok("cmd", name), j
 
 
+def _repeating(digits: str) -> tuple[str, str] | None:
+    """(fixed part, repeated block) when the digits end in a block written at least
+    twice: "1666" -> ("1", "6"), "0909" -> ("", "09"); None for "14159"."""
+    for size in range(1, MAX_REPEAT_BLOCK + 1):
+        if len(digits) >= 2 * size and digits[-size:] == digits[-2 * size : -size]:
+            start = len(digits) - 2 * size
+            while start > 0 and digits[start - 1] == digits[start - 1 + size]:
+                start -= 1
+            return digits[:start], digits[start : start + size]
+    return None
+
+
+def _number(s: str, i: int) -> tuple[str, int]:
+    """The number literal at s[i] and the index past it. Besides digits and a point:
+    a repeating decimal ("0.1\\overline{6}", or "0.1666\\cdots" whose digits end in a
+    block written twice) becomes "0.1(6)"; other digits before \\cdots are a cut-off
+    decimal, the digits written. Scientific notation ("4.2e1", "1.5E-3", "3e8") is read
+    when the mantissa has a point or the exponent no sign: "2e-1" stays 2e - 1."""
+    m = _NUMBER.match(s, i)
+    text, j = m.group(0), m.end()
+    if "." in text:
+        whole, fraction = text.split(".")
+        bar = _OVERLINE.match(s, j)
+        if bar:
+            return f"{whole}.{fraction}({bar.group(1)})", bar.end()
+        if s.startswith("\\cdots", j) and fraction:
+            rep = _repeating(fraction)
+            j += len("\\cdots")
+            return (f"{whole}.{rep[0]}({rep[1]})" if rep else text), j
+    text = text.rstrip(".")
+    sci = _EXPONENT.match(s, j)
+    if sci and text and ("." in text or not sci.group(1)):
+        if int(sci.group(2)) > MAX_EXPONENT:
+            raise LimitExceeded("exponent too large")
+        return text + "e" + sci.group(1) + sci.group(2), sci.end()
+    return text, j
+
+
 def tokenize(s: str) -> list[Tok]:
     toks: list[Tok] = []
     i, n = 0, len(s)
@@ -125,12 +167,10 @@ def tokenize(s: str) -> list[Tok]:
             i += 1
             continue
         if ch.isdigit() or (ch == "." and i + 1 < n and s[i + 1].isdigit()):
-            m = _NUMBER.match(s, i)
-            text = m.group(0).rstrip(".")
+            text, i = _number(s, i)
             if len(text) > MAX_NUMBER_DIGITS:
                 raise LimitExceeded("number literal too long")
             toks.append(Tok("num", text))
-            i = m.end()
         elif ch.isalpha():
             m = _LETTERS.match(s, i)
             toks.append(Tok("let", m.group(0)))

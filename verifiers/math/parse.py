@@ -58,8 +58,15 @@ def neg(x):
 
 
 def number(text: str):
-    places = len(text.split(".")[1]) if "." in text else None
-    return ("num", Fraction(text), places or None)
+    """A literal: "12", "0.50" (places 2), "4.2e1" (42, exact), "0.1(6)" (1/6, exact)."""
+    if text.endswith(")"):  # a repeating decimal, from items._number
+        head, block = text[:-1].split("(")
+        whole, fixed = head.split(".")
+        value = Fraction(int(whole or 0)) + Fraction(int(fixed or 0), 10 ** len(fixed))
+        return ("num", value + Fraction(int(block), (10 ** len(block) - 1) * 10 ** len(fixed)), None)
+    mantissa, _, exponent = text.lower().partition("e")
+    places = (len(mantissa.split(".")[1]) if "." in mantissa else 0) - int(exponent or 0)
+    return ("num", Fraction(text), places if places > 0 else None)
 
 
 class Parser:

@@ -48,6 +48,8 @@ __all__ = ["extract_answer", "normalize", "check", "quick_check", "answer_key", 
 
 VERDICTS = ("correct", "incorrect", "no_answer", "error")
 QUICK_MAX_CHARS = 200
+_DECIMAL_COMMA = re.compile(r"-?\d+,\d+")
+_DECIMAL_POINT = re.compile(r"-?\d*\.\d+")
 _PLAIN_NUMBER = re.compile(r"(-?)(?:(\d+(?:\.\d+)?)|(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\})")
 
 
@@ -86,10 +88,19 @@ def check(answer: str | None, reference: str) -> str:
         return "error"
     if a == r:
         return "correct"
+    a, r = _decimal_comma(a, r), _decimal_comma(r, a)
     try:
         return "correct" if answers_equivalent(_parsed(a), _parsed(r)) else "incorrect"
     except (LimitExceeded, RecursionError, EvalError):
         return "error"
+
+
+def _decimal_comma(s: str, other: str) -> str:
+    """"1,22" is the decimal 1.22 when the other side is a number written with a point;
+    otherwise the list 1, 22. (Groups of three, "1,234", were made thousands by normalize.)"""
+    if _DECIMAL_COMMA.fullmatch(s) and _DECIMAL_POINT.fullmatch(other):
+        return s.replace(",", ".")
+    return s
 
 
 def _plain_value(s: str) -> tuple[Fraction, bool] | None:

@@ -10,6 +10,8 @@ from jury.verifiers.math.verify import VERDICTS, check
 SAME = [
     # numbers: exact forms, decimals, percentages, mixed numbers, separators
     (r"\dfrac{3}{4}", "0.75"), ("75\\%", r"\frac34"), ("50", "50\\%"), ("40\\%", "0.4"), ("12,\\!000", "12000"),
+    ("0.999...", "1"), (r"0.1\overline{6}", r"\frac16"), ("0.0909...", r"\frac{1}{11}"), ("4.2e1", "42"), ("1.5E-3", "0.0015"),
+    ("3e8", r"3\times 10^8"), ("1,22", "1.22"), ("1.22", "1,22"), ("1 000", "1000"), ("28 percent", "0.28"), ("x >= 2", r"[2, \infty)"),
     (r"1\frac{1}{2}", r"\frac32"), (r"-1\frac{1}{2}", r"-\frac32"), ("12.0", "12"), ("1.50", "1.5"), ("-0", "0"),
     (r"2\times 10^{3}", "2000"), ("2^{10}", "1024"), (r"\sqrt[4]{16}", "2"), (r"\sqrt[3]{-8}", "-2"), ("5!", "120"),
     (r"\binom{5}{2}", "10"), (r"\log_{3} 81", "4"), (r"\ln e", "1"), (r"\cos\frac{\pi}{3}", r"\frac12"),
@@ -54,6 +56,9 @@ DIFFERENT = [
     (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", r"\begin{pmatrix}1&3\\2&4\end{pmatrix}"), (r"\frac{\pi}{2} + k\pi", r"\frac{\pi}{2}"),
     (r"\text{Bob}", "Alice wins the game"), (r"\text{odd}", "The number is not odd"), ("n", "m"), ("N", "n"),
     ("Yes", "No"),
+    # a comma and a space separate items; "2e-1" is 2e - 1; "1,5" is a decimal only beside a point
+    ("12, 345", "12345"), ("1, 000", "1000"), ("2e-1", "0.2"), ("1,5", "15"), ("1,234", "1.234"), ("0.333...", r"\frac{3}{10}"),
+    ("x != 2", "x = 2"), ("(-oo, 2)", r"(-\infty, 2]"),
 ]
 
 
