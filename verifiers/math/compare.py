@@ -33,7 +33,7 @@ from fractions import Fraction
 
 from .answer import Parsed
 from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
-from .items import words
+from .items import symbol_words, words
 from .parse import PI
 from .sets import INEQUALITIES, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
 
@@ -316,11 +316,11 @@ def _is_prose(normalized: str) -> bool:
 
 
 def _content_words(text: str) -> list[str]:
-    return [w for w in words(text) if w not in _STOP_WORDS]
+    return [w for w in symbol_words(text) if w not in _STOP_WORDS]
 
 
 def _text_view(a: Parsed, r: Parsed) -> bool:
-    aw, rw = _content_words(a.text.replace("\\text", " ")), _content_words(r.text.replace("\\text", " "))
+    aw, rw = _content_words(a.text), _content_words(r.text)
     a_is_text = all(i.node[0] == "text" for i in a.items)
     r_is_text = all(i.node[0] == "text" for i in r.items)
     if a_is_text and r_is_text and aw and aw == rw:

@@ -77,6 +77,23 @@ def words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
 
 
+_SYMBOL_WORDS = re.compile(r"\\[a-z]+|[a-z0-9]+|[-+*/^=<>!|%]")
+_HYPHEN = re.compile(r"(?<=[A-Za-z])-(?=[A-Za-z])")
+
+
+def symbol_words(text: str) -> list[str]:
+    """The words of a text with the operators and commands between them, lower case:
+    what text that does not parse is compared by, so "a+b" and "a-b" differ. Brackets
+    and punctuation are not words, nor is \\text; a hyphen between letters joins
+    ("non-negative")."""
+    return _SYMBOL_WORDS.findall(_HYPHEN.sub(" ", text.replace("\\text", " ")).lower())
+
+
+def token_words(toks: list[Tok]) -> list[str]:
+    """symbol_words of a token list (a command token holds its name without the backslash)."""
+    return symbol_words(" ".join("\\" + t.text if t.kind == "cmd" else t.text for t in toks))
+
+
 def check_nesting(s: str) -> None:
     depth = 0
     for ch in s:

@@ -41,6 +41,7 @@ SAME = [
     (r"\frac{\pi}{2} + k\pi", r"\frac{\pi}{2} + n\pi"),
     # prose references
     (r"\text{Alice}", "Alice wins the game"), (r"\text{infinitely many}", r"\infty"), ("Yes", r"\text{yes}"),
+    (r"\text{non-negative}", r"\text{non negative}"), (r"a+b \text{ if } n \text{ is even}", r"a + b\text{ if }n\text{ is even}"),
 ]
 
 DIFFERENT = [
@@ -59,6 +60,9 @@ DIFFERENT = [
     # a comma and a space separate items; "2e-1" is 2e - 1; "1,5" is a decimal only beside a point
     ("12, 345", "12345"), ("1, 000", "1000"), ("2e-1", "0.2"), ("1,5", "15"), ("1,234", "1.234"), ("0.333...", r"\frac{3}{10}"),
     ("x != 2", "x = 2"), ("(-oo, 2)", r"(-\infty, 2]"),
+    # text that does not parse still compares its operators
+    (r"a+b \text{ if } n \text{ is even}", r"a-b \text{ if } n \text{ is even}"), (r"\text{the sum } a + b", r"\text{the sum } a - b"),
+    (r"\text{grows like } n^2", r"\text{grows like } n/2"), (r"\text{maximum at } x = 1 + \sqrt{2}", r"\text{maximum at } x = 1 - \sqrt{2}"),
 ]
 
 
