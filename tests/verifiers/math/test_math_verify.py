@@ -35,6 +35,7 @@ SAME = [
     ("(-2, 3]", r"-2 < x \le 3"), (r"\{x \mid x > 5\}", r"(5, \infty)"), ("[1,3)", r"1\le x<3"), (r"x \in (0, 1]", r"0 < x \le 1"),
     ("(2, 3)", "2 < x < 3"), (r"(-\infty,2)\cup(2,\infty)", r"x\neq 2"), (r"(0,\infty)", "x>0"), (r"\emptyset", r"\text{no solution}"),
     (r"(1, 2) \cup (3, 4)", r"1<x<2 \text{ or } 3<x<4"), (r"x \in [1, 2]", "[1,2]"),
+    ("{1, 2}", r"\{2,1\}"), ("{1, 1, 2}", "{2, 1}"), (r"{\frac12, 2}", r"\{0.5, 2\}"), ("1<x<2", r"x\in]1,2["), ("[1,2[", r"1 \le x < 2"),
     # equations
     (r"y = -\frac{1}{2}x + 3", "x + 2y = 6"), ("y = 2x+3", "2x - y + 3 = 0"), ("6/x", "xy=6"),
     # renamed arbitrary constants
@@ -60,6 +61,7 @@ DIFFERENT = [
     # a comma and a space separate items; "2e-1" is 2e - 1; "1,5" is a decimal only beside a point
     ("12, 345", "12345"), ("1, 000", "1000"), ("2e-1", "0.2"), ("1,5", "15"), ("1,234", "1.234"), ("0.333...", r"\frac{3}{10}"),
     ("x != 2", "x = 2"), ("(-oo, 2)", r"(-\infty, 2]"),
+    ("{1, 2}", r"\{1,3\}"), ("{1, 2}", "(1, 2)"), ("]1,2[", "[1,2]"), ("]1,2]", "(1,2)"),
     # text that does not parse still compares its operators
     (r"a+b \text{ if } n \text{ is even}", r"a-b \text{ if } n \text{ is even}"), (r"\text{the sum } a + b", r"\text{the sum } a - b"),
     (r"\text{grows like } n^2", r"\text{grows like } n/2"), (r"\text{maximum at } x = 1 + \sqrt{2}", r"\text{maximum at } x = 1 - \sqrt{2}"),
