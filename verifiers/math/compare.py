@@ -277,7 +277,8 @@ def _items_view(xs: list, ys: list) -> bool:
     (xs, xset), (ys, yset) = _unwrap(xs), _unwrap(ys)
     if match_items(xs, ys, as_sets=xset or yset):
         return True
-    if _ordered_against_list(xs, ys) or _ordered_against_list(ys, xs):
+    # a set has no order: {1, 2} is not the point (1, 2)
+    if (not yset and _ordered_against_list(xs, ys)) or (not xset and _ordered_against_list(ys, xs)):
         return True
     if _realsets_view(xs, ys):
         return True
