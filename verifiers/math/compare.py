@@ -1,8 +1,11 @@
 """Deciding whether two parsed answers are the same answer (stage 5 of the verifier).
 
 When both sides label every item with distinct names ("a=1, b=2"), items pair up by
-label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}). Otherwise
-views are tried in turn; the first that says "equal" decides:
+label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}); when one side
+labels every item distinctly and the other is a bare list, the list must follow the
+labelled side's order ("x=1, y=2" is not "2, 1"); values all given for one unknown
+("x=1, x=1, x=3", "x_1=x_2=2") are a set, duplicates and all. Otherwise views are
+tried in turn; the first that says "equal" decides:
   1. items: several answers compare as a multiset (as a set when either side is
      written `\\{...\\}`); a single tuple/vector against a bare list compares in order;
      each pair of items by structure (tuples in order, sets without order, intervals
@@ -273,9 +276,9 @@ def _equation_view(eq, value) -> bool:
     return bool(identical(substituted(lhs, v, value), substituted(rhs, v, value)))
 
 
-def _items_view(xs: list, ys: list) -> bool:
+def _items_view(xs: list, ys: list, as_sets: bool = False) -> bool:
     (xs, xset), (ys, yset) = _unwrap(xs), _unwrap(ys)
-    if match_items(xs, ys, as_sets=xset or yset):
+    if match_items(xs, ys, as_sets=as_sets or xset or yset):
         return True
     # a set has no order: {1, 2} is not the point (1, 2)
     if (not yset and _ordered_against_list(xs, ys)) or (not xset and _ordered_against_list(ys, xs)):
@@ -351,14 +354,30 @@ def _by_label(a: Parsed, r: Parsed) -> list | None:
     return [r.items[position[labels]].node for labels in la]
 
 
+def _labelling(p: Parsed) -> str:
+    """"none"; "distinct" (a=1, b=2: named values, in an order); "one" (x=1, x=3, or
+    x_1=2, x_2=2: values of one unknown, a set); or "mixed"."""
+    labels = [i.labels for i in p.items]
+    if not any(labels):
+        return "none"
+    if all(labels) and len(set(labels)) == len(labels):
+        return "distinct"
+    return "one" if all(labels) and len(set(labels)) == 1 else "mixed"
+
+
 def answers_equivalent(a: Parsed, r: Parsed) -> bool:
     xs, ys = [i.node for i in a.items], [i.node for i in r.items]
     aligned = _by_label(a, r)
     if aligned is not None:  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
         return all(map(item_equal, xs, aligned))
-    if _items_view(xs, ys):
+    kinds = {_labelling(a), _labelling(r)}
+    if kinds == {"distinct", "none"} and len(xs) > 1 and len(ys) > 1:
+        # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it
+        return len(xs) == len(ys) and all(map(item_equal, xs, ys))
+    as_sets = "one" in kinds  # x=2 or x=2 is the solution set {2}
+    if _items_view(xs, ys, as_sets):
         return True
     for mapping in _renamings(a, r):
-        if _items_view([renamed(x, mapping) for x in xs], ys):
+        if _items_view([renamed(x, mapping) for x in xs], ys, as_sets):
             return True
     return _text_view(a, r)

@@ -7,6 +7,7 @@ A normalised answer is tokenised, then split into items at top-level separators
     "\\frac{84}{13}\\text{days}"              -> "\\frac{84}{13}"   (trailing unit text)
     "12^{\\text{th}}", "15th"                 -> "12", "15"  (ordinals)
     "(x,y,z)=(1,2,3)", "Paolo:18", "f(x)=2x"  -> labels dropped, their symbols kept
+    "AB=4", "|AB|=1", "\\angle ABC=30", "V_1:V_2=11:21"  -> named quantities too
     "f(x)=1\\text{for all}x\\in\\mathbb{Z}"   -> "f(x)=1"   (quantifier qualifier)
 
 An item that still holds free text after cleaning is a text item. Only the standard
@@ -53,6 +54,8 @@ _QUALIFIER_VOCAB = frozenset(
     "constant constants arbitrary x n k m t".split()
 )
 _ORDINALS = frozenset({"th", "st", "nd", "rd"})
+_UPPER_NAME = re.compile(r"[A-Z]{1,3}")  # points and the segments, angles, areas they name
+_NAME_COMMANDS = frozenset({"angle", "measuredangle", "overline", "triangle", "vec", "overrightarrow"})
 UNIT_WORDS = frozenset(
     "cm mm km kg mg ml day days hr hrs hour hours min mins minute minutes sec secs "
     "second seconds yuan dollars dollar cents units unit inches inch ft feet meters "
@@ -327,6 +330,32 @@ def _is_simple_label(toks: list[Tok]) -> bool:
     return k == len(toks)
 
 
+def _is_name_label(toks: list[Tok]) -> bool:
+    """A named quantity of geometry: AB, ABC, A_1B, \\angle ABC, \\overline{AB}, |AB|."""
+    if len(toks) >= 3 and toks[0] == toks[-1] == Tok("op", "|"):
+        return _is_name_label(toks[1:-1])
+    if toks and toks[0].kind == "cmd" and toks[0].text in _NAME_COMMANDS:
+        toks = toks[1:]
+        if len(toks) >= 3 and toks[0] == Tok("op", "{") and _balanced_end(toks, 0) == len(toks):
+            toks = toks[1:-1]
+    if not toks or toks[0].kind != "let" or not _UPPER_NAME.fullmatch(toks[0].text):
+        return False
+    return len(toks) == 1 or _is_simple_label([Tok("let", "X")] + toks[1:])  # a subscript: A_1
+
+
+def _is_ratio_label(toks: list[Tok]) -> bool:
+    """V_1:V_2, AE:EC, a:b:c (the left side of "V_1:V_2 = 11:21")."""
+    parts, part = [], []
+    for t in toks:
+        if t == Tok("op", ":"):
+            parts.append(part)
+            part = []
+        else:
+            part.append(t)
+    parts.append(part)
+    return len(parts) > 1 and all(_is_simple_label(p) or _is_name_label(p) for p in parts)
+
+
 def _is_word_label(toks: list[Tok]) -> bool:
     """Maximum, Paolo, Sequence 1 (a word of four or more letters, maybe numbered)."""
     if not toks or toks[0].kind not in ("let", "text") or len(toks[0].text) < 4:
@@ -342,28 +371,40 @@ def _is_tuple_label(toks: list[Tok]) -> bool:
 
 
 def _label_symbols(toks: list[Tok]) -> set[str]:
-    return {t.text for t in toks if (t.kind == "let" and len(t.text) == 1) or (t.kind == "cmd" and t.text in GREEK)}
+    """The names a label gives: its letters and Greek letters, AB as one name."""
+    return {t.text for t in toks if (t.kind == "let" and (len(t.text) == 1 or _UPPER_NAME.fullmatch(t.text)))
+            or (t.kind == "cmd" and t.text in GREEK)}
+
+
+def _is_label(toks: list[Tok]) -> bool:
+    """What may stand left of "=" (or \\in, \\approx) as the name of the answer."""
+    return (_is_simple_label(toks) or _is_tuple_label(toks) or _is_word_label(toks)
+            or _is_name_label(toks) or _is_ratio_label(toks))
+
+
+def _top_level(toks: list[Tok], seps: tuple) -> int:
+    """Index of the first separator outside brackets, or -1."""
+    depth = 0
+    for k, tok in enumerate(toks):
+        key = (tok.kind, tok.text)
+        depth += key in _OPEN
+        depth -= key in _CLOSE
+        if depth == 0 and key in seps:
+            return k
+    return -1
 
 
 def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
-    """Drop leading "lhs =" / "lhs:" / "lhs \\in" labels (chains too: x=y=z=v)."""
+    """Drop leading "lhs =" / "lhs \\in" labels (chains too: x=y=z=v), then "Word:" ones.
+    "=" is looked for first, so the ratio in "V_1:V_2=11:21" is a label, not a word."""
     labels: set[str] = set()
     while True:
-        depth, cut = 0, -1
-        for k, tok in enumerate(toks):
-            key = (tok.kind, tok.text)
-            depth += key in _OPEN
-            depth -= key in _CLOSE
-            if depth == 0 and key in (("op", "="), ("op", ":"), ("cmd", "in"), ("cmd", "approx")):
-                cut = k
+        cut = _top_level(toks, (("op", "="), ("cmd", "in"), ("cmd", "approx")))
+        if not (0 < cut < len(toks) - 1 and _is_label(toks[:cut])):
+            cut = _top_level(toks, (("op", ":"),))
+            if not (0 < cut < len(toks) - 1 and _is_word_label(toks[:cut])):
                 break
-        if cut <= 0 or cut == len(toks) - 1:
-            break
-        lhs, sep = toks[:cut], toks[cut].text
-        ok = _is_word_label(lhs) if sep == ":" else (_is_simple_label(lhs) or _is_tuple_label(lhs) or _is_word_label(lhs))
-        if not ok:
-            break
-        labels |= _label_symbols(lhs)
+        labels |= _label_symbols(toks[:cut])
         toks = toks[cut + 1 :]
     return toks, frozenset(labels)
 

@@ -27,8 +27,10 @@ SAME = [
     ("5^{\\text{th}}", "5"), (r"\$5", "5"), ("k=5", "5"), ("5", "x=5"), (r"\text{(B)}", "B"), (r"\text{Tuesday}", "Tuesday"),
     ("f(x)=x^2", "x^2"), ("g(t)=t^2", "f(x)=x^2"), (r"\text{The answer is } 5", "5"), (r"\frac{1}{2}\text{ m}^2", "0.5"),
     (r"\text{A, C}", "A, C"),
+    ("4, 5", "AB=4, CD=5"), ("1", "|AB|=1"), ("11:21", "V_1:V_2=11:21"), (r"30^\circ", r"\angle ABC = 30^\circ"), ("BC = 6", "6"),
     # several answers, tuples, sets, vectors, matrices
     (r"x = \pm 2", "2, -2"), (r"\{1,2\}", r"\{2,1\}"), (r"\{1,2\}", r"\{1,2,2\}"), ("b=2,a=1", "a=1,b=2"), ("m = 3, n = 4", "(3, 4)"),
+    ("1, 2", "x=1, y=2"), ("x=1, y=2", "1, 2"), (r"x=2 \text{ or } x=2", "2"), ("x=1, x=1, x=3", r"\{1, 3\}"), ("x_1 = 3, x_2 = 5", "5, 3"),
     (r"\left\{ 1, 2 \right\}", r"\{2, 1\}"), (r"\begin{pmatrix} 2 \\ -1 \end{pmatrix}", "(2, -1)"),
     (r"\begin{bmatrix}1&2\\3&4\end{bmatrix}", r"\begin{pmatrix}1&2\\3&4\end{pmatrix}"), (r"x=1 \text{ or } x=2", r"\{1,2\}"),
     # intervals and inequalities
@@ -62,6 +64,9 @@ DIFFERENT = [
     ("12, 345", "12345"), ("1, 000", "1000"), ("2e-1", "0.2"), ("1,5", "15"), ("1,234", "1.234"), ("0.333...", r"\frac{3}{10}"),
     ("x != 2", "x = 2"), ("(-oo, 2)", r"(-\infty, 2]"),
     ("{1, 2}", r"\{1,3\}"), ("{1, 2}", "(1, 2)"), ("]1,2[", "[1,2]"), ("]1,2]", "(1,2)"),
+    # labels give a bare list its order; named quantities are labels
+    ("2, 1", "x=1, y=2"), ("x=2, y=1", "1, 2"), ("5, 4", "AB=4, CD=5"), ("21:11", "V_1:V_2=11:21"), ("2", "|AB|=1"),
+    ("x=1, x=1, x=3", "x=1"),
     # text that does not parse still compares its operators
     (r"a+b \text{ if } n \text{ is even}", r"a-b \text{ if } n \text{ is even}"), (r"\text{the sum } a + b", r"\text{the sum } a - b"),
     (r"\text{grows like } n^2", r"\text{grows like } n/2"), (r"\text{maximum at } x = 1 + \sqrt{2}", r"\text{maximum at } x = 1 - \sqrt{2}"),
