@@ -38,7 +38,7 @@ from .answer import Parsed
 from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
 from .items import symbol_words, words
 from .parse import PI
-from .sets import INEQUALITIES, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
+from .sets import INEQUALITIES, chain_intervals, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
 
 VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg"})
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
@@ -182,6 +182,14 @@ def item_equal(x, y) -> bool:
     if ky == "matrix" and kx != "matrix":
         return item_equal(y, x)
     if kx != ky:
+        if {kx, ky} in ({"interval", "rel"}, {"tuple", "rel"}):  # a < x < b is (a, b), symbolic ends too
+            iv, rel = (x, y) if ky == "rel" else (y, x)
+            if iv[0] == "tuple":  # (a, b) beside an inequality is the open interval
+                if len(iv[1]) != 2:
+                    return False
+                iv = ("interval", iv[1][0], iv[1][1], False, False)
+            ends = free_symbols(iv)
+            return any(item_equal(iv, as_iv) for var, as_iv in chain_intervals(rel) if var[1] not in ends)
         if {kx, ky} == {"interval", "tuple"}:
             iv, tu = (x, y) if kx == "interval" else (y, x)
             return len(tu[1]) == 2 and not iv[3] and not iv[4] and all(map(item_equal, iv[1:3], tu[1]))

@@ -37,6 +37,7 @@ SAME = [
     ("(-2, 3]", r"-2 < x \le 3"), (r"\{x \mid x > 5\}", r"(5, \infty)"), ("[1,3)", r"1\le x<3"), (r"x \in (0, 1]", r"0 < x \le 1"),
     ("(2, 3)", "2 < x < 3"), (r"(-\infty,2)\cup(2,\infty)", r"x\neq 2"), (r"(0,\infty)", "x>0"), (r"\emptyset", r"\text{no solution}"),
     (r"(1, 2) \cup (3, 4)", r"1<x<2 \text{ or } 3<x<4"), (r"x \in [1, 2]", "[1,2]"),
+    ("a < x < b", "(a, b)"), (r"a \le x < b", "[a, b)"), ("x > c", r"(c, \infty)"), (r"t \ge \sqrt{k}", r"[\sqrt{k}, \infty)"),
     ("{1, 2}", r"\{2,1\}"), ("{1, 1, 2}", "{2, 1}"), (r"{\frac12, 2}", r"\{0.5, 2\}"), ("1<x<2", r"x\in]1,2["), ("[1,2[", r"1 \le x < 2"),
     # equations
     (r"y = -\frac{1}{2}x + 3", "x + 2y = 6"), ("y = 2x+3", "2x - y + 3 = 0"), ("6/x", "xy=6"),
@@ -63,6 +64,7 @@ DIFFERENT = [
     # a comma and a space separate items; "2e-1" is 2e - 1; "1,5" is a decimal only beside a point
     ("12, 345", "12345"), ("1, 000", "1000"), ("2e-1", "0.2"), ("1,5", "15"), ("1,234", "1.234"), ("0.333...", r"\frac{3}{10}"),
     ("x != 2", "x = 2"), ("(-oo, 2)", r"(-\infty, 2]"),
+    ("a < x < b", "[a, b]"), ("a < x < b", "(b, a)"), ("x > c", r"[c, \infty)"), ("x > c", r"(-\infty, c)"),
     ("{1, 2}", r"\{1,3\}"), ("{1, 2}", "(1, 2)"), ("]1,2[", "[1,2]"), ("]1,2]", "(1,2)"),
     # labels give a bare list its order; named quantities are labels
     ("2, 1", "x=1, y=2"), ("x=2, y=1", "1, 2"), ("5, 4", "AB=4, CD=5"), ("21:11", "V_1:V_2=11:21"), ("2", "|AB|=1"),
