@@ -1,7 +1,6 @@
-"""Answer extraction and lexical normalisation (stage 1 of the math verifier).
+"""Lexical normalisation (stage 1 of the math verifier, after extract).
 
-`extract_answer` finds the final answer in a model's response; `normalize` maps an
-answer to one canonical string. The canonical string is the verdict-cache key, so
+`normalize` maps an answer to one canonical string. The canonical string is the verdict-cache key, so
 `verify.check` compares normalised strings only: two answers with the same
 normal form always get the same verdict. `normalize` is idempotent.
 
@@ -26,8 +25,6 @@ from __future__ import annotations
 
 import re
 
-MAX_TEXT_CHARS = 1_000_000  # extract_answer reads at most this many trailing chars
-MAX_EXTRACTED_CHARS = 2_000  # an answer longer than this is not an answer
 
 # Command names that take part in the grammar; used to repair `\\frac` written as
 # `\\\\frac` and to decide what a `\\text{...}` holding a function name means.
@@ -208,66 +205,3 @@ def _normalize_once(answer: str) -> str:
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "")
     return s
-
-
-# --- extraction ---------------------------------------------------------------
-
-_BOX = re.compile(r"\\(?:boxed|fbox)")
-_ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*:?\s*", re.IGNORECASE)
-
-
-def brace_group(text: str, start: int) -> str | None:
-    """Content of the brace group opening at text[start] == '{', or None if unclosed."""
-    depth = 0
-    for k in range(start, len(text)):
-        ch = text[k]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : k]
-    return None
-
-
-def _last_box(text: str) -> str | None:
-    starts = [m.end() for m in _BOX.finditer(text)]
-    for pos in reversed(starts):  # the last complete box wins; a cut-off one is skipped
-        while pos < len(text) and text[pos] == " ":
-            pos += 1
-        if pos < len(text) and text[pos] == "{":
-            body = brace_group(text, pos)
-            if body is not None:
-                return body
-        else:  # `\boxed 5`: the next space-delimited token
-            m = re.match(r"[^\s$]+", text[pos:])
-            if m:
-                return m.group(0)
-    return None
-
-
-def _answer_is(text: str) -> str | None:
-    matches = list(_ANSWER_IS.finditer(text))
-    if not matches:
-        return None
-    rest = text[matches[-1].end() :].split("\n", 1)[0]
-    rest = re.split(r"\.(?:\s|$)", rest, maxsplit=1)[0]  # up to the sentence end
-    rest = rest.strip().strip("$").strip()
-    return rest or None
-
-
-def extract_answer(text: str) -> str | None:
-    """The last complete \\boxed{...}/\\fbox{...} (nested braces), else the text after
-    the last "the answer is", else None. Linear time; only the tail of huge texts is read."""
-    if not text:
-        return None
-    text = text[-MAX_TEXT_CHARS:]
-    found = _last_box(text)
-    if found is None:
-        found = _answer_is(text)
-    if found is None:
-        return None
-    found = found.strip()
-    if not found or len(found) > MAX_EXTRACTED_CHARS:
-        return None
-    return found

@@ -16,7 +16,8 @@ limit, exponents/factorials too large to compute). It is pure and deterministic,
 depends on its inputs only through their normal forms (so the cache is sound), never
 evals model output, and imports sympy only for its last-resort symbolic step (small
 trees only); the pool's per-check timeout is the backstop for the rest. An answer
-or reference still wrapped in \\boxed{} is extracted first.
+or reference still wrapped in \\boxed{} is extracted first (a response by its last group
+of boxes, a reference solution by all its boxes: see extract).
 
 `quick_check` decides only literal matches and plain numbers (integers, decimals,
 a/b, \\frac{a}{b}) without parsing; whatever it returns, `check` returns too.
@@ -27,7 +28,7 @@ several answers sorted: "3, 1" -> "1, 3"; labelled ones keep labels: "a=1, b=2")
 anything else by its normal form; None when there is no answer (None, empty, over
 the size limit). Keys of exact answers are plain rationals, so a gate can parse them.
 
-Stages: normalize (extraction, lexical normal form) -> items (tokens,
+Stages: extract (final answer) -> normalize (lexical normal form) -> items (tokens,
 items, labels, units) -> parse (trees) -> answer (whole answers, ±) ->
 evaluate (exact / numeric / sympy) -> sets (intervals) -> compare
 (views). Standard library, plus sympy lazily.
@@ -42,9 +43,10 @@ from .answer import Parsed, parse_answer
 from .compare import answers_equivalent
 from .evaluate import EvalError, exact
 from .items import MAX_CHARS, LimitExceeded
-from .normalize import extract_answer, normalize
+from .extract import extract_answer, extract_reference
+from .normalize import normalize
 
-__all__ = ["extract_answer", "normalize", "check", "quick_check", "answer_key", "exact_value", "clear_caches", "VERDICTS"]
+__all__ = ["extract_answer", "extract_reference", "normalize", "check", "quick_check", "answer_key", "exact_value", "clear_caches", "VERDICTS"]
 
 VERDICTS = ("correct", "incorrect", "no_answer", "error")
 QUICK_MAX_CHARS = 200
@@ -54,11 +56,17 @@ _PLAIN_NUMBER = re.compile(r"(-?)(?:(\d+(?:\.\d+)?)|(\d+)/(\d+)|\\frac\{(\d+)\}\
 
 
 def _final_answer(answer: str) -> str | None:
-    """check() also accepts a whole boxed response (or a boxed reference solution):
-    it extracts first."""
+    """check() also accepts a whole boxed response: it extracts first."""
     if "\\boxed" in answer or "\\fbox" in answer:
         return extract_answer(answer)
     return answer
+
+
+def _reference_answer(reference: str) -> str:
+    """A boxed reference solution's answer is all its boxes (it boxes nothing else)."""
+    if "\\boxed" in reference or "\\fbox" in reference:
+        return extract_reference(reference) or ""
+    return reference
 
 
 @lru_cache(maxsize=4096)
@@ -78,7 +86,7 @@ def check(answer: str | None, reference: str) -> str:
         return "no_answer"
     if len(answer) > 10 * MAX_CHARS or len(reference) > 10 * MAX_CHARS:
         return "error"
-    answer, reference = _final_answer(answer), _final_answer(reference) or ""
+    answer, reference = _final_answer(answer), _reference_answer(reference)
     if answer is None:
         return "no_answer"
     a, r = normalize(answer), normalize(reference)

@@ -4,7 +4,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jury.verifiers.math.verify import check, extract_answer, normalize
+from jury.verifiers.math.verify import check, extract_answer, extract_reference, normalize
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -19,9 +19,34 @@ from jury.verifiers.math.verify import check, extract_answer, normalize
     ("no answer here", None),
     ("", None),
     (r"\boxed{}", None),
+    (r"\boxed{\boxed{1}}", "1"),
+    # one answer over several boxes: joined only by connectives, labels kept
+    (r"So $x = \boxed{2}$ and $y = \boxed{3}$.", "x=2, y=3"),
+    (r"The roots are $\boxed{1}$, $\boxed{2}$ and $\boxed{3}$.", "1, 2, 3"),
+    (r"It is \boxed{3} or \boxed{4}.", "3, 4"),                   # a hedge is a list, not the last box
+    (r"Try \boxed{7}. That is wrong; redo: \boxed{8}.", "8"),       # words between: an earlier attempt
+    # a final-answer statement after the last box wins; a statement is read for its maths
+    (r"\boxed{4} was a guess. Final Answer: the area is $6\sqrt3$.", r"6\sqrt3"),
+    (r"\boxed{5}. That is the final answer.", "5"),
+    ("Final Answer: The total number of apples is 15.", "15"),
+    ("**Final Answer**\nThe value is $-2$.", "-2"),
+    ("Final Answer: 12 meters", r"12 \text{meters}"),
+    (r"Final Answer: $x = 3$ and $y = 4$.", "x = 3, y = 4"),
+    (r"Final Answer: the probability is $\frac14$, that is $25\%$.", r"25\%"),
 ])
 def test_extract_answer(text, expected):
     assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    (r"\boxed{1} \text{ and } \boxed{2}", "1, 2"),
+    (r"First $\boxed{5}$ for part one, then $\boxed{7}$ for part two.", "5, 7"),
+    (r"$a = \boxed{1}$, $b = \boxed{2}$", "a=1, b=2"),
+    (r"\boxed{\{1, \boxed{2}\}}", r"\{1, \boxed{2}\}"),
+    ("no box: the answer is 3", "3"),
+])
+def test_extract_reference_reads_every_box(text, expected):
+    assert extract_reference(text) == expected
 
 
 def test_extract_answer_is_linear_on_huge_inputs():
@@ -29,6 +54,15 @@ def test_extract_answer_is_linear_on_huge_inputs():
     t0 = time.perf_counter()
     assert extract_answer(text) is None
     assert extract_answer(text + r"\boxed{9}") == "9"
+    assert time.perf_counter() - t0 < 5
+
+
+def test_extraction_is_linear_in_unclosed_boxes():
+    text = r"\boxed{" * 20_000 + "x" * 500_000
+    t0 = time.perf_counter()
+    assert extract_answer(text) is None
+    assert extract_reference(text) is None
+    assert extract_answer(r"\boxed{1} " + text) == "1"
     assert time.perf_counter() - t0 < 5
 
 
