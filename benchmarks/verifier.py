@@ -2,6 +2,7 @@
 
     python benchmarks/verifier.py                        # ours and math-verify
     python benchmarks/verifier.py --only ours --misses   # and list what we get wrong
+    python benchmarks/verifier.py --only ours --accept-rounded   # ours, rounded decimals accepted
 
 HardVerify-Math (TinyV, 250 items): each item has a ground truth, a correct answer
 that rule-based verifiers tend to reject (fn_output) and a wrong one (tn_output). Both
@@ -50,14 +51,15 @@ def boxed(text: str) -> str:
     return text if "\\boxed" in text else "\\boxed{" + text + "}"
 
 
-def ours():
+def ours(accept_rounded: bool = False):
     from jury.verifiers.math import verify as math_verify
 
     def verify(response: str, reference: str) -> bool:
         math_verify.clear_caches()
-        return math_verify.check(math_verify.extract_answer(response), reference) == "correct"
+        answer = math_verify.extract_answer(response)
+        return math_verify.check(answer, reference, accept_rounded=accept_rounded) == "correct"
 
-    return "jury.math_verify", verify
+    return "jury.math_verify" + (" (rounded)" if accept_rounded else ""), verify
 
 
 def theirs():
@@ -157,13 +159,14 @@ def main():
     p.add_argument("--only", choices=("ours", "math-verify"), help="run one verifier")
     p.add_argument("--core", type=int, default=0, help="CPU core to pin to")
     p.add_argument("--misses", action="store_true", help="print our misclassified items")
+    p.add_argument("--accept-rounded", action="store_true", help="ours accepts rounded decimal answers (0.333 for 1/3)")
     p.add_argument("--json", type=pathlib.Path, default=ROOT / "runs" / "verifier_benchmark.json")
     args = p.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.core})
     items = json.loads(args.data.read_text())
     cases = load_suite()
-    factories = {"ours": ours, "math-verify": theirs}
+    factories = {"ours": lambda: ours(args.accept_rounded), "math-verify": theirs}
     hard, suite = {}, {}
     for key, factory in factories.items():
         if args.only in (None, key):

@@ -9,7 +9,8 @@ tried in turn; the first that says "equal" decides:
   1. items: several answers compare as a multiset (as a set when either side is
      written `\\{...\\}`); a single tuple/vector against a bare list compares in order;
      each pair of items by structure (tuples in order, sets without order, intervals
-     with their closures, relations as chains, values by `value_equal`).
+     with their closures, relations as chains, values by `value_equal`). A strict
+     chain of names is an ordering: "b < a < d < c" is the list "b, a, d, c".
   2. the real line: when intervals or inequalities are involved, both sides become
      unions of intervals (`k<-5` = `(-\\infty,-5)`, `a\\le-2 \\text{or} a=1` =
      `(-\\infty,-2]\\cup\\{1\\}`).
@@ -25,7 +26,10 @@ tried in turn; the first that says "equal" decides:
 Values: exact rationals compare exactly; a decimal literal matches the value rounded
 (or truncated) to the places written, when it has at least 3 significant digits (2
 when both sides are decimal literals); `x%` also matches x/100, `x°` also x·π/180;
-anything else goes through the randomised identity test, then sympy.
+anything else goes through the randomised identity test, then sympy. Rounding is the
+reference's privilege: a decimal reference is taken as rounded ("30.52" is met by
+1587/52), while the answer's decimals are exact values unless accept_rounded ("0.333"
+is not 1/3, "3.14159" is not π; verify.judge says when an accept needed rounding).
 """
 from __future__ import annotations
 
@@ -34,9 +38,9 @@ import math
 import re
 from fractions import Fraction
 
-from .answer import Parsed
+from .answer import Item, Parsed
 from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
-from .items import symbol_words, words
+from .items import symbol_words
 from .parse import PI
 from .sets import INEQUALITIES, chain_intervals, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
 
@@ -75,13 +79,33 @@ def _rounds_to(x, value: Fraction, places: int) -> bool:
     return rounded == target or truncated == target
 
 
+def _written_decimal(node) -> bool:
+    """An answer's decimal taken as the exact value written (places 0: see exact_decimals)."""
+    node = node[1] if node[0] == "neg" else node
+    return node[0] == "num" and node[2] == 0
+
+
+def exact_decimals(node):
+    """The tree with its decimal literals made exact ("0.333" is 333/1000, never ≈ 1/3):
+    how an answer is read unless rounding is accepted. Places 0 marks "written as a
+    decimal", so a coarser decimal reference still needs only 2 significant digits."""
+    if not isinstance(node, tuple) or not node:
+        return node
+    if node[0] == "num":
+        return node if node[2] is None else ("num", node[1], 0)
+    if node[0] in ("sym", "const", "text"):
+        return node
+    head, parts = (node[:1], node[1:]) if isinstance(node[0], str) else ((), node)
+    return head + tuple(exact_decimals(p) for p in parts)
+
+
 def _decimal_match(a, b) -> bool:
     la, lb = _decimal_literal(a), _decimal_literal(b)
     if la and lb:
         (cv, cp), (fv, _) = sorted((la, lb), key=lambda t: t[1])
         return _significant_digits(cv, cp) >= 2 and _rounds_to(fv, cv, cp)
     (lv, lp), other = (la, b) if la else (lb, a)
-    if _significant_digits(lv, lp) < 3 or free_symbols(other):
+    if _significant_digits(lv, lp) < (2 if _written_decimal(other) else 3) or free_symbols(other):
         return False
     x = exact(other)
     if x is None:
@@ -284,7 +308,21 @@ def _equation_view(eq, value) -> bool:
     return bool(identical(substituted(lhs, v, value), substituted(rhs, v, value)))
 
 
+def _ordering(nodes: list) -> tuple | None:
+    """The names of a strict chain of three or more names ("b < a < d < c"), in the order
+    written, or those of a bare list of names ("b, a, d, c"): an ordering either way."""
+    if len(nodes) == 1 and nodes[0][0] == "rel":
+        ops, exprs = nodes[0][1], nodes[0][2]
+        nodes = list(exprs) if len(set(ops)) == 1 and ops[0] in ("<", ">") else []
+    names = tuple(n[1] for n in nodes if n[0] == "sym")
+    return names if len(names) >= 3 and len(names) == len(nodes) == len(set(names)) else None
+
+
 def _items_view(xs: list, ys: list, as_sets: bool = False) -> bool:
+    if len(xs) == 1 or len(ys) == 1:  # "b < a < d < c" against "b, a, d, c"
+        order = _ordering(xs)
+        if order is not None and order == _ordering(ys) and (xs[0][0] == "rel") != (ys[0][0] == "rel"):
+            return True
     (xs, xset), (ys, yset) = _unwrap(xs), _unwrap(ys)
     if match_items(xs, ys, as_sets=as_sets or xset or yset):
         return True
@@ -373,7 +411,11 @@ def _labelling(p: Parsed) -> str:
     return "one" if all(labels) and len(set(labels)) == 1 else "mixed"
 
 
-def answers_equivalent(a: Parsed, r: Parsed) -> bool:
+def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
+    """Is the answer `a` the reference `r`? Unless accept_rounded, the answer's decimals
+    are the values written (0.333 is not 1/3); the reference's may be rounded."""
+    if not accept_rounded:
+        a = Parsed(tuple(Item(exact_decimals(i.node), i.labels) for i in a.items), a.text)
     xs, ys = [i.node for i in a.items], [i.node for i in r.items]
     aligned = _by_label(a, r)
     if aligned is not None:  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}

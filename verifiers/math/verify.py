@@ -6,13 +6,14 @@
 How the verifier worker uses it (the worker owns the pool and the verdict cache):
 
     answer = extract_answer(response_text)          # None: no final answer
-    key = (normalize(answer), normalize(reference))
-    verdict = (cache.get(key)                       # answer None -> "no_answer"
-               or quick_check(answer, reference)    # in-process, cheap; None = unsure
-               or pool.run(check, answer, reference, timeout=...))
+    key = (normalize(answer), normalize(reference), accept_rounded)
+    judgement = (cache.get(key)                     # answer None -> "no_answer"
+                 or quick_check(answer, reference)  # in-process, cheap; None = unsure
+                 or pool.run(judge, answer, reference, accept_rounded, timeout=...))
 
 `check` returns "correct", "incorrect", "no_answer" or "error" (inputs over a size
-limit, exponents/factorials too large to compute). It is pure and deterministic,
+limit, exponents/factorials too large to compute); `judge` returns that verdict and
+whether an accept needed the rounding tolerance. Both are pure and deterministic,
 depends on its inputs only through their normal forms (so the cache is sound), never
 evals model output, and imports sympy only for its last-resort symbolic step (small
 trees only); the pool's per-check timeout is the backstop for the rest. An answer
@@ -21,6 +22,20 @@ of boxes, a reference solution by all its boxes: see extract).
 
 `quick_check` decides only literal matches and plain numbers (integers, decimals,
 a/b, \\frac{a}{b}) without parsing; whatever it returns, `check` returns too.
+
+Rounding (`accept_rounded`, default False). An answer's decimal is the value written:
+0.333 is not 1/3, 3.14159 (or 3.14159...) is not π, 1.3 is not 1.27. That is the
+default because in RL a wrong accept is the worst error (the policy learns to round
+instead of solving exactly), and because other verifiers (math-verify among them)
+reject these by default, so rewards stay comparable. With accept_rounded=True a
+decimal answer also matches a value that rounds or truncates to it (at least 3
+significant digits, 2 when both sides are decimals), for datasets whose questions ask
+for approximations; `judge` marks those accepts `rounded`, and the worker counts them
+as verifier/rounded_accepts. Either way a decimal *reference* is taken as rounded to
+its places (1587/52 meets "30.52"): the reference sets the precision, and an exact
+answer is at least that precise. On HardVerify-Math the default rejects 4 answers
+that TinyV labels correct (85.71 for 600/7, 1.3% for 1.27%, 165.5 for 165.47, 2.65
+for 2.653): 219 accepted by default, 223 with accept_rounded.
 
 `answer_key` is the majority-vote key: answers with equal keys are the same answer.
 Exact values are keyed by their reduced rational ("x=0.5", "\\frac{2}{4}" -> "1/2";
@@ -38,6 +53,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 from functools import lru_cache
+from typing import NamedTuple
 
 from .answer import Parsed, parse_answer
 from .compare import answers_equivalent
@@ -46,7 +62,8 @@ from .items import MAX_CHARS, LimitExceeded
 from .extract import extract_answer, extract_reference
 from .normalize import normalize
 
-__all__ = ["extract_answer", "extract_reference", "normalize", "check", "quick_check", "answer_key", "exact_value", "clear_caches", "VERDICTS"]
+__all__ = ["extract_answer", "extract_reference", "normalize", "check", "judge", "Judgement", "quick_check", "answer_key",
+           "exact_value", "clear_caches", "VERDICTS"]
 
 VERDICTS = ("correct", "incorrect", "no_answer", "error")
 QUICK_MAX_CHARS = 200
@@ -80,27 +97,42 @@ def clear_caches() -> None:
     _parsed.cache_clear()
 
 
-def check(answer: str | None, reference: str) -> str:
-    """Verdict for an extracted answer against the reference answer."""
+class Judgement(NamedTuple):
+    verdict: str  # one of VERDICTS
+    rounded: bool  # "correct" only because the answer's decimals were read as rounded
+
+
+def judge(answer: str | None, reference: str, accept_rounded: bool = False) -> Judgement:
+    """The verdict for an answer against the reference, and whether an accept needed
+    the rounding tolerance (only ever with accept_rounded)."""
     if answer is None:
-        return "no_answer"
+        return Judgement("no_answer", False)
     if len(answer) > 10 * MAX_CHARS or len(reference) > 10 * MAX_CHARS:
-        return "error"
+        return Judgement("error", False)
     answer, reference = _final_answer(answer), _reference_answer(reference)
     if answer is None:
-        return "no_answer"
+        return Judgement("no_answer", False)
     a, r = normalize(answer), normalize(reference)
     if not a:
-        return "no_answer"
+        return Judgement("no_answer", False)
     if not r or len(a) > MAX_CHARS or len(r) > MAX_CHARS:
-        return "error"
+        return Judgement("error", False)
     if a == r:
-        return "correct"
+        return Judgement("correct", False)
     a, r = _decimal_comma(a, r), _decimal_comma(r, a)
     try:
-        return "correct" if answers_equivalent(_parsed(a), _parsed(r)) else "incorrect"
+        if answers_equivalent(_parsed(a), _parsed(r)):
+            return Judgement("correct", False)
+        if accept_rounded and answers_equivalent(_parsed(a), _parsed(r), accept_rounded=True):
+            return Judgement("correct", True)
+        return Judgement("incorrect", False)
     except (LimitExceeded, RecursionError, EvalError):
-        return "error"
+        return Judgement("error", False)
+
+
+def check(answer: str | None, reference: str, *, accept_rounded: bool = False) -> str:
+    """Verdict for an extracted answer against the reference answer."""
+    return judge(answer, reference, accept_rounded).verdict
 
 
 def _decimal_comma(s: str, other: str) -> str:
