@@ -97,7 +97,8 @@ def test_normalize(raw, canonical):
 _FRAGMENTS = ["1", "0.5", "x", "e", r"\pi", "+", "-", "^", "_", "(", ")", "[", "]", "{", "}", r"\{", r"\}", ",", ":",
               "=", "<", r"\le", "!", "%", "|", "&", r"\\", r"\frac", r"\sqrt", r"\sin", r"\cdot", r"\pm", r"\infty",
               r"\cup", r"\text{ and }", r"\text{cm}", r"^\circ", r"\begin{pmatrix}", r"\end{pmatrix}", " ", r"\,",
-              "$", "\x0c", "\t", r"\dfrac", r"\left(", r"\right)", "th", "or", r"\mathrm{m}", "1,000"]
+              "$", "\x0c", "\t", r"\dfrac", r"\left(", r"\right)", "th", "or", r"\mathrm{m}", "1,000",
+              ", ", "345", ">=", "!=", "oo", " percent", "0.", "...", r"\overline{3}", "e-1", "e2", r"\!", "1 000"]
 latexish = st.lists(st.sampled_from(_FRAGMENTS), max_size=16).map("".join)
 
 
