@@ -8,8 +8,9 @@ A model's response:
 
   1. Boxes (\\boxed{...}, \\fbox{...}, nested braces): the last complete one, together
      with the boxes just before it that are joined to it only by connectives (spaces,
-     `$`, commas, semicolons, "and", "or", a label such as "y ="): one answer spread
-     over several boxes. Boxes separated by words are earlier attempts, not part of it.
+     `$`, commas, semicolons, "and", "or", part labels "(b)", a label such as "y ="):
+     one answer spread over several boxes. Boxes separated by words are earlier
+     attempts, not part of it.
      A group keeps its labels: "x = \\boxed{3} and y = \\boxed{4}" is "x=3, y=4".
   2. A "final answer" statement written after the last box (and holding some maths)
      is the answer instead: the box was not the last word.
@@ -38,7 +39,9 @@ _BRACES = re.compile(r"[{}]")
 _TOKEN = re.compile(r"[^\s$]+")
 # what may stand between two boxes (or two inline formulas) of one answer
 _JOINER = re.compile(
-    r"(?:\s|\$|\\[()\[\]]|[,;&]|\\\\|\\(?:quad|qquad|[,;: ])|\band\b|\bor\b|\\text\{\s*(?:and|or|,)?\s*\})*",
+    r"(?:\s|\$|\\[()\[\]]|[,;&:]|\\\\|\\(?:quad|qquad|[,;: ])|\band\b|\bor\b|\\text\{\s*(?:(?:and|or|,)\s*)?\}"
+    r"|\((?:[a-h]|i{1,3}|iv|vi?)\))*",  # part labels: (a) \boxed{5}; (b) \boxed{7}
+    # (no two alternatives start alike, so a long gap fails in linear time)
     re.IGNORECASE,
 )
 # a label right before a box: "x = ", "$y_1 = $", "AB="
@@ -130,7 +133,7 @@ def _last_group(text: str, spans) -> list[_Span]:
 
 def _statement(text: str, start: int) -> str | None:
     """The answer stated from text[start] to the end of the sentence."""
-    rest = text[start:].split("\n", 1)[0]
+    rest = text[start : start + 4 * MAX_EXTRACTED_CHARS].split("\n", 1)[0]
     rest = _SENTENCE_END.split(rest, maxsplit=1)[0].strip(" *")
     formulas = [_Span(m.start(), m.end(), m.group(1) or m.group(2)) for m in _INLINE_MATH.finditer(rest)]
     if formulas:

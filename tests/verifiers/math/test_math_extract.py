@@ -24,6 +24,7 @@ from jury.verifiers.math.verify import check, extract_answer, extract_reference,
     (r"So $x = \boxed{2}$ and $y = \boxed{3}$.", "x=2, y=3"),
     (r"The roots are $\boxed{1}$, $\boxed{2}$ and $\boxed{3}$.", "1, 2, 3"),
     (r"It is \boxed{3} or \boxed{4}.", "3, 4"),                   # a hedge is a list, not the last box
+    (r"(a) $\boxed{5}$; (b) $\boxed{7}$", "5, 7"),
     (r"Try \boxed{7}. That is wrong; redo: \boxed{8}.", "8"),       # words between: an earlier attempt
     # a final-answer statement after the last box wins; a statement is read for its maths
     (r"\boxed{4} was a guess. Final Answer: the area is $6\sqrt3$.", r"6\sqrt3"),
@@ -64,6 +65,15 @@ def test_extraction_is_linear_in_unclosed_boxes():
     assert extract_reference(text) is None
     assert extract_answer(r"\boxed{1} " + text) == "1"
     assert time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize("gap", [" " * 200_000, "(a)" + " " * 200_000, r"\text{" + " " * 200_000, "\\(" * 50_000],
+                         ids=["spaces", "part-label", "text", "parens"])
+def test_long_gaps_between_boxes_are_read_in_linear_time(gap):
+    t0 = time.perf_counter()
+    assert extract_answer(r"\boxed{1}" + gap + r"x \boxed{2}") == "2"
+    extract_answer("Final Answer: " + gap)
+    assert time.perf_counter() - t0 < 2
 
 
 @pytest.mark.parametrize("raw, canonical", [
