@@ -55,6 +55,7 @@ _INLINE_MATH = re.compile(r"\$\$?([^$]+?)\$\$?|\\\((.+?)\\\)")
 _VERB = re.compile(r"\s(?:is|are|equals|was|were)\s", re.IGNORECASE)
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
 _HAS_MATHS = re.compile(r"[\d$\\]")
+_TEXT_BODY = re.compile(r"\\text\{[^{}]*\}")
 _MATH_WORDS = frozenset("and or sin cos tan cot sec csc log exp sqrt".split())
 
 
@@ -139,10 +140,16 @@ def _statement(text: str, start: int) -> str | None:
     if formulas:
         return _joined(rest, _last_group(rest, reversed(formulas)))
     verbs = list(_VERB.finditer(rest))
-    if verbs:
-        rest = rest[verbs[-1].end() :]
+    if verbs:  # "the number of apples is 15" -> 15; "15 is the number of apples" -> 15
+        before, after = rest[: verbs[-1].start()], rest[verbs[-1].end() :]
+        rest = before if _has_maths(before) and not _has_maths(after) else after
     words = _WORD.sub(lambda m: m.group(0) if m.group(0).lower() in _MATH_WORDS else "\\text{" + m.group(0) + "}", rest)
     return words.strip().strip("$").strip() or None
+
+
+def _has_maths(text: str) -> bool:
+    """A digit, `$` or a command outside \\text{...}."""
+    return bool(_HAS_MATHS.search(_TEXT_BODY.sub(" ", text)))
 
 
 def _answer_is(text: str, start: int = 0) -> str | None:
@@ -168,7 +175,7 @@ def extract_answer(text: str) -> str | None:
     after = [m for m in _FINAL_ANSWER.finditer(text, group[-1].end)]
     if after:
         stated = _answer_is(text, after[-1].start())
-        if stated and _HAS_MATHS.search(stated):
+        if stated and _has_maths(stated):
             return _final(stated)
     return _final(_joined(text, group))
 

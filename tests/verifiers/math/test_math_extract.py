@@ -29,6 +29,8 @@ from jury.verifiers.math.verify import check, extract_answer, extract_reference,
     # a final-answer statement after the last box wins; a statement is read for its maths
     (r"\boxed{4} was a guess. Final Answer: the area is $6\sqrt3$.", r"6\sqrt3"),
     (r"\boxed{5}. That is the final answer.", "5"),
+    (r"\boxed{12}. Final answer: 12 is correct since it checks.", "12"),      # no maths after "is": the box
+    ("The final answer: 15 is the number of apples.", "15"),
     ("Final Answer: The total number of apples is 15.", "15"),
     ("**Final Answer**\nThe value is $-2$.", "-2"),
     ("Final Answer: 12 meters", r"12 \text{meters}"),
