@@ -331,7 +331,7 @@ def _is_simple_label(toks: list[Tok]) -> bool:
 
 
 def _is_name_label(toks: list[Tok]) -> bool:
-    """A named quantity of geometry: AB, ABC, A_1B, \\angle ABC, \\overline{AB}, |AB|."""
+    """A named quantity of geometry: AB, ABC, P_1, \\angle ABC, \\overline{AB}, |AB|."""
     if len(toks) >= 3 and toks[0] == toks[-1] == Tok("op", "|"):
         return _is_name_label(toks[1:-1])
     if toks and toks[0].kind == "cmd" and toks[0].text in _NAME_COMMANDS:
