@@ -1,19 +1,29 @@
-"""Rule-based math verifiers side by side on HardVerify-Math (TinyV, 250 items).
+"""Rule-based math verifiers side by side: HardVerify-Math and our equivalence suite.
 
     python benchmarks/verifier.py                        # ours and math-verify
     python benchmarks/verifier.py --only ours --misses   # and list what we get wrong
+    python benchmarks/verifier.py --only ours --accept-rounded   # ours, rounded decimals accepted
 
-Each item has a ground truth, a correct answer that rule-based verifiers tend to
-reject (fn_output) and a wrong one (tn_output). Both are wrapped in \\boxed{} and
-checked against the ground truth: a verifier should accept the first and reject the
-second. One check = extraction + normalisation + comparison, timed one by one on a
-single pinned core, with our parse cache cleared before every check (cold). Reports
-accepted / rejected counts, checks per second and p50/p99 latency; prints a table and
-writes JSON (--json).
+HardVerify-Math (TinyV, 250 items): each item has a ground truth, a correct answer
+that rule-based verifiers tend to reject (fn_output) and a wrong one (tn_output). Both
+are wrapped in \\boxed{} and checked against the ground truth: a verifier should
+accept the first and reject the second.
+
+The equivalence suite (tests/verifiers/math/equivalence_cases.py, written here) holds
+cases of the kinds of wrong accepts and wrong rejects found on outside corpora, each
+labelled; a bare answer is wrapped in \\boxed{}, a whole response is read as written,
+and a reference holding \\boxed{} is read as written too. Reported per kind and as
+right accepts / right rejects.
+
+One check = extraction + normalisation + comparison, timed one by one on a single
+pinned core, with our parse cache cleared before every check (cold). Reports checks
+per second and p50/p99 latency over HardVerify (wall clock), and checks per CPU second,
+which a busy shared machine disturbs less; prints tables and writes JSON (--json).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -22,6 +32,7 @@ import statistics
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+SUITE = ROOT / "tests" / "verifiers" / "math" / "equivalence_cases.py"
 
 
 def default_data() -> pathlib.Path:
@@ -30,14 +41,26 @@ def default_data() -> pathlib.Path:
     return base / "data" / "HardVerify-Math.json"
 
 
-def ours():
+def load_suite(path: pathlib.Path = SUITE) -> list:
+    spec = importlib.util.spec_from_file_location("equivalence_cases", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+def boxed(text: str) -> str:
+    return text if "\\boxed" in text else "\\boxed{" + text + "}"
+
+
+def ours(accept_rounded: bool = False):
     from jury.verifiers.math import verify as math_verify
 
-    def verify(answer: str, reference: str) -> bool:
+    def verify(response: str, reference: str) -> bool:
         math_verify.clear_caches()
-        return math_verify.check(math_verify.extract_answer("\\boxed{" + answer + "}"), reference) == "correct"
+        answer = math_verify.extract_answer(response)
+        return math_verify.check(answer, reference, accept_rounded=accept_rounded) == "correct"
 
-    return "jury.math_verify", verify
+    return "jury.math_verify" + (" (rounded)" if accept_rounded else ""), verify
 
 
 def theirs():
@@ -45,9 +68,8 @@ def theirs():
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
 
-    def verify(answer: str, reference: str) -> bool:
-        gold = mv.parse("\\boxed{" + reference + "}")
-        return bool(mv.verify(gold, mv.parse("\\boxed{" + answer + "}")))
+    def verify(response: str, reference: str) -> bool:
+        return bool(mv.verify(mv.parse(boxed(reference)), mv.parse(response)))
 
     version = getattr(mv, "__version__", None)
     if version is None:
@@ -58,13 +80,15 @@ def theirs():
 
 
 def run(verify, items: list[dict]) -> dict:
-    verify(items[0]["fn_output"], items[0]["ground_truth"])  # warm-up: imports, first-use costs
+    """HardVerify-Math: accepted fn_output, rejected tn_output, and the latency of each check."""
+    verify(boxed(items[0]["fn_output"]), items[0]["ground_truth"])  # warm-up: imports, first-use costs
     accepted = rejected = 0
     latencies, misses = [], []
+    cpu0 = time.process_time()
     for item in items:
         for field in ("fn_output", "tn_output"):
             t0 = time.perf_counter()
-            ok = verify(item[field], item["ground_truth"])
+            ok = verify(boxed(item[field]), item["ground_truth"])
             latencies.append(time.perf_counter() - t0)
             if field == "fn_output":
                 accepted += ok
@@ -72,6 +96,7 @@ def run(verify, items: list[dict]) -> dict:
                 rejected += not ok
             if ok != (field == "fn_output"):
                 misses.append({"id": item.get("id"), "field": field, "ground_truth": item["ground_truth"], "answer": item[field]})
+    cpu_s = time.process_time() - cpu0
     latencies.sort()
     return {
         "accepted": accepted,
@@ -79,10 +104,58 @@ def run(verify, items: list[dict]) -> dict:
         "items": len(items),
         "checks": len(latencies),
         "checks_per_s": len(latencies) / sum(latencies),
+        "cpu_checks_per_s": len(latencies) / cpu_s,  # steadier than wall time on a shared machine
         "p50_ms": 1e3 * statistics.median(latencies),
         "p99_ms": 1e3 * latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
         "misses": misses,
     }
+
+
+def run_suite(verify, cases: list) -> dict:
+    """The equivalence suite: right accepts and right rejects, overall and per kind."""
+    kinds: dict[str, list[int]] = {}
+    right_accepts = right_rejects = 0
+    misses = []
+    for case in cases:
+        text = case.text if case.is_response else boxed(case.text)
+        ok = verify(text, case.reference)
+        right = ok == case.expected
+        right_accepts += right and case.expected
+        right_rejects += right and not case.expected
+        kinds.setdefault(case.kind, [0, 0])
+        kinds[case.kind][0] += right
+        kinds[case.kind][1] += 1
+        if not right:
+            misses.append({"kind": case.kind, "text": case.text, "reference": case.reference, "expected": case.expected})
+    return {
+        "right_accepts": right_accepts,
+        "should_accept": sum(c.expected for c in cases),
+        "right_rejects": right_rejects,
+        "should_reject": sum(not c.expected for c in cases),
+        "kinds": kinds,
+        "misses": misses,
+    }
+
+
+def print_tables(hard: dict, suite: dict, n: int, core: int) -> None:
+    print(f"HardVerify-Math, {n} items, one core (#{core})")
+    print(f"{'verifier':<27}{'accepted':>10}{'rejected':>10}{'checks/s':>11}{'p50 ms':>9}{'p99 ms':>9}{'cpu checks/s':>14}")
+    for name, r in hard.items():
+        counts = f"{r['accepted']:>6}/{n:<3}{r['rejected']:>6}/{n:<3}"
+        timing = f"{r['checks_per_s']:>11.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}{r['cpu_checks_per_s']:>14.0f}"
+        print(f"{name:<27}{counts}{timing}")
+    if len(hard) == 2:
+        a, b = hard.values()
+        print(f"throughput ratio: {a['checks_per_s'] / b['checks_per_s']:.0f}x")
+    names = list(suite)
+    first = next(iter(suite.values()))
+    total = first["should_accept"] + first["should_reject"]
+    print(f"\nEquivalence suite, {total} cases ({first['should_accept']} to accept, {first['should_reject']} to reject): right / cases")
+    print(f"{'kind':<24}" + "".join(f"{name:>22}" for name in names))
+    for kind, (_, count) in first["kinds"].items():
+        print(f"{kind:<24}" + "".join(f"{suite[name]['kinds'][kind][0]:>19}/{count:<2}" for name in names))
+    for label, key, of in (("right accepts", "right_accepts", "should_accept"), ("right rejects", "right_rejects", "should_reject")):
+        print(f"{label:<24}" + "".join(f"{suite[name][key]:>18}/{suite[name][of]:<3}" for name in names))
 
 
 def main():
@@ -91,32 +164,33 @@ def main():
     p.add_argument("--only", choices=("ours", "math-verify"), help="run one verifier")
     p.add_argument("--core", type=int, default=0, help="CPU core to pin to")
     p.add_argument("--misses", action="store_true", help="print our misclassified items")
+    p.add_argument("--accept-rounded", action="store_true", help="ours accepts rounded decimal answers (0.333 for 1/3)")
     p.add_argument("--json", type=pathlib.Path, default=ROOT / "runs" / "verifier_benchmark.json")
     args = p.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.core})
     items = json.loads(args.data.read_text())
-    factories = {"ours": ours, "math-verify": theirs}
-    results = {}
+    cases = load_suite()
+    factories = {"ours": lambda: ours(args.accept_rounded), "math-verify": theirs}
+    hard, suite = {}, {}
     for key, factory in factories.items():
         if args.only in (None, key):
             name, verify = factory()
-            results[name] = run(verify, items)
+            hard[name] = run(verify, items)
+            suite[name] = run_suite(verify, cases)
 
-    n = len(items)
-    print(f"HardVerify-Math, {n} items, one core (#{args.core})")
-    print(f"{'verifier':<22}{'accepted':>10}{'rejected':>10}{'checks/s':>11}{'p50 ms':>9}{'p99 ms':>9}")
-    for name, r in results.items():
-        counts = f"{r['accepted']:>6}/{n:<3}{r['rejected']:>6}/{n:<3}"
-        print(f"{name:<22}{counts}{r['checks_per_s']:>11.0f}{r['p50_ms']:>9.2f}{r['p99_ms']:>9.2f}")
-    if len(results) == 2:
-        a, b = results.values()
-        print(f"throughput ratio: {a['checks_per_s'] / b['checks_per_s']:.0f}x")
+    print_tables(hard, suite, len(items), args.core)
     if args.misses:
-        for m in next(iter(results.values()))["misses"]:
+        name = next(iter(hard))
+        print(f"\n{name} misses on HardVerify-Math:")
+        for m in hard[name]["misses"]:
             print(f"  {m['field']}: {m['answer']!r}  vs  {m['ground_truth']!r}")
+        print(f"{name} misses on the equivalence suite:")
+        for m in suite[name]["misses"]:
+            print(f"  [{m['kind']}] expected {m['expected']}: {m['text']!r}  vs  {m['reference']!r}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps({"data": str(args.data), "core": args.core, "results": results}, indent=1))
+    payload = {"data": str(args.data), "core": args.core, "hardverify": hard, "equivalence_suite": suite}
+    args.json.write_text(json.dumps(payload, indent=1))
     print(f"wrote {args.json}")
 
 

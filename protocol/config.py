@@ -283,6 +283,7 @@ class VerifierConfig:
     gate: Literal["arith", "lean", "none"] = "arith"
     pool_workers: int = 1          # processes for checks
     check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
+    accept_rounded: bool = False   # accept 0.333 for 1/3 (a decimal answer that only rounds to the value); counted apart
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {verifier: 1}
     cache_size: int = 100_000
     tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or "tiny" for the local tiny model

@@ -26,18 +26,18 @@ from jury.protocol.messages import RolloutGroup, ScoredGroup, Shutdown, Verdict
 from jury.protocol.transport import Receiver, Sender
 from jury.verifiers import rewards as reward_schemes
 from jury.verifiers.derl.scorer import DerlScheme
-from jury.verifiers.math.verify import answer_key, extract_answer, normalize, quick_check
+from jury.verifiers.math.verify import Judgement, answer_key, extract_answer, normalize, quick_check
 from jury.verifiers.pool import CheckPool
 from jury.verifiers.schemes import make_scheme
 
 log = logging.getLogger(__name__)
-CHECK_FN = "jury.verifiers.math.verify:check"
+CHECK_FN = "jury.verifiers.math.verify:judge"
 SCORE_ATTEMPTS = 3
 NAME = "math"
 
 
 class VerdictCache:
-    """(normalised answer, normalised reference) -> verdict kind, least recently used out first."""
+    """(normalised answer, normalised reference, accept_rounded) -> Judgement, least recently used out first."""
 
     def __init__(self, size: int):
         self.size, self._d = size, OrderedDict()
@@ -52,7 +52,7 @@ class VerdictCache:
         self.hits += 1
         return kind
 
-    def put(self, key, kind: str):
+    def put(self, key, kind: Judgement):
         self._d[key] = kind
         if len(self._d) > self.size:
             self._d.popitem(last=False)
@@ -71,7 +71,7 @@ class VerifierWorker:
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
         self.cache = VerdictCache(cfg.cache_size)
         self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "score_retries": 0,
-                                         "verify_s": 0.0, "pool_checks": 0}
+                                         "verify_s": 0.0, "pool_checks": 0, "rounded_accepts": 0}
         self.kinds: dict[str, int] = {}
         self.rollouts = self.scored = None
         self._thread = None
@@ -175,24 +175,26 @@ class VerifierWorker:
             if a is None:
                 out[i] = Verdict("no_answer", NAME, 0.0)
                 continue
-            key = (normalize(a), ref)
-            kind = self.cache.get(key)
-            if kind is not None:
-                out[i] = Verdict(kind, NAME, time.perf_counter() - t0, cache_hit=True)
+            key = (normalize(a), ref, self.cfg.accept_rounded)  # verdicts depend on the rounding setting
+            hit = self.cache.get(key)
+            if hit is not None:
+                out[i] = Verdict(hit.verdict, NAME, time.perf_counter() - t0, cache_hit=True)
+                self.counts["rounded_accepts"] += hit.rounded
                 continue
             kind = quick_check(a, label)
             if kind is not None:
-                self.cache.put(key, kind)
+                self.cache.put(key, Judgement(kind, False))
                 out[i] = Verdict(kind, NAME, time.perf_counter() - t0)
                 continue
             todo.append((i, key))
         if todo:
-            results = self.pool.map(CHECK_FN, [(answers[i], label) for i, _ in todo])
+            results = self.pool.map(CHECK_FN, [(answers[i], label, self.cfg.accept_rounded) for i, _ in todo])
             self.counts["pool_checks"] += len(todo)
             for (i, key), r in zip(todo, results):
-                kind = r.value if r.status == "ok" else r.status  # "timeout" | "error" are verdicts too
+                kind = r.value.verdict if r.status == "ok" else r.status  # "timeout" | "error" are verdicts too
                 if r.status == "ok":
-                    self.cache.put(key, kind)
+                    self.cache.put(key, r.value)
+                    self.counts["rounded_accepts"] += r.value.rounded
                 out[i] = Verdict(kind, NAME, r.latency_s)
         return out
 

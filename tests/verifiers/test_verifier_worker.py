@@ -35,6 +35,19 @@ def test_ground_truth_verdicts_rewards_and_cache(worker):
     assert worker.stats()["verifier/cache_hit_rate"] > 0
 
 
+@pytest.mark.parametrize("accept_rounded", [False, True])
+def test_rounded_answers_follow_the_setting_and_are_counted_apart(accept_rounded):
+    w = VerifierWorker(VerifierConfig(reward="ground_truth", accept_rounded=accept_rounded), "v3")
+    try:
+        texts = ["\\boxed{0.333}", "\\boxed{\\frac{1}{3}}", "\\boxed{0.3}"]
+        for _ in range(2):  # the second time from the cache, counted again
+            sg = w.score(_group(texts, label="\\frac{1}{3}"))
+            assert [v.kind for v in sg.verdicts] == ["correct" if accept_rounded else "incorrect", "correct", "incorrect"]
+        assert w.stats()["verifier/rounded_accepts"] == (2 if accept_rounded else 0)
+    finally:
+        w.stop()
+
+
 def test_jury_reward_with_the_arithmetic_gate():
     w = VerifierWorker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate_factory=ArithGate)
     try:

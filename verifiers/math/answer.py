@@ -2,14 +2,14 @@
 
     parse_answer("x=1\\pm\\sqrt{2}, y=3") -> Parsed(items=(1+√2 [x], 1-√2 [x], 3 [y]), ...)
 
-An item that does not parse becomes ("text", its words), so prose answers still
-compare as words. Raises LimitExceeded for inputs over the size limits.
+An item that does not parse becomes ("text", its words and operators), so prose
+answers still compare as words, and "a+b \\text{if} n" is not "a-b \\text{if} n". Raises LimitExceeded for inputs over the size limits.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from .items import LimitExceeded, ParseError, check_nesting, prepare_item, split_items, tokenize, words
+from .items import LimitExceeded, ParseError, check_nesting, prepare_item, split_items, symbol_words, token_words, tokenize
 from .parse import Parser, add, neg
 
 
@@ -59,7 +59,7 @@ def parse_answer(normalized: str) -> Parsed:
     try:
         toks = tokenize(normalized)
     except ParseError:
-        return Parsed((Item(("text", " ".join(words(normalized))), frozenset()),), normalized)
+        return Parsed((Item(("text", " ".join(symbol_words(normalized))), frozenset()),), normalized)
     items = []
     for raw in split_items(toks):
         item_toks, labels, is_text = prepare_item(raw)
@@ -75,7 +75,7 @@ def parse_answer(normalized: str) -> Parsed:
                 node = None
         if node is None:
             source = item_toks or raw
-            items.append(Item(("text", " ".join(w for t in source for w in words(t.text))), labels))
+            items.append(Item(("text", " ".join(token_words(source))), labels))
             continue
         items.extend(Item(n, labels) for n in expand_pm(node))
     return Parsed(tuple(items), normalized)

@@ -6,7 +6,7 @@ only a `\\boxed{}` counts.
 """
 from __future__ import annotations
 
-from jury.verifiers.math.normalize import brace_group
+from jury.verifiers.math.extract import brace_group
 
 
 def extract_boxed(text: str) -> str | None:

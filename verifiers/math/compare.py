@@ -1,12 +1,16 @@
 """Deciding whether two parsed answers are the same answer (stage 5 of the verifier).
 
 When both sides label every item with distinct names ("a=1, b=2"), items pair up by
-label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}). Otherwise
-views are tried in turn; the first that says "equal" decides:
+label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}); when one side
+labels every item distinctly and the other is a bare list, the list must follow the
+labelled side's order ("x=1, y=2" is not "2, 1"); values all given for one unknown
+("x=1, x=1, x=3", "x_1=x_2=2") are a set, duplicates and all. Otherwise views are
+tried in turn; the first that says "equal" decides:
   1. items: several answers compare as a multiset (as a set when either side is
      written `\\{...\\}`); a single tuple/vector against a bare list compares in order;
      each pair of items by structure (tuples in order, sets without order, intervals
-     with their closures, relations as chains, values by `value_equal`).
+     with their closures, relations as chains, values by `value_equal`). A strict
+     chain of names is an ordering: "b < a < d < c" is the list "b, a, d, c".
   2. the real line: when intervals or inequalities are involved, both sides become
      unions of intervals (`k<-5` = `(-\\infty,-5)`, `a\\le-2 \\text{or} a=1` =
      `(-\\infty,-2]\\cup\\{1\\}`).
@@ -22,7 +26,10 @@ views are tried in turn; the first that says "equal" decides:
 Values: exact rationals compare exactly; a decimal literal matches the value rounded
 (or truncated) to the places written, when it has at least 3 significant digits (2
 when both sides are decimal literals); `x%` also matches x/100, `x°` also x·π/180;
-anything else goes through the randomised identity test, then sympy.
+anything else goes through the randomised identity test, then sympy. Rounding is the
+reference's privilege: a decimal reference is taken as rounded ("30.52" is met by
+1587/52), while the answer's decimals are exact values unless accept_rounded ("0.333"
+is not 1/3, "3.14159" is not π; verify.judge says when an accept needed rounding).
 """
 from __future__ import annotations
 
@@ -31,11 +38,11 @@ import math
 import re
 from fractions import Fraction
 
-from .answer import Parsed
+from .answer import Item, Parsed
 from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
-from .items import words
+from .items import symbol_words
 from .parse import PI
-from .sets import INEQUALITIES, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
+from .sets import INEQUALITIES, chain_intervals, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
 
 VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg"})
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
@@ -72,13 +79,33 @@ def _rounds_to(x, value: Fraction, places: int) -> bool:
     return rounded == target or truncated == target
 
 
+def _written_decimal(node) -> bool:
+    """An answer's decimal taken as the exact value written (places 0: see exact_decimals)."""
+    node = node[1] if node[0] == "neg" else node
+    return node[0] == "num" and node[2] == 0
+
+
+def exact_decimals(node):
+    """The tree with its decimal literals made exact ("0.333" is 333/1000, never ≈ 1/3):
+    how an answer is read unless rounding is accepted. Places 0 marks "written as a
+    decimal", so a coarser decimal reference still needs only 2 significant digits."""
+    if not isinstance(node, tuple) or not node:
+        return node
+    if node[0] == "num":
+        return node if node[2] is None else ("num", node[1], 0)
+    if node[0] in ("sym", "const", "text"):
+        return node
+    head, parts = (node[:1], node[1:]) if isinstance(node[0], str) else ((), node)
+    return head + tuple(exact_decimals(p) for p in parts)
+
+
 def _decimal_match(a, b) -> bool:
     la, lb = _decimal_literal(a), _decimal_literal(b)
     if la and lb:
         (cv, cp), (fv, _) = sorted((la, lb), key=lambda t: t[1])
         return _significant_digits(cv, cp) >= 2 and _rounds_to(fv, cv, cp)
     (lv, lp), other = (la, b) if la else (lb, a)
-    if _significant_digits(lv, lp) < 3 or free_symbols(other):
+    if _significant_digits(lv, lp) < (2 if _written_decimal(other) else 3) or free_symbols(other):
         return False
     x = exact(other)
     if x is None:
@@ -179,6 +206,14 @@ def item_equal(x, y) -> bool:
     if ky == "matrix" and kx != "matrix":
         return item_equal(y, x)
     if kx != ky:
+        if {kx, ky} in ({"interval", "rel"}, {"tuple", "rel"}):  # a < x < b is (a, b), symbolic ends too
+            iv, rel = (x, y) if ky == "rel" else (y, x)
+            if iv[0] == "tuple":  # (a, b) beside an inequality is the open interval
+                if len(iv[1]) != 2:
+                    return False
+                iv = ("interval", iv[1][0], iv[1][1], False, False)
+            ends = free_symbols(iv)
+            return any(item_equal(iv, as_iv) for var, as_iv in chain_intervals(rel) if var[1] not in ends)
         if {kx, ky} == {"interval", "tuple"}:
             iv, tu = (x, y) if kx == "interval" else (y, x)
             return len(tu[1]) == 2 and not iv[3] and not iv[4] and all(map(item_equal, iv[1:3], tu[1]))
@@ -273,11 +308,26 @@ def _equation_view(eq, value) -> bool:
     return bool(identical(substituted(lhs, v, value), substituted(rhs, v, value)))
 
 
-def _items_view(xs: list, ys: list) -> bool:
+def _ordering(nodes: list) -> tuple | None:
+    """The names of a strict chain of three or more names ("b < a < d < c"), in the order
+    written, or those of a bare list of names ("b, a, d, c"): an ordering either way."""
+    if len(nodes) == 1 and nodes[0][0] == "rel":
+        ops, exprs = nodes[0][1], nodes[0][2]
+        nodes = list(exprs) if len(set(ops)) == 1 and ops[0] in ("<", ">") else []
+    names = tuple(n[1] for n in nodes if n[0] == "sym")
+    return names if len(names) >= 3 and len(names) == len(nodes) == len(set(names)) else None
+
+
+def _items_view(xs: list, ys: list, as_sets: bool = False) -> bool:
+    if len(xs) == 1 or len(ys) == 1:  # "b < a < d < c" against "b, a, d, c"
+        order = _ordering(xs)
+        if order is not None and order == _ordering(ys) and (xs[0][0] == "rel") != (ys[0][0] == "rel"):
+            return True
     (xs, xset), (ys, yset) = _unwrap(xs), _unwrap(ys)
-    if match_items(xs, ys, as_sets=xset or yset):
+    if match_items(xs, ys, as_sets=as_sets or xset or yset):
         return True
-    if _ordered_against_list(xs, ys) or _ordered_against_list(ys, xs):
+    # a set has no order: {1, 2} is not the point (1, 2)
+    if (not yset and _ordered_against_list(xs, ys)) or (not xset and _ordered_against_list(ys, xs)):
         return True
     if _realsets_view(xs, ys):
         return True
@@ -316,11 +366,11 @@ def _is_prose(normalized: str) -> bool:
 
 
 def _content_words(text: str) -> list[str]:
-    return [w for w in words(text) if w not in _STOP_WORDS]
+    return [w for w in symbol_words(text) if w not in _STOP_WORDS]
 
 
 def _text_view(a: Parsed, r: Parsed) -> bool:
-    aw, rw = _content_words(a.text.replace("\\text", " ")), _content_words(r.text.replace("\\text", " "))
+    aw, rw = _content_words(a.text), _content_words(r.text)
     a_is_text = all(i.node[0] == "text" for i in a.items)
     r_is_text = all(i.node[0] == "text" for i in r.items)
     if a_is_text and r_is_text and aw and aw == rw:
@@ -350,14 +400,34 @@ def _by_label(a: Parsed, r: Parsed) -> list | None:
     return [r.items[position[labels]].node for labels in la]
 
 
-def answers_equivalent(a: Parsed, r: Parsed) -> bool:
+def _labelling(p: Parsed) -> str:
+    """"none"; "distinct" (a=1, b=2: named values, in an order); "one" (x=1, x=3, or
+    x_1=2, x_2=2: values of one unknown, a set); or "mixed"."""
+    labels = [i.labels for i in p.items]
+    if not any(labels):
+        return "none"
+    if all(labels) and len(set(labels)) == len(labels):
+        return "distinct"
+    return "one" if all(labels) and len(set(labels)) == 1 else "mixed"
+
+
+def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
+    """Is the answer `a` the reference `r`? Unless accept_rounded, the answer's decimals
+    are the values written (0.333 is not 1/3); the reference's may be rounded."""
+    if not accept_rounded:
+        a = Parsed(tuple(Item(exact_decimals(i.node), i.labels) for i in a.items), a.text)
     xs, ys = [i.node for i in a.items], [i.node for i in r.items]
     aligned = _by_label(a, r)
     if aligned is not None:  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
         return all(map(item_equal, xs, aligned))
-    if _items_view(xs, ys):
+    kinds = {_labelling(a), _labelling(r)}
+    if kinds == {"distinct", "none"} and len(xs) > 1 and len(ys) > 1:
+        # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it
+        return len(xs) == len(ys) and all(map(item_equal, xs, ys))
+    as_sets = "one" in kinds  # x=2 or x=2 is the solution set {2}
+    if _items_view(xs, ys, as_sets):
         return True
     for mapping in _renamings(a, r):
-        if _items_view([renamed(x, mapping) for x in xs], ys):
+        if _items_view([renamed(x, mapping) for x in xs], ys, as_sets):
             return True
     return _text_view(a, r)

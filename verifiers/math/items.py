@@ -7,6 +7,7 @@ A normalised answer is tokenised, then split into items at top-level separators
     "\\frac{84}{13}\\text{days}"              -> "\\frac{84}{13}"   (trailing unit text)
     "12^{\\text{th}}", "15th"                 -> "12", "15"  (ordinals)
     "(x,y,z)=(1,2,3)", "Paolo:18", "f(x)=2x"  -> labels dropped, their symbols kept
+    "AB=4", "|AB|=1", "\\angle ABC=30", "V_1:V_2=11:21"  -> named quantities too
     "f(x)=1\\text{for all}x\\in\\mathbb{Z}"   -> "f(x)=1"   (quantifier qualifier)
 
 An item that still holds free text after cleaning is a text item. Only the standard
@@ -30,6 +31,8 @@ MAX_CHARS = 2_000
 MAX_TOKENS = 600
 MAX_NESTING = 40
 MAX_NUMBER_DIGITS = 200
+MAX_EXPONENT = 1_000  # 1e1000 is refused, as 10^{10^{10}} is by the evaluator
+MAX_REPEAT_BLOCK = 6  # 0.142857142857... is 1/7
 
 
 class Tok(NamedTuple):
@@ -51,6 +54,8 @@ _QUALIFIER_VOCAB = frozenset(
     "constant constants arbitrary x n k m t".split()
 )
 _ORDINALS = frozenset({"th", "st", "nd", "rd"})
+_UPPER_NAME = re.compile(r"[A-Z]{1,3}")  # points and the segments, angles, areas they name
+_NAME_COMMANDS = frozenset({"angle", "measuredangle", "overline", "triangle", "vec", "overrightarrow"})
 UNIT_WORDS = frozenset(
     "cm mm km kg mg ml day days hr hrs hour hours min mins minute minutes sec secs "
     "second seconds yuan dollars dollar cents units unit inches inch ft feet meters "
@@ -63,6 +68,8 @@ _TEXT_SYNONYMS = {
 }
 _OPS = frozenset("+-*/^_()[]{},;:=<>!|'%&")
 _NUMBER = re.compile(r"\d*\.?\d*")
+_OVERLINE = re.compile(r"\\overline\{(\d{1,12})\}")
+_EXPONENT = re.compile(r"[eE]([-+]?)(\d{1,6})(?![\d.])")
 _LETTERS = re.compile(r"[^\W\d_]+")  # unicode letters too: prose in any language is words
 _NAME = re.compile(r"[A-Za-z]+")
 _OPEN = frozenset({("op", "("), ("op", "["), ("op", "{"), ("cmd", "{")})
@@ -71,6 +78,23 @@ _CLOSE = frozenset({("op", ")"), ("op", "]"), ("op", "}"), ("cmd", "}")})
 
 def words(text: str) -> list[str]:
     return re.findall(r"[a-z0-9]+", text.lower())
+
+
+_SYMBOL_WORDS = re.compile(r"\\[a-z]+|[a-z0-9]+|[-+*/^=<>!|%]")
+_HYPHEN = re.compile(r"(?<=[A-Za-z])-(?=[A-Za-z])")
+
+
+def symbol_words(text: str) -> list[str]:
+    """The words of a text with the operators and commands between them, lower case:
+    what text that does not parse is compared by, so "a+b" and "a-b" differ. Brackets
+    and punctuation are not words, nor is \\text; a hyphen between letters joins
+    ("non-negative")."""
+    return _SYMBOL_WORDS.findall(_HYPHEN.sub(" ", text.replace("\\text", " ")).lower())
+
+
+def token_words(toks: list[Tok]) -> list[str]:
+    """symbol_words of a token list (a command token holds its name without the backslash)."""
+    return symbol_words(" ".join("\\" + t.text if t.kind == "cmd" else t.text for t in toks))
 
 
 def check_nesting(s: str) -> None:
@@ -116,6 +140,44 @@ def _command(s: str, i: int) -> tuple[Tok, int]:
     return Tok("cmd", name), j
 
 
+def _repeating(digits: str) -> tuple[str, str] | None:
+    """(fixed part, repeated block) when the digits end in a block written at least
+    twice: "1666" -> ("1", "6"), "0909" -> ("", "09"); None for "14159"."""
+    for size in range(1, MAX_REPEAT_BLOCK + 1):
+        if len(digits) >= 2 * size and digits[-size:] == digits[-2 * size : -size]:
+            start = len(digits) - 2 * size
+            while start > 0 and digits[start - 1] == digits[start - 1 + size]:
+                start -= 1
+            return digits[:start], digits[start : start + size]
+    return None
+
+
+def _number(s: str, i: int) -> tuple[str, int]:
+    """The number literal at s[i] and the index past it. Besides digits and a point:
+    a repeating decimal ("0.1\\overline{6}", or "0.1666\\cdots" whose digits end in a
+    block written twice) becomes "0.1(6)"; other digits before \\cdots are a cut-off
+    decimal, the digits written. Scientific notation ("4.2e1", "1.5E-3", "3e8") is read
+    when the mantissa has a point or the exponent no sign: "2e-1" stays 2e - 1."""
+    m = _NUMBER.match(s, i)
+    text, j = m.group(0), m.end()
+    if "." in text:
+        whole, fraction = text.split(".")
+        bar = _OVERLINE.match(s, j)
+        if bar:
+            return f"{whole}.{fraction}({bar.group(1)})", bar.end()
+        if s.startswith("\\cdots", j) and fraction:
+            rep = _repeating(fraction)
+            j += len("\\cdots")
+            return (f"{whole}.{rep[0]}({rep[1]})" if rep else text), j
+    text = text.rstrip(".")
+    sci = _EXPONENT.match(s, j)
+    if sci and text and ("." in text or not sci.group(1)):
+        if int(sci.group(2)) > MAX_EXPONENT:
+            raise LimitExceeded("exponent too large")
+        return text + "e" + sci.group(1) + sci.group(2), sci.end()
+    return text, j
+
+
 def tokenize(s: str) -> list[Tok]:
     toks: list[Tok] = []
     i, n = 0, len(s)
@@ -125,12 +187,10 @@ def tokenize(s: str) -> list[Tok]:
             i += 1
             continue
         if ch.isdigit() or (ch == "." and i + 1 < n and s[i + 1].isdigit()):
-            m = _NUMBER.match(s, i)
-            text = m.group(0).rstrip(".")
+            text, i = _number(s, i)
             if len(text) > MAX_NUMBER_DIGITS:
                 raise LimitExceeded("number literal too long")
             toks.append(Tok("num", text))
-            i = m.end()
         elif ch.isalpha():
             m = _LETTERS.match(s, i)
             toks.append(Tok("let", m.group(0)))
@@ -270,6 +330,32 @@ def _is_simple_label(toks: list[Tok]) -> bool:
     return k == len(toks)
 
 
+def _is_name_label(toks: list[Tok]) -> bool:
+    """A named quantity of geometry: AB, ABC, P_1, \\angle ABC, \\overline{AB}, |AB|."""
+    if len(toks) >= 3 and toks[0] == toks[-1] == Tok("op", "|"):
+        return _is_name_label(toks[1:-1])
+    if toks and toks[0].kind == "cmd" and toks[0].text in _NAME_COMMANDS:
+        toks = toks[1:]
+        if len(toks) >= 3 and toks[0] == Tok("op", "{") and _balanced_end(toks, 0) == len(toks):
+            toks = toks[1:-1]
+    if not toks or toks[0].kind != "let" or not _UPPER_NAME.fullmatch(toks[0].text):
+        return False
+    return len(toks) == 1 or _is_simple_label([Tok("let", "X")] + toks[1:])  # a subscript: A_1
+
+
+def _is_ratio_label(toks: list[Tok]) -> bool:
+    """V_1:V_2, AE:EC, a:b:c (the left side of "V_1:V_2 = 11:21")."""
+    parts, part = [], []
+    for t in toks:
+        if t == Tok("op", ":"):
+            parts.append(part)
+            part = []
+        else:
+            part.append(t)
+    parts.append(part)
+    return len(parts) > 1 and all(_is_simple_label(p) or _is_name_label(p) for p in parts)
+
+
 def _is_word_label(toks: list[Tok]) -> bool:
     """Maximum, Paolo, Sequence 1 (a word of four or more letters, maybe numbered)."""
     if not toks or toks[0].kind not in ("let", "text") or len(toks[0].text) < 4:
@@ -285,28 +371,40 @@ def _is_tuple_label(toks: list[Tok]) -> bool:
 
 
 def _label_symbols(toks: list[Tok]) -> set[str]:
-    return {t.text for t in toks if (t.kind == "let" and len(t.text) == 1) or (t.kind == "cmd" and t.text in GREEK)}
+    """The names a label gives: its letters and Greek letters, AB as one name."""
+    return {t.text for t in toks if (t.kind == "let" and (len(t.text) == 1 or _UPPER_NAME.fullmatch(t.text)))
+            or (t.kind == "cmd" and t.text in GREEK)}
+
+
+def _is_label(toks: list[Tok]) -> bool:
+    """What may stand left of "=" (or \\in, \\approx) as the name of the answer."""
+    return (_is_simple_label(toks) or _is_tuple_label(toks) or _is_word_label(toks)
+            or _is_name_label(toks) or _is_ratio_label(toks))
+
+
+def _top_level(toks: list[Tok], seps: tuple) -> int:
+    """Index of the first separator outside brackets, or -1."""
+    depth = 0
+    for k, tok in enumerate(toks):
+        key = (tok.kind, tok.text)
+        depth += key in _OPEN
+        depth -= key in _CLOSE
+        if depth == 0 and key in seps:
+            return k
+    return -1
 
 
 def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
-    """Drop leading "lhs =" / "lhs:" / "lhs \\in" labels (chains too: x=y=z=v)."""
+    """Drop leading "lhs =" / "lhs \\in" labels (chains too: x=y=z=v), then "Word:" ones.
+    "=" is looked for first, so the ratio in "V_1:V_2=11:21" is a label, not a word."""
     labels: set[str] = set()
     while True:
-        depth, cut = 0, -1
-        for k, tok in enumerate(toks):
-            key = (tok.kind, tok.text)
-            depth += key in _OPEN
-            depth -= key in _CLOSE
-            if depth == 0 and key in (("op", "="), ("op", ":"), ("cmd", "in"), ("cmd", "approx")):
-                cut = k
+        cut = _top_level(toks, (("op", "="), ("cmd", "in"), ("cmd", "approx")))
+        if not (0 < cut < len(toks) - 1 and _is_label(toks[:cut])):
+            cut = _top_level(toks, (("op", ":"),))
+            if not (0 < cut < len(toks) - 1 and _is_word_label(toks[:cut])):
                 break
-        if cut <= 0 or cut == len(toks) - 1:
-            break
-        lhs, sep = toks[:cut], toks[cut].text
-        ok = _is_word_label(lhs) if sep == ":" else (_is_simple_label(lhs) or _is_tuple_label(lhs) or _is_word_label(lhs))
-        if not ok:
-            break
-        labels |= _label_symbols(lhs)
+        labels |= _label_symbols(toks[:cut])
         toks = toks[cut + 1 :]
     return toks, frozenset(labels)
 

@@ -1,22 +1,30 @@
-"""Answer extraction and lexical normalisation (stage 1 of the math verifier).
+"""Lexical normalisation (stage 1 of the math verifier, after extract).
 
-`extract_answer` finds the final answer in a model's response; `normalize` maps an
-answer to one canonical string. The canonical string is the verdict-cache key, so
+`normalize` maps an answer to one canonical string. The canonical string is the verdict-cache key, so
 `verify.check` compares normalised strings only: two answers with the same
 normal form always get the same verdict. `normalize` is idempotent.
 
 Normalisation is purely lexical (no parsing): dataset escape damage (`\\f` read as a
-form feed), unicode maths, `$`/`\\left`/`\\dfrac`/spacing spellings, text wrappers
-(`\\mathrm`, `\\mbox` ... all become `\\text{...}`), thousands separators, trailing
-full stops. Structural rules (labels, units, intervals) live in items/parse.
+form feed), unicode maths, `$`/`\\left`/`\\dfrac`/spacing spellings, ASCII spellings
+(`>=`, `<=`, `!=`, `oo`, "28 percent", "pct"), text wrappers (`\\mathrm`, `\\mbox` ...
+all become `\\text{...}`), thousands separators, trailing full stops. Structural rules
+(labels, units, intervals) live in items/parse.
+
+Digit groups, where a comma or a space could mean two things:
+  * "12,345" (no space, groups of three after the first) is one number, 12345, when it
+    is the whole answer; "12, 345" (a comma and a space) is a list of two numbers, and
+    its normal form keeps that space, so the two never share a cache key;
+  * "12 345 678" (single spaces, groups of three) is one number: nobody writes a
+    product of two literals with a space;
+  * "5!=120" keeps its factorial: `!=` is "not equal" except after a digit or a
+    closing bracket.
+  The decimal comma ("1,22") is decided in verify, where both sides are known.
 Standard library only.
 """
 from __future__ import annotations
 
 import re
 
-MAX_TEXT_CHARS = 1_000_000  # extract_answer reads at most this many trailing chars
-MAX_EXTRACTED_CHARS = 2_000  # an answer longer than this is not an answer
 
 # Command names that take part in the grammar; used to repair `\\frac` written as
 # `\\\\frac` and to decide what a `\\text{...}` holding a function name means.
@@ -48,37 +56,44 @@ _CIRCLED = {chr(0x2460 + k): str(k + 1) for k in range(20)}  # ① .. ⑳
 _CONTROL = {"\t": "t", "\x0c": "f", "\x08": "b", "\x07": "a", "\x0b": "v", "\r": "r"}
 _NEWLINE_COMMANDS = ("neq", "ne ", "nu", "nabla", "not", "neg", "exists")
 
-_SIMPLE_SUBS = [  # (pattern, replacement), applied in order
-    (r"\\\$", " "),
-    (r"\.\.\.", r"\\cdots "),
-    (r"\\(?:displaystyle|textstyle|limits|nolimits)", ""),
-    (r"\\(?:left|right|bigg|Bigg|big|Big)[lr]?(?![a-zA-Z])\.?", ""),
-    (r"\\[dt]frac(?![a-zA-Z])", r"\\frac"),
-    (r"\\[dt]binom(?![a-zA-Z])", r"\\binom"),
-    (r"\\(?:leqslant|leq)(?![a-zA-Z])", r"\\le"),
-    (r"\\(?:geqslant|geq)(?![a-zA-Z])", r"\\ge"),
-    (r"\\neq(?![a-zA-Z])", r"\\ne"),
-    (r"\\lt(?![a-zA-Z])", "<"),
-    (r"\\gt(?![a-zA-Z])", ">"),
-    (r"\\(?:textcirc|degree)(?![a-zA-Z])", r"^\\circ"),
-    (r"\^\{\s*\\circ\s*\}", r"^\\circ"),
-    (r"\^\s*\^\\circ", r"^\\circ"),
-    (r"\\%", "%"),
-    (r"\\(?:mid|vert)(?![a-zA-Z])", "|"),
-    (r"\\colon(?![a-zA-Z])", ":"),
-    (r"\\lbrace(?![a-zA-Z])", r"\\{"),
-    (r"\\rbrace(?![a-zA-Z])", r"\\}"),
-    (r"\\(?:ldots|dots|cdots|dotsc|dotsb)(?![a-zA-Z])", r"\\cdots "),
-    (r"\\varnothing(?![a-zA-Z])", r"\\emptyset"),
-    (r"\\(?:,|;|:|!| |quad(?![a-zA-Z])|qquad(?![a-zA-Z]))", " "),
-    (r"~", " "),
-    (r"\{,\}", ""),
-    (r"\\(?:\[|\]|\(|\))", " "),
-    (r"\$", " "),
-    (r"<sup>(.*?)</sup>", r"^{\1}"),
-    (r"<sub>(.*?)</sub>", r"_{\1}"),
+# (pattern, replacement, trigger), applied in order; a rule runs only when its trigger
+# text occurs (a substring test is far cheaper than a regex pass that finds nothing)
+_SIMPLE_SUBS = [
+    (r"\\\$", " ", "\\$"),
+    (r">=", r"\\ge ", ">="),
+    (r"<=", r"\\le ", "<="),
+    (r"(?<![\d)}\]!])!=", r"\\ne ", "!="),
+    (r"(?<![A-Za-z\\])oo(?![A-Za-z])", r"\\infty ", "oo"),
+    (r"\.\.\.", r"\\cdots ", "..."),
+    (r"\\(?:displaystyle|textstyle|limits|nolimits)", "", "\\"),
+    (r"\\(?:left|right|bigg|Bigg|big|Big)[lr]?(?![a-zA-Z])\.?", "", "\\"),
+    (r"\\[dt]frac(?![a-zA-Z])", r"\\frac", "frac"),
+    (r"\\[dt]binom(?![a-zA-Z])", r"\\binom", "binom"),
+    (r"\\(?:leqslant|leq)(?![a-zA-Z])", r"\\le", "\\leq"),
+    (r"\\(?:geqslant|geq)(?![a-zA-Z])", r"\\ge", "\\geq"),
+    (r"\\neq(?![a-zA-Z])", r"\\ne", "\\neq"),
+    (r"\\lt(?![a-zA-Z])", "<", "\\lt"),
+    (r"\\gt(?![a-zA-Z])", ">", "\\gt"),
+    (r"\\(?:textcirc|degree)(?![a-zA-Z])", r"^\\circ", "\\"),
+    (r"\^\{\s*\\circ\s*\}", r"^\\circ", "^"),
+    (r"\^\s*\^\\circ", r"^\\circ", "^"),
+    (r"\\%", "%", "\\%"),
+    (r"\\(?:mid|vert)(?![a-zA-Z])", "|", "\\"),
+    (r"\\colon(?![a-zA-Z])", ":", "\\colon"),
+    (r"\\lbrace(?![a-zA-Z])", r"\\{", "\\lbrace"),
+    (r"\\rbrace(?![a-zA-Z])", r"\\}", "\\rbrace"),
+    (r"\\(?:ldots|dots|cdots|dotsc|dotsb)(?![a-zA-Z])", r"\\cdots ", "dots"),
+    (r"\\varnothing(?![a-zA-Z])", r"\\emptyset", "\\varnothing"),
+    (r"\\!", "", "\\!"),  # a negative space joins: "12,\\!000" is twelve thousand
+    (r"\\(?:,|;|:| |quad(?![a-zA-Z])|qquad(?![a-zA-Z]))", " ", "\\"),
+    (r"~", " ", "~"),
+    (r"\{,\}", "", "{,}"),
+    (r"\\(?:\[|\]|\(|\))", " ", "\\"),
+    (r"\$", " ", "$"),
+    (r"<sup>(.*?)</sup>", r"^{\1}", "<sup>"),
+    (r"<sub>(.*?)</sub>", r"_{\1}", "<sub>"),
 ]
-_SIMPLE_SUBS = [(re.compile(p), r) for p, r in _SIMPLE_SUBS]
+_SIMPLE_SUBS = [(re.compile(p), r, trigger) for p, r, trigger in _SIMPLE_SUBS]
 
 _TEXT_WRAPPER = re.compile(
     r"\\(?:text|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mbox|"
@@ -87,6 +102,9 @@ _TEXT_WRAPPER = re.compile(
 # exactly two: `\\\\frac` is escaping damage, while three are a row break then `\\frac`
 _BACKSLASH_BEFORE_CMD = re.compile(r"(?<!\\)\\\\(?=(?:" + "|".join(sorted(_KNOWN_COMMANDS)) + r")(?![a-zA-Z]))")
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+_SPACE_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?!\d)")
+_THREE_DIGITS = re.compile(r"\d{3}(?!\d)")
+_PERCENT_WORD = re.compile(r"(?<=\d)(?:\\text\{(?:percent|per cent|pct)\}|(?:percent|per cent|pct)(?![A-Za-z]))")
 _ONE_CHAR_GROUP = re.compile(r"([\^_])\{([A-Za-z0-9])\}(?![A-Za-z0-9])")  # not \log_{3}81
 _FRAC_DIGITS = re.compile(r"\\frac(\d)(\d)(?!\d)")
 _ROW = "\x00"  # placeholder for `\\\\` while spacing commands are removed
@@ -95,6 +113,8 @@ _STRAY_PERIOD = re.compile(r"(?<!\d)\.(?!\d)")
 
 def _repair_controls(s: str) -> str:
     """Undo string-escape damage: a control char followed by letters was a backslash."""
+    if s.isprintable():
+        return s
     out = []
     for k, ch in enumerate(s):
         nxt = s[k + 1 : k + 8]
@@ -135,6 +155,8 @@ def _canonical_text(match: re.Match) -> str:
 def _squeeze_spaces(s: str) -> str:
     """Drop whitespace except where it separates two words or two numbers."""
     s = " ".join(s.split())
+    if " " not in s:
+        return s
     out = []
     for k, ch in enumerate(s):
         if ch != " ":
@@ -142,6 +164,8 @@ def _squeeze_spaces(s: str) -> str:
             continue
         left, right = s[k - 1], s[k + 1]
         keep = left.isalnum() and right.isalnum() and not (left.isdigit() and right.isalpha())
+        # "12, 345" is a list: squeezed, it would read as the number 12,345
+        keep = keep or (left == "," and s[k - 2 : k - 1].isdigit() and bool(_THREE_DIGITS.match(s, k + 1)))
         if keep:
             out.append(" ")
     return "".join(out)
@@ -167,84 +191,31 @@ def normalize(answer: str) -> str:
 
 def _normalize_once(answer: str) -> str:
     s = _map_unicode(_repair_controls(answer))
-    s = _BACKSLASH_BEFORE_CMD.sub(r"\\", s)
-    s = s.replace("\\\\", _ROW)  # protect matrix row breaks from the spacing rules
-    for pattern, repl in _SIMPLE_SUBS:
-        s = pattern.sub(repl, s)
-    for _ in range(3):  # nested wrappers: \text{\textbf{x}}
+    if "\\\\" in s:
+        s = _BACKSLASH_BEFORE_CMD.sub(r"\\", s)
+        s = s.replace("\\\\", _ROW)  # protect matrix row breaks from the spacing rules
+    for pattern, repl, trigger in _SIMPLE_SUBS:
+        if trigger in s:
+            s = pattern.sub(repl, s)
+    for _ in range(3 if "\\" in s else 0):  # nested wrappers: \text{\textbf{x}}
         s2 = _TEXT_WRAPPER.sub(_canonical_text, s)
         if s2 == s:
             break
         s = s2
     s = _squeeze_spaces(s)
-    s = _text_bodies_squeezed(s)
-    s = _ONE_CHAR_GROUP.sub(r"\1\2", s)
-    s = _FRAC_DIGITS.sub(r"\\frac{\1}{\2}", s)
-    s = _STRAY_PERIOD.sub("", s)
+    if " " in s:
+        s = _SPACE_THOUSANDS.sub(lambda m: m.group(0).replace(" ", ""), s)
+    if "\\text" in s:
+        s = _text_bodies_squeezed(s)
+    if "pct" in s or "per" in s:
+        s = _PERCENT_WORD.sub("%", s)
+    if "{" in s:
+        s = _ONE_CHAR_GROUP.sub(r"\1\2", s)
+    if "\\frac" in s:
+        s = _FRAC_DIGITS.sub(r"\\frac{\1}{\2}", s)
+    if "." in s:
+        s = _STRAY_PERIOD.sub("", s)
     s = s.rstrip(" ,;.^").lstrip(" ,;").replace(_ROW, "\\\\")
     if _THOUSANDS.fullmatch(s):
         s = s.replace(",", "")
     return s
-
-
-# --- extraction ---------------------------------------------------------------
-
-_BOX = re.compile(r"\\(?:boxed|fbox)")
-_ANSWER_IS = re.compile(r"(?:final answer|the answer)\s*(?:is|:)\s*:?\s*", re.IGNORECASE)
-
-
-def brace_group(text: str, start: int) -> str | None:
-    """Content of the brace group opening at text[start] == '{', or None if unclosed."""
-    depth = 0
-    for k in range(start, len(text)):
-        ch = text[k]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return text[start + 1 : k]
-    return None
-
-
-def _last_box(text: str) -> str | None:
-    starts = [m.end() for m in _BOX.finditer(text)]
-    for pos in reversed(starts):  # the last complete box wins; a cut-off one is skipped
-        while pos < len(text) and text[pos] == " ":
-            pos += 1
-        if pos < len(text) and text[pos] == "{":
-            body = brace_group(text, pos)
-            if body is not None:
-                return body
-        else:  # `\boxed 5`: the next space-delimited token
-            m = re.match(r"[^\s$]+", text[pos:])
-            if m:
-                return m.group(0)
-    return None
-
-
-def _answer_is(text: str) -> str | None:
-    matches = list(_ANSWER_IS.finditer(text))
-    if not matches:
-        return None
-    rest = text[matches[-1].end() :].split("\n", 1)[0]
-    rest = re.split(r"\.(?:\s|$)", rest, maxsplit=1)[0]  # up to the sentence end
-    rest = rest.strip().strip("$").strip()
-    return rest or None
-
-
-def extract_answer(text: str) -> str | None:
-    """The last complete \\boxed{...}/\\fbox{...} (nested braces), else the text after
-    the last "the answer is", else None. Linear time; only the tail of huge texts is read."""
-    if not text:
-        return None
-    text = text[-MAX_TEXT_CHARS:]
-    found = _last_box(text)
-    if found is None:
-        found = _answer_is(text)
-    if found is None:
-        return None
-    found = found.strip()
-    if not found or len(found) > MAX_EXTRACTED_CHARS:
-        return None
-    return found

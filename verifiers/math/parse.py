@@ -58,8 +58,15 @@ def neg(x):
 
 
 def number(text: str):
-    places = len(text.split(".")[1]) if "." in text else None
-    return ("num", Fraction(text), places or None)
+    """A literal: "12", "0.50" (places 2), "4.2e1" (42, exact), "0.1(6)" (1/6, exact)."""
+    if text.endswith(")"):  # a repeating decimal, from items._number
+        head, block = text[:-1].split("(")
+        whole, fixed = head.split(".")
+        value = Fraction(int(whole or 0)) + Fraction(int(fixed or 0), 10 ** len(fixed))
+        return ("num", value + Fraction(int(block), (10 ** len(block) - 1) * 10 ** len(fixed)), None)
+    mantissa, _, exponent = text.lower().partition("e")
+    places = (len(mantissa.split(".")[1]) if "." in mantissa else 0) - int(exponent or 0)
+    return ("num", Fraction(text), places if places > 0 else None)
 
 
 class Parser:
@@ -265,10 +272,11 @@ class Parser:
         if t.kind == "begin":
             return self.matrix()
         if t.kind == "op":
-            if t.text in "([":
+            if t.text in "([]":
                 return self.bracket()
-            if t.text == "{":
-                return self.group()
+            if t.text == "{":  # a group, or a set written without backslashes: {1, 2}
+                self.take()
+                return self.brace_set(Tok("op", "}"))
             if t.text == "|":
                 self.take()
                 x = self.sum()
@@ -304,7 +312,7 @@ class Parser:
             self.expect("cmd", "rfloor" if name == "lfloor" else "rceil")
             return ("fn", name[1:], (x,))
         if name == "{":
-            return self.brace_set()
+            return self.brace_set(Tok("cmd", "}"))
         raise ParseError(f"unsupported command \\{name}")
 
     def subscript(self) -> str | None:
@@ -397,14 +405,17 @@ class Parser:
         return tuple(args)
 
     def bracket(self):
+        """(a), [a], tuples, and intervals: (a, b], [a, b), and ]a, b[ for the open (a, b)."""
         opener = self.take().text
         elems = [self.chain()]
         while self.peek() in (Tok("op", ","), Tok("op", ";")):
             self.take()
             elems.append(self.chain())
         closer = self.take().text
-        if closer not in ")]":
+        if closer not in ")][":
             raise ParseError("unclosed bracket")
+        if (opener == "]" or closer == "[") and (len(elems) != 2 or "(" in opener or ")" in closer):
+            raise ParseError("reversed bracket outside an interval")
         if len(elems) == 1:
             if opener + closer in ("()", "[]"):
                 return elems[0]
@@ -413,21 +424,25 @@ class Parser:
             return ("interval", elems[0], elems[1], opener == "[", closer == "]")
         return ("tuple", tuple(elems))
 
-    def brace_set(self):
-        if self.at("cmd", "}"):
+    def brace_set(self, close: Tok):
+        """After `\\{` (close `\\}`) or a plain `{` (close `}`): a set, a set-builder, or,
+        for a plain `{x}` holding one element, just the grouping."""
+        if self.peek() == close:
             self.take()
             return ("set", ())
         first = self.chain()
         if self.at("op", "|") or self.at("op", ":"):
             self.take()
             cond = self.conditions()
-            self.expect("cmd", "}")
+            self.expect(*close)
             return ("setbuilder", first, cond)
         elems = [first]
         while self.at("op", ","):
             self.take()
             elems.append(self.chain())
-        self.expect("cmd", "}")
+        self.expect(*close)
+        if len(elems) == 1 and close.kind == "op":
+            return first
         return ("set", tuple(elems))
 
     def conditions(self):

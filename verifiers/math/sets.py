@@ -17,6 +17,7 @@ _FULL: list[Interval] = [(-math.inf, math.inf, False, False)]
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
 SET_ITEM_KINDS = frozenset({"interval", "union", "inter", "setminus", "setbuilder"})
 INEQUALITIES = frozenset({"<", ">", "<=", ">=", "!="})
+INF_NODE, NEG_INF_NODE = ("const", "inf"), ("neg", ("const", "inf"))
 
 
 def infinity_sign(node) -> int:
@@ -169,6 +170,38 @@ def realsets_equal(a: list[Interval], b: list[Interval]) -> bool:
         if (alc, ahc) != (blc, bhc):
             return False
     return True
+
+
+def chain_intervals(rel) -> list[tuple]:
+    """The interval trees an inequality chain can mean, one per symbol that may be its
+    variable: `a < x \\le b` -> [("interval", a, b, False, True)]; `x > c` -> (c, ∞) or,
+    reading c as the variable, (-∞, x). Endpoints stay trees, so symbolic ones compare
+    too (`a < x < b` = `(a, b)`); the caller drops readings whose variable is an
+    endpoint of the interval it compares with."""
+    ops, exprs = rel[1], rel[2]
+    if not set(ops) <= {"<", ">", "<=", ">="}:
+        return []
+    out = []
+    for var in {e for e in exprs if e[0] == "sym"}:
+        bounds = {"lo": (NEG_INF_NODE, False), "hi": (INF_NODE, False)}
+        ok = True
+        for op, left, right in zip(ops, exprs, exprs[1:]):
+            if left == var and right != var:
+                bound, rel_op = right, op
+            elif right == var and left != var:
+                bound, rel_op = left, _MIRROR[op]
+            else:
+                ok = False
+                break
+            side = "hi" if rel_op in ("<", "<=") else "lo"
+            if bounds[side][0] not in (NEG_INF_NODE, INF_NODE) or var[1] in free_symbols(bound):
+                ok = False
+                break
+            bounds[side] = (bound, rel_op in ("<=", ">="))
+        if ok:
+            (lo, lc), (hi, hc) = bounds["lo"], bounds["hi"]
+            out.append((var, ("interval", lo, hi, lc, hc)))
+    return out
 
 
 def is_set_like(node) -> bool:

@@ -6,20 +6,36 @@
 How the verifier worker uses it (the worker owns the pool and the verdict cache):
 
     answer = extract_answer(response_text)          # None: no final answer
-    key = (normalize(answer), normalize(reference))
-    verdict = (cache.get(key)                       # answer None -> "no_answer"
-               or quick_check(answer, reference)    # in-process, cheap; None = unsure
-               or pool.run(check, answer, reference, timeout=...))
+    key = (normalize(answer), normalize(reference), accept_rounded)
+    judgement = (cache.get(key)                     # answer None -> "no_answer"
+                 or quick_check(answer, reference)  # in-process, cheap; None = unsure
+                 or pool.run(judge, answer, reference, accept_rounded, timeout=...))
 
 `check` returns "correct", "incorrect", "no_answer" or "error" (inputs over a size
-limit, exponents/factorials too large to compute). It is pure and deterministic,
+limit, exponents/factorials too large to compute); `judge` returns that verdict and
+whether an accept needed the rounding tolerance. Both are pure and deterministic,
 depends on its inputs only through their normal forms (so the cache is sound), never
 evals model output, and imports sympy only for its last-resort symbolic step (small
 trees only); the pool's per-check timeout is the backstop for the rest. An answer
-or reference still wrapped in \\boxed{} is extracted first.
+or reference still wrapped in \\boxed{} is extracted first (a response by its last group
+of boxes, a reference solution by all its boxes: see extract).
 
 `quick_check` decides only literal matches and plain numbers (integers, decimals,
 a/b, \\frac{a}{b}) without parsing; whatever it returns, `check` returns too.
+
+Rounding (`accept_rounded`, default False). An answer's decimal is the value written:
+0.333 is not 1/3, 3.14159 (or 3.14159...) is not π, 1.3 is not 1.27. That is the
+default because in RL a wrong accept is the worst error (the policy learns to round
+instead of solving exactly), and because other verifiers (math-verify among them)
+reject these by default, so rewards stay comparable. With accept_rounded=True a
+decimal answer also matches a value that rounds or truncates to it (at least 3
+significant digits, 2 when both sides are decimals), for datasets whose questions ask
+for approximations; `judge` marks those accepts `rounded`, and the worker counts them
+as verifier/rounded_accepts. Either way a decimal *reference* is taken as rounded to
+its places (1587/52 meets "30.52"): the reference sets the precision, and an exact
+answer is at least that precise. On HardVerify-Math the default rejects 4 answers
+that TinyV labels correct (85.71 for 600/7, 1.3% for 1.27%, 165.5 for 165.47, 2.65
+for 2.653): 219 accepted by default, 223 with accept_rounded.
 
 `answer_key` is the majority-vote key: answers with equal keys are the same answer.
 Exact values are keyed by their reduced rational ("x=0.5", "\\frac{2}{4}" -> "1/2";
@@ -27,7 +43,7 @@ several answers sorted: "3, 1" -> "1, 3"; labelled ones keep labels: "a=1, b=2")
 anything else by its normal form; None when there is no answer (None, empty, over
 the size limit). Keys of exact answers are plain rationals, so a gate can parse them.
 
-Stages: normalize (extraction, lexical normal form) -> items (tokens,
+Stages: extract (final answer) -> normalize (lexical normal form) -> items (tokens,
 items, labels, units) -> parse (trees) -> answer (whole answers, ±) ->
 evaluate (exact / numeric / sympy) -> sets (intervals) -> compare
 (views). Standard library, plus sympy lazily.
@@ -37,26 +53,37 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 from functools import lru_cache
+from typing import NamedTuple
 
 from .answer import Parsed, parse_answer
 from .compare import answers_equivalent
 from .evaluate import EvalError, exact
 from .items import MAX_CHARS, LimitExceeded
-from .normalize import extract_answer, normalize
+from .extract import extract_answer, extract_reference
+from .normalize import normalize
 
-__all__ = ["extract_answer", "normalize", "check", "quick_check", "answer_key", "exact_value", "clear_caches", "VERDICTS"]
+__all__ = ["extract_answer", "extract_reference", "normalize", "check", "judge", "Judgement", "quick_check", "answer_key",
+           "exact_value", "clear_caches", "VERDICTS"]
 
 VERDICTS = ("correct", "incorrect", "no_answer", "error")
 QUICK_MAX_CHARS = 200
+_DECIMAL_COMMA = re.compile(r"-?\d+,\d+")
+_DECIMAL_POINT = re.compile(r"-?\d*\.\d+")
 _PLAIN_NUMBER = re.compile(r"(-?)(?:(\d+(?:\.\d+)?)|(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\})")
 
 
 def _final_answer(answer: str) -> str | None:
-    """check() also accepts a whole boxed response (or a boxed reference solution):
-    it extracts first."""
+    """check() also accepts a whole boxed response: it extracts first."""
     if "\\boxed" in answer or "\\fbox" in answer:
         return extract_answer(answer)
     return answer
+
+
+def _reference_answer(reference: str) -> str:
+    """A boxed reference solution's answer is all its boxes (it boxes nothing else)."""
+    if "\\boxed" in reference or "\\fbox" in reference:
+        return extract_reference(reference) or ""
+    return reference
 
 
 @lru_cache(maxsize=4096)
@@ -70,26 +97,50 @@ def clear_caches() -> None:
     _parsed.cache_clear()
 
 
-def check(answer: str | None, reference: str) -> str:
-    """Verdict for an extracted answer against the reference answer."""
+class Judgement(NamedTuple):
+    verdict: str  # one of VERDICTS
+    rounded: bool  # "correct" only because the answer's decimals were read as rounded
+
+
+def judge(answer: str | None, reference: str, accept_rounded: bool = False) -> Judgement:
+    """The verdict for an answer against the reference, and whether an accept needed
+    the rounding tolerance (only ever with accept_rounded)."""
     if answer is None:
-        return "no_answer"
+        return Judgement("no_answer", False)
     if len(answer) > 10 * MAX_CHARS or len(reference) > 10 * MAX_CHARS:
-        return "error"
-    answer, reference = _final_answer(answer), _final_answer(reference) or ""
+        return Judgement("error", False)
+    answer, reference = _final_answer(answer), _reference_answer(reference)
     if answer is None:
-        return "no_answer"
+        return Judgement("no_answer", False)
     a, r = normalize(answer), normalize(reference)
     if not a:
-        return "no_answer"
+        return Judgement("no_answer", False)
     if not r or len(a) > MAX_CHARS or len(r) > MAX_CHARS:
-        return "error"
+        return Judgement("error", False)
     if a == r:
-        return "correct"
+        return Judgement("correct", False)
+    a, r = _decimal_comma(a, r), _decimal_comma(r, a)
     try:
-        return "correct" if answers_equivalent(_parsed(a), _parsed(r)) else "incorrect"
+        if answers_equivalent(_parsed(a), _parsed(r)):
+            return Judgement("correct", False)
+        if accept_rounded and answers_equivalent(_parsed(a), _parsed(r), accept_rounded=True):
+            return Judgement("correct", True)
+        return Judgement("incorrect", False)
     except (LimitExceeded, RecursionError, EvalError):
-        return "error"
+        return Judgement("error", False)
+
+
+def check(answer: str | None, reference: str, *, accept_rounded: bool = False) -> str:
+    """Verdict for an extracted answer against the reference answer."""
+    return judge(answer, reference, accept_rounded).verdict
+
+
+def _decimal_comma(s: str, other: str) -> str:
+    """"1,22" is the decimal 1.22 when the other side is a number written with a point;
+    otherwise the list 1, 22. (Groups of three, "1,234", were made thousands by normalize.)"""
+    if _DECIMAL_COMMA.fullmatch(s) and _DECIMAL_POINT.fullmatch(other):
+        return s.replace(",", ".")
+    return s
 
 
 def _plain_value(s: str) -> tuple[Fraction, bool] | None:

@@ -4,7 +4,7 @@ import time
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from jury.verifiers.math.verify import check, extract_answer, normalize
+from jury.verifiers.math.verify import check, extract_answer, extract_reference, normalize
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -19,9 +19,37 @@ from jury.verifiers.math.verify import check, extract_answer, normalize
     ("no answer here", None),
     ("", None),
     (r"\boxed{}", None),
+    (r"\boxed{\boxed{1}}", "1"),
+    # one answer over several boxes: joined only by connectives, labels kept
+    (r"So $x = \boxed{2}$ and $y = \boxed{3}$.", "x=2, y=3"),
+    (r"The roots are $\boxed{1}$, $\boxed{2}$ and $\boxed{3}$.", "1, 2, 3"),
+    (r"It is \boxed{3} or \boxed{4}.", "3, 4"),                   # a hedge is a list, not the last box
+    (r"(a) $\boxed{5}$; (b) $\boxed{7}$", "5, 7"),
+    (r"Try \boxed{7}. That is wrong; redo: \boxed{8}.", "8"),       # words between: an earlier attempt
+    # a final-answer statement after the last box wins; a statement is read for its maths
+    (r"\boxed{4} was a guess. Final Answer: the area is $6\sqrt3$.", r"6\sqrt3"),
+    (r"\boxed{5}. That is the final answer.", "5"),
+    (r"\boxed{12}. Final answer: 12 is correct since it checks.", "12"),      # no maths after "is": the box
+    ("The final answer: 15 is the number of apples.", "15"),
+    ("Final Answer: The total number of apples is 15.", "15"),
+    ("**Final Answer**\nThe value is $-2$.", "-2"),
+    ("Final Answer: 12 meters", r"12 \text{meters}"),
+    (r"Final Answer: $x = 3$ and $y = 4$.", "x = 3, y = 4"),
+    (r"Final Answer: the probability is $\frac14$, that is $25\%$.", r"25\%"),
 ])
 def test_extract_answer(text, expected):
     assert extract_answer(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    (r"\boxed{1} \text{ and } \boxed{2}", "1, 2"),
+    (r"First $\boxed{5}$ for part one, then $\boxed{7}$ for part two.", "5, 7"),
+    (r"$a = \boxed{1}$, $b = \boxed{2}$", "a=1, b=2"),
+    (r"\boxed{\{1, \boxed{2}\}}", r"\{1, \boxed{2}\}"),
+    ("no box: the answer is 3", "3"),
+])
+def test_extract_reference_reads_every_box(text, expected):
+    assert extract_reference(text) == expected
 
 
 def test_extract_answer_is_linear_on_huge_inputs():
@@ -30,6 +58,24 @@ def test_extract_answer_is_linear_on_huge_inputs():
     assert extract_answer(text) is None
     assert extract_answer(text + r"\boxed{9}") == "9"
     assert time.perf_counter() - t0 < 5
+
+
+def test_extraction_is_linear_in_unclosed_boxes():
+    text = r"\boxed{" * 20_000 + "x" * 500_000
+    t0 = time.perf_counter()
+    assert extract_answer(text) is None
+    assert extract_reference(text) is None
+    assert extract_answer(r"\boxed{1} " + text) == "1"
+    assert time.perf_counter() - t0 < 5
+
+
+@pytest.mark.parametrize("gap", [" " * 200_000, "(a)" + " " * 200_000, r"\text{" + " " * 200_000, "\\(" * 50_000],
+                         ids=["spaces", "part-label", "text", "parens"])
+def test_long_gaps_between_boxes_are_read_in_linear_time(gap):
+    t0 = time.perf_counter()
+    assert extract_answer(r"\boxed{1}" + gap + r"x \boxed{2}") == "2"
+    extract_answer("Final Answer: " + gap)
+    assert time.perf_counter() - t0 < 2
 
 
 @pytest.mark.parametrize("raw, canonical", [
@@ -41,6 +87,14 @@ def test_extract_answer_is_linear_on_huge_inputs():
     (r"\text{(B)}", "B"),
     ("1,000,000", "1000000"),
     ("1{,}000", "1000"),
+    ("12,\\!345", "12345"),
+    ("12, 345", "12, 345"),                                     # a list: the space stays, so it is no number
+    ("1, 2", "1,2"),
+    ("1 000 000", "1000000"),                                   # space thousands
+    ("x >= 2, y <= 3, z != 4", r"x\ge 2,y\le 3,z\ne 4"),
+    ("5!=120", "5!=120"),                                       # a factorial, not "not equal"
+    ("(-oo, 2)", r"(-\infty,2)"),
+    (r"28 percent", "28%"), (r"28\text{ pct}", "28%"),
     ("②③", "2,3"),
     (r"x \leqslant 3", r"x\le 3"),
     ("(2, π/2)", r"(2,\pi/2)"),
@@ -55,7 +109,8 @@ def test_normalize(raw, canonical):
 _FRAGMENTS = ["1", "0.5", "x", "e", r"\pi", "+", "-", "^", "_", "(", ")", "[", "]", "{", "}", r"\{", r"\}", ",", ":",
               "=", "<", r"\le", "!", "%", "|", "&", r"\\", r"\frac", r"\sqrt", r"\sin", r"\cdot", r"\pm", r"\infty",
               r"\cup", r"\text{ and }", r"\text{cm}", r"^\circ", r"\begin{pmatrix}", r"\end{pmatrix}", " ", r"\,",
-              "$", "\x0c", "\t", r"\dfrac", r"\left(", r"\right)", "th", "or", r"\mathrm{m}", "1,000"]
+              "$", "\x0c", "\t", r"\dfrac", r"\left(", r"\right)", "th", "or", r"\mathrm{m}", "1,000",
+              ", ", "345", ">=", "!=", "oo", " percent", "0.", "...", r"\overline{3}", "e-1", "e2", r"\!", "1 000"]
 latexish = st.lists(st.sampled_from(_FRAGMENTS), max_size=16).map("".join)
 
 

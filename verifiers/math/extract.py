@@ -1,0 +1,196 @@
+"""Finding the final answer in a text (stage 1 of the math verifier, before normalize).
+
+A model's response:
+
+    "... so we try \\boxed{2}. No: x = \\boxed{3} and y = \\boxed{4}."   -> "x=3, y=4"
+    "... \\boxed{4} was a guess. Final Answer: the area is $6\\sqrt3$."    -> "6\\sqrt3"
+    "Final Answer: The total number of apples is 15."                    -> "15"
+
+  1. Boxes (\\boxed{...}, \\fbox{...}, nested braces): the last complete one, together
+     with the boxes just before it that are joined to it only by connectives (spaces,
+     `$`, commas, semicolons, "and", "or", part labels "(b)", a label such as "y ="):
+     one answer spread over several boxes. Boxes separated by words are earlier
+     attempts, not part of it.
+     A group keeps its labels: "x = \\boxed{3} and y = \\boxed{4}" is "x=3, y=4".
+  2. A "final answer" statement written after the last box (and holding some maths)
+     is the answer instead: the box was not the last word.
+  3. Without boxes: the statement after the last "final answer" / "the answer is".
+
+A statement is read up to the end of its sentence. Its inline maths ($...$, \\(...\\)),
+grouped as boxes are, is the answer; without inline maths, the words after its last
+"is"/"are"/"equals" are ("The number of apples is 15" -> "15"), other words kept as
+\\text{} so that units drop.
+
+A reference solution boxes nothing but its answer, so `extract_reference` joins all
+its boxes ("\\boxed{1} and \\boxed{2}" -> "1, 2"), where a response only counts its last
+group. Both are linear in the text: boxes are scanned from the end, and a box that
+never closes bounds the scan of every box before it. Standard library only.
+"""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+MAX_TEXT_CHARS = 1_000_000  # only this many trailing characters are read
+MAX_EXTRACTED_CHARS = 2_000  # an answer longer than this is not an answer
+
+_BOX = re.compile(r"\\(?:boxed|fbox)")
+_BRACES = re.compile(r"[{}]")
+_TOKEN = re.compile(r"[^\s$]+")
+# what may stand between two boxes (or two inline formulas) of one answer
+_JOINER = re.compile(
+    r"(?:\s|\$|\\[()\[\]]|[,;&:]|\\\\|\\(?:quad|qquad|[,;: ])|\band\b|\bor\b|\\text\{\s*(?:(?:and|or|,)\s*)?\}"
+    r"|\((?:[a-h]|i{1,3}|iv|vi?)\))*",  # part labels: (a) \boxed{5}; (b) \boxed{7}
+    # (no two alternatives start alike, so a long gap fails in linear time)
+    re.IGNORECASE,
+)
+# a label right before a box: "x = ", "$y_1 = $", "AB="
+_LABEL_BEFORE = re.compile(r"(?<![A-Za-z\\])([A-Za-z]{1,3}(?:_\{?[A-Za-z0-9]{1,3}\}?)?)\s*=\s*(?:\$|\\\(|\s)*$")
+_FINAL_ANSWER = re.compile(r"final answer\**\s*(?:is\b|:)|final answer\**[ \t]*\n", re.IGNORECASE)
+_ANSWER_IS = re.compile(
+    r"(?:final answer\**\s*(?:is\b|:)|final answer\**[ \t]*\n|the answer\s*(?:is\b|:))\**\s*:?\**\s*", re.IGNORECASE
+)
+_SENTENCE_END = re.compile(r"\.(?:\s|$)")
+_INLINE_MATH = re.compile(r"\$\$?([^$]+?)\$\$?|\\\((.+?)\\\)")
+_VERB = re.compile(r"\s(?:is|are|equals|was|were)\s", re.IGNORECASE)
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
+_HAS_MATHS = re.compile(r"[\d$\\]")
+_TEXT_BODY = re.compile(r"\\text\{[^{}]*\}")
+_MATH_WORDS = frozenset("and or sin cos tan cot sec csc log exp sqrt".split())
+
+
+class _Span(NamedTuple):
+    start: int  # of `\boxed` (or of the formula's opening `$`)
+    end: int  # past the closing brace
+    body: str
+
+
+def brace_group(text: str, start: int, limit: int | None = None) -> str | None:
+    """Content of the brace group opening at text[start] == '{', or None when it does
+    not close before `limit` (the end of the text by default)."""
+    end = _group_end(text, start, len(text) if limit is None else limit)
+    return None if end is None else text[start + 1 : end - 1]
+
+
+def _group_end(text: str, start: int, limit: int) -> int | None:
+    depth = 0
+    for m in _BRACES.finditer(text, start, limit):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth == 0:
+            return m.end()
+    return None
+
+
+def _boxes_backwards(text: str):
+    """Complete boxes, last first. A box that never closes means no earlier box closes
+    past its start either, so later scans stop there: linear time overall."""
+    limit = len(text)
+    for m in reversed(list(_BOX.finditer(text))):
+        pos = m.end()
+        while pos < limit and text[pos] == " ":
+            pos += 1
+        if pos < limit and text[pos] == "{":
+            end = _group_end(text, pos, limit)
+            if end is None:
+                limit = m.start()
+                continue
+            yield _Span(m.start(), end, text[pos + 1 : end - 1])
+        else:  # `\boxed 5`: the next space-delimited token
+            tok = _TOKEN.match(text, pos, limit)
+            if tok:
+                yield _Span(m.start(), tok.end(), tok.group(0))
+
+
+def _label(text: str, start: int) -> str | None:
+    m = _LABEL_BEFORE.search(text, max(0, start - 40), start)
+    return m.group(1) if m else None
+
+
+def _joined(text: str, spans: list[_Span]) -> str:
+    """Several boxes of one answer as a list, each with the label written before it."""
+    if len(spans) == 1:
+        return spans[0].body
+    parts = []
+    for span in spans:
+        label = _label(text, span.start)
+        parts.append(f"{label}={span.body}" if label else span.body)
+    return ", ".join(parts)
+
+
+def _last_group(text: str, spans) -> list[_Span]:
+    """The last span and those before it joined to it only by connectives (and labels)."""
+    group: list[_Span] = []
+    for span in spans:
+        if group:
+            gap_end = group[-1].start
+            label = _LABEL_BEFORE.search(text, max(span.end, gap_end - 40), gap_end)
+            if label:
+                gap_end = label.start()
+            if span.end > gap_end or not _JOINER.fullmatch(text, span.end, gap_end):
+                break
+        group.append(span)
+    return group[::-1]
+
+
+def _statement(text: str, start: int) -> str | None:
+    """The answer stated from text[start] to the end of the sentence."""
+    rest = text[start : start + 4 * MAX_EXTRACTED_CHARS].split("\n", 1)[0]
+    rest = _SENTENCE_END.split(rest, maxsplit=1)[0].strip(" *")
+    formulas = [_Span(m.start(), m.end(), m.group(1) or m.group(2)) for m in _INLINE_MATH.finditer(rest)]
+    if formulas:
+        return _joined(rest, _last_group(rest, reversed(formulas)))
+    verbs = list(_VERB.finditer(rest))
+    if verbs:  # "the number of apples is 15" -> 15; "15 is the number of apples" -> 15
+        before, after = rest[: verbs[-1].start()], rest[verbs[-1].end() :]
+        rest = before if _has_maths(before) and not _has_maths(after) else after
+    words = _WORD.sub(lambda m: m.group(0) if m.group(0).lower() in _MATH_WORDS else "\\text{" + m.group(0) + "}", rest)
+    return words.strip().strip("$").strip() or None
+
+
+def _has_maths(text: str) -> bool:
+    """A digit, `$` or a command outside \\text{...}."""
+    return bool(_HAS_MATHS.search(_TEXT_BODY.sub(" ", text)))
+
+
+def _answer_is(text: str, start: int = 0) -> str | None:
+    matches = list(_ANSWER_IS.finditer(text, start))
+    return _statement(text, matches[-1].end()) if matches else None
+
+
+def _final(found: str | None) -> str | None:
+    found = found.strip() if found else None
+    if not found or len(found) > MAX_EXTRACTED_CHARS:
+        return None
+    return found
+
+
+def extract_answer(text: str) -> str | None:
+    """A response's final answer (see the module docstring), or None."""
+    if not text:
+        return None
+    text = text[-MAX_TEXT_CHARS:]
+    group = _last_group(text, _boxes_backwards(text))
+    if not group:
+        return _final(_answer_is(text))
+    after = [m for m in _FINAL_ANSWER.finditer(text, group[-1].end)]
+    if after:
+        stated = _answer_is(text, after[-1].start())
+        if stated and _has_maths(stated):
+            return _final(stated)
+    return _final(_joined(text, group))
+
+
+def extract_reference(text: str) -> str | None:
+    """A reference solution's answer: all its boxes (outermost), in order; without
+    boxes, as extract_answer."""
+    if not text:
+        return None
+    text = text[-MAX_TEXT_CHARS:]
+    spans: list[_Span] = []
+    for span in _boxes_backwards(text):
+        while spans and span.end > spans[-1].start:  # an outer box holds the later ones
+            spans.pop()
+        spans.append(span)
+    if not spans:
+        return extract_answer(text)
+    return _final(_joined(text, spans[::-1]))
