@@ -40,7 +40,12 @@ log = logging.getLogger(__name__)
 
 
 class Tracker(Protocol):
-    """One experiment tracker; the module docstring shows the loop that calls it."""
+    """One experiment tracker, started with the run's config (TRACKERS[name](run_dir, cfg, first_step)):
+
+        for step, row in ...: tracker.log(step, row)  # via MetricsLog.log
+        tracker.summary(summary); tracker.files(pngs)  # once the run is done
+        tracker.close()                                # always
+    """
 
     def log(self, step: int, row: dict) -> None: ...      # one metrics.jsonl row
     def summary(self, values: dict) -> None: ...          # summary.yaml's dict
@@ -203,11 +208,11 @@ class TensorBoardTracker:
 # ── Weights & Biases ──
 def wandb_mode(mode: str, env=None) -> str:
     """auto -> "online" where a user has logged in (WANDB_API_KEY, or the W&B host in the netrc
-    file), else "offline"; WANDB_MODE=online|offline in the environment decides auto as well."""
+    file), else "offline"; WANDB_MODE=online|offline|disabled in the environment decides auto too."""
     env = os.environ if env is None else env
     if mode != "auto":
         return mode
-    if env.get("WANDB_MODE") in ("online", "offline"):
+    if env.get("WANDB_MODE") in ("online", "offline", "disabled"):
         return env["WANDB_MODE"]
     if env.get("WANDB_API_KEY"):
         return "online"
@@ -267,7 +272,7 @@ class WandbTracker:
     def files(self, paths: list[Path]) -> None:
         images = {}
         for p in paths:
-            self.run.save(str(p.resolve()), base_path=str(p.resolve().parent), policy="now")
+            self.run.save(str(p.resolve()), base_path=str(p.resolve().parent), policy="now", glob=False)
             if p.suffix.lower() == ".png":
                 images[f"plots/{p.stem}"] = self.wandb.Image(str(p))
         if images:
@@ -276,7 +281,8 @@ class WandbTracker:
     def close(self) -> None:
         self.run.finish(exit_code=0 if self.summarised else 1)
         # finish() returns before wandb-core has written the whole run file; teardown waits for it
-        # and ends wandb's service processes, so none outlive the run
+        # and ends wandb's service processes, so none outlive the run (the process's other W&B
+        # runs, if any, end with it: train() is meant to be the whole program)
         self.wandb.teardown()
 
 

@@ -53,6 +53,7 @@ def test_wandb_auto_is_online_only_where_a_user_has_logged_in(tmp_path):
     assert wandb_mode("online", env) == "online" and wandb_mode("offline", {"WANDB_API_KEY": "k"}) == "offline"
     assert wandb_mode("auto", {**env, "WANDB_API_KEY": "k" * 40}) == "online"
     assert wandb_mode("auto", {**env, "WANDB_API_KEY": "k", "WANDB_MODE": "offline"}) == "offline"
+    assert wandb_mode("auto", {**env, "WANDB_API_KEY": "k", "WANDB_MODE": "disabled"}) == "disabled"
     (home / ".netrc").write_text("machine example.com login user password secret\n")
     assert wandb_mode("auto", env) == "offline"  # credentials, but not for W&B
     (home / ".netrc").write_text("machine api.wandb.ai login user password " + "k" * 40 + "\n")
@@ -228,11 +229,10 @@ def read_wandb_run(run_dir: Path) -> dict:
 def wandb_offline(monkeypatch, tmp_path):
     """A machine where nobody logged in to W&B: no key, no netrc, no mode forced."""
     pytest.importorskip("wandb", reason="tracking=[wandb] needs the wandb package (extra: track)")
-    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL", "NETRC", "WANDB_DIR"):
+    for var in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_BASE_URL", "WANDB_DIR"):
         monkeypatch.delenv(var, raising=False)
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
+    # no netrc (NETRC, not HOME: the tiny model and the engines' caches live under HOME)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
 
 
 def test_wandb_runs_offline_without_login_and_its_run_file_reads_back(tmp_path, png, wandb_offline):
@@ -280,7 +280,7 @@ def test_short_run_feeds_both_trackers(tiny_model_path, tmp_path, monkeypatch, w
     from jury.experiments.cli import main
 
     run_dir = tmp_path / "run"
-    assert main(["train", f"run_dir={run_dir}", "steps=2", "batch_groups=2", "generator.group_size=2",
+    assert main(["train", f"model={tiny_model_path}", f"run_dir={run_dir}", "steps=2", "batch_groups=2", "generator.group_size=2",
                  "progress=false", "tracking=[tensorboard,wandb]"]) == 0
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [0, 1]
