@@ -12,8 +12,8 @@ Names: every metric keeps its metrics.jsonl name. A nested dict (`staleness/hist
 `verifier/verdicts/correct`), and a dict whose keys are all integers, a histogram over
 integers, is also written as a histogram under its own name (`staleness/hist`), one bucket
 per integer. Values: ints, floats, bools (as 0 or 1) and numpy or torch scalars; NaN and
-inf go as they are, as in metrics.jsonl (both trackers leave a gap in the curve); strings,
-None and lists are skipped. TensorBoard stores scalars as float32 (exact integers up to 2**24).
+inf go as they are, as metrics.jsonl holds them (both trackers store and read them back);
+strings, None and lists are skipped. TensorBoard stores scalars as float32 (exact integers up to 2**24).
 
 Where: TensorBoard writes run_dir/tensorboard/; W&B writes run_dir/wandb/ and uploads when
 online (wandb.mode). A resumed run retrains the steps after its checkpoint: TensorBoard
