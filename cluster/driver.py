@@ -14,6 +14,7 @@ import dataclasses
 import json
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -23,7 +24,8 @@ from jury.cluster.metrics import MetricsLog
 from jury.cluster.errors import RunFailed
 from jury.cluster.learner_group import LearnerDied
 from jury.cluster.pipeline import Pipeline
-from jury.cluster.run_data import check_data, check_prompts
+from jury.cluster.run_data import RunData, check_data, check_prompts
+from jury.cluster.tracking import Trackers, open_trackers
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
 
@@ -67,13 +69,14 @@ def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:
     return path
 
 
-def train(cfg: RunConfig, resume: str | None = None) -> dict:
+def train(cfg: RunConfig, resume: str | None = None, plots: Callable[[Path], list] | None = None) -> dict:
     """Run until `cfg.steps` learner steps; returns a summary (also written to the run folder).
 
     With `resume` (a run folder), the run continues from its last checkpoint: weights,
     optimizer, version, data position; metrics append to the same metrics.jsonl.
+    The trackers `cfg.tracking` names get the config, every metrics row, the summary and
+    the PNGs `plots(run_dir)` makes (`jury train` passes `jury plot`'s: cluster/ cannot import it).
     """
-
     preflight(cfg, resume)
     # the data before anything starts: a bad file is refused (DataError) naming file, row and field
     data = check_data(cfg)
@@ -83,6 +86,35 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
     state = read_checkpoint_state(resume) if resume else None
     run_dir = make_run_dir(cfg, resume)  # a resumed run records its (possibly changed) config again
     data.write(run_dir)
+    try:
+        trackers = open_trackers(cfg, run_dir, state["version"] if state else 0)
+    except ImportError as e:
+        raise RunFailed(str(e)) from None
+    try:
+        summary = _train(cfg, run_dir, state, trackers, model_path, data)
+        trackers.summary(summary)
+        if trackers and plots:
+            trackers.files(_plots(plots, run_dir))
+    except BaseException:
+        try:
+            trackers.close()  # a tracker that got no summary records the run as failed
+        except Exception:  # the run's own error is the one to raise
+            log.exception("closing the trackers failed too")
+        raise
+    trackers.close()
+    return summary
+
+
+def _plots(plots: Callable[[Path], list], run_dir: Path) -> list:
+    try:
+        return plots(run_dir)
+    except Exception:  # the run is done and recorded; a plot is not worth failing it
+        log.exception("plots for the trackers failed; `jury plot %s --out DIR` makes them again", run_dir)
+        return []
+
+
+def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers, model_path: str,
+           data: RunData) -> dict:
     if state:  # steps after the checkpoint are trained again: drop their old rows
         for name in ("metrics.jsonl", "ledger.jsonl"):
             truncate_steps(run_dir / name, state["version"])
@@ -102,7 +134,7 @@ def train(cfg: RunConfig, resume: str | None = None) -> dict:
         if cfg.record_groups:
             pipe.learner.call0("record", str((run_dir / "record").resolve()))
         summary["startup_s"] = time.time() - t_start
-        metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first)
+        metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first, trackers=trackers)
         ledger = open(run_dir / "ledger.jsonl", "a", encoding="utf-8")
         pipe.feeder.admit(pipe.version, stop_at=total)
         last = time.perf_counter()

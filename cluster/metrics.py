@@ -1,7 +1,8 @@
 """metrics.jsonl: one line per learner step, names like `learner/loss`, `reward/mean`.
 
 Nested dicts (histograms, verdict counts) stay nested in the JSON line; the progress
-bar shows the few numbers a person watches.
+bar shows the few numbers a person watches. Each row also goes to the run's experiment
+trackers (cluster/tracking.py), if any.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from pathlib import Path
 
 
 class MetricsLog:
-    def __init__(self, run_dir: Path, total_steps: int, progress: bool = True, initial: int = 0):
+    def __init__(self, run_dir: Path, total_steps: int, progress: bool = True, initial: int = 0, trackers=None):
         from tqdm import tqdm
 
+        self.trackers = trackers  # cluster.tracking.Trackers; the caller closes them after the summary
         self.path = Path(run_dir) / "metrics.jsonl"
         self.file = open(self.path, "a", encoding="utf-8")
         self.t0 = time.time()
@@ -25,6 +27,8 @@ class MetricsLog:
         row = {"step": step, "time_s": round(time.time() - self.t0, 3), **metrics}
         self.file.write(json.dumps(row, default=_plain) + "\n")
         self.file.flush()
+        if self.trackers:
+            self.trackers.log(step, row)
         self.bar.update(1)
         self.bar.set_postfix_str(
             f"reward {_fmt(metrics.get('reward/mean'))} pass {_fmt(metrics.get('reward/pass_rate'))} "

@@ -24,7 +24,7 @@ def _train(args) -> int:
         print(f"jury train: bad config: {e}", file=sys.stderr)
         return 2
     try:
-        summary = train(cfg, resume=args.resume)
+        summary = train(cfg, resume=args.resume, plots=_run_plots)
     except ConfigError as e:
         print(f"jury train: bad config: {e}", file=sys.stderr)
         return 2
@@ -39,6 +39,13 @@ def _train(args) -> int:
         return 2
     print(_table(summary))
     return 0
+
+
+def _run_plots(run_dir) -> list:
+    """`jury plot`'s PNGs of one run, into run_dir/plots/: what train() sends to the trackers."""
+    from jury.experiments.plots import plot_runs
+
+    return plot_runs([run_dir], run_dir / "plots")
 
 
 def _make_tiny_model(args) -> int:

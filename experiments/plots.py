@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # keys that never make two runs different settings
-NOT_A_SETTING = {"run_dir", "progress", "seed"}
+NOT_A_SETTING = {"run_dir", "progress", "seed", "tracking", "wandb.project", "wandb.entity", "wandb.mode"}
 
 
 @dataclass

@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 SUMMARY_KEYS = ["wall_s", "steps", "reward_first_fifth", "reward_last_fifth", "pass_rate_first_fifth",
                 "pass_rate_last_fifth", "max_staleness_seen"]
 # config keys that do not change what a run computes: a finished run still counts when they differ
-NOT_COMPARED = {"run_dir", "progress"}
+NOT_COMPARED = {"run_dir", "progress", "tracking", "wandb.project", "wandb.entity", "wandb.mode"}
 
 class SweepError(ValueError):
     """A grid or sweep folder that cannot be run; the message names the key or run."""

@@ -348,6 +348,27 @@ class LearnerConfig:
                  ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
 
 
+# ── experiment tracking (tracking: [tensorboard, wandb]; cluster/tracking.py) ──
+TRACKERS = ("tensorboard", "wandb")
+
+
+@dataclass(frozen=True)
+class WandbConfig:
+    """Weights & Biases settings, used when `tracking` names wandb."""
+
+    project: str = "jury-rl"
+    entity: str = ""  # a W&B user or team; "" = the logged-in user's default
+    # auto: online where a user has logged in (WANDB_API_KEY, or the W&B host in the netrc file),
+    # else offline: the run is written under run_dir/wandb/ and `wandb sync` uploads it later
+    mode: Literal["auto", "offline", "online"] = "auto"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "offline", "online"):
+            raise ValueError(f"WandbConfig.mode must be one of ['auto', 'offline', 'online'], got {self.mode!r}")
+        if not self.project.strip():
+            raise ValueError("WandbConfig.project must not be empty")
+
+
 @dataclass(frozen=True)
 class RunConfig:
     model: str = "tiny"            # "tiny": build (or reuse) the local tiny model ("tiny-chat": with a chat template); else a HF folder
@@ -391,12 +412,16 @@ class RunConfig:
     run_dir: str = ""              # default: runs/<timestamp>
     group_timeout_s: float = 600.0  # the learner gives up waiting for a batch after this
     progress: bool = True
+    # experiment trackers fed beside metrics.jsonl, which stays the record: tensorboard writes
+    # run_dir/tensorboard/, wandb a W&B run (the `wandb` section); [] = none
+    tracking: tuple[Literal["tensorboard", "wandb"], ...] = ()
     generator: GeneratorConfig = field(default_factory=GeneratorConfig)
     verifier: VerifierConfig = field(default_factory=VerifierConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     lean: LeanGateConfig = field(default_factory=LeanGateConfig)  # verifier.gate=lean: models, Lean command
     derl: DerlConfig = field(default_factory=DerlConfig)  # DeRL's diversifying prompts and reward (derl.enabled)
     data: DataConfig = field(default_factory=DataConfig)  # fields, epochs, shuffling, bad rows, the prompt template
+    wandb: WandbConfig = field(default_factory=WandbConfig)  # tracking: [wandb]: project, entity, mode
 
     def __post_init__(self):
         positive = ["steps", "batch_groups", "sync_every", "num_generators", "num_verifiers",
@@ -432,6 +457,9 @@ class RunConfig:
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):
             raise ConfigError(f"forced_staleness must be k or {{k: weight}} with k >= 0 and weights > 0, "
                               f"got {self.forced_staleness!r}")
+        object.__setattr__(self, "tracking", tuple(self.tracking))  # YAML hands in a list
+        if any(t not in TRACKERS for t in self.tracking) or len(set(self.tracking)) != len(self.tracking):
+            raise ConfigError(f"tracking must list each of {list(TRACKERS)} at most once, got {list(self.tracking)}")
 
     @property
     def admission_window(self) -> int:
@@ -536,6 +564,8 @@ def _value(hint, value, name):
         return {k: float(v) for k, v in value.items()}
     if typing.get_origin(hint) is tuple:  # derl.ratio (int, int), derl.forbidden_tactics (str, ...)
         args = typing.get_args(hint)
+        if isinstance(value, str) and args[-1] is Ellipsis:  # tracking=wandb: a list of one; tracking= none
+            value = [value] if value else []
         if not isinstance(value, list):
             raise ConfigError(f"{name} must be a list, got {value!r}")
         arms = (args[0],) * len(value) if len(args) == 2 and args[1] is Ellipsis else args

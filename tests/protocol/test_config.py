@@ -92,3 +92,17 @@ def test_forced_staleness_is_parsed_and_checked():
             load_config(None, [f"forced_staleness={bad}"])
     with pytest.raises(ConfigError, match="sync_every"):
         load_config(None, ["forced_staleness=2", "sync_every=2", "max_staleness=1"])
+
+
+def test_tracking_lists_trackers_once_each():
+    assert load_config(None, []).tracking == ()  # default: metrics.jsonl only, as before
+    assert load_config(None, ["tracking=[tensorboard, wandb]"]).tracking == ("tensorboard", "wandb")
+    assert load_config(None, ["tracking=wandb"]).tracking == ("wandb",)  # one name is a list of one
+    cfg = load_config(None, ["tracking=[wandb]", "wandb.project=p", "wandb.entity=team", "wandb.mode=offline"])
+    assert (cfg.wandb.project, cfg.wandb.entity, cfg.wandb.mode) == ("p", "team", "offline")
+    assert load_config(None, []).wandb.mode == "auto"
+    for bad, field in (("tracking=[tb]", "tracking"), ("tracking=[wandb, wandb]", "tracking"),
+                       ("tracking=3", "tracking"), ("wandb.mode=cloud", "wandb.mode"),
+                       ("wandb.project=", "project")):
+        with pytest.raises(ConfigError, match=field):
+            load_config(None, [bad])
