@@ -39,11 +39,11 @@ alive() { [ -r "/proc/$1/stat" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat")" != Z ];
 listening() { (exec 3<>"/dev/tcp/$1/22") 2>/dev/null; }
 
 check_machine() {
-    [ "$(id -u)" = 0 ] || unable "run as root: sshd binds port 22 and needs namespaces (or run .ci/run)"
+    [ "$(id -u)" = 0 ] || unable "run as root: sshd binds port 22 and needs namespaces"
     local missing=()
     [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
     command -v rsync >/dev/null || missing+=(rsync)
-    [ ${#missing[@]} = 0 ] || unable "missing ${missing[*]}: apt-get install -y openssh-server rsync (as root), or run .ci/run"
+    [ ${#missing[@]} = 0 ] || unable "missing ${missing[*]}: apt-get install -y openssh-server rsync (as root; .ci/run does)"
     command -v unshare >/dev/null || unable "missing unshare: apt-get install -y util-linux"
     unshare --pid --fork --mount-proc true 2>/dev/null \
         || unable "cannot create a PID namespace here (unshare --pid needs CAP_SYS_ADMIN)"

@@ -6,6 +6,7 @@ Needs root, openssh-server and rsync (.ci/run installs them); skipped, saying ho
 The test runs on a copy of the cluster file with this run's key, token, free ports and a
 cluster name of its own; everything else is the file as committed.
 """
+import hashlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,8 +57,9 @@ def nodes(tmp_path):
     start = subprocess.run(["bash", str(SCRIPT), "start", str(folder)], env=env,
                            capture_output=True, text=True, timeout=60, check=False)
     if start.returncode == 3:
-        pytest.skip(f"no loopback SSH nodes: {start.stderr.strip()} (as root: apt-get install -y "
-                    "openssh-server rsync, then rerun; .ci/run does both)")
+        pytest.skip(f"no loopback SSH nodes: {start.stderr.strip()}. To run this test: as root, with "
+                    "openssh-server and rsync installed (apt-get install -y openssh-server rsync; "
+                    ".ci/run installs them)")
     assert start.returncode == 0, start.stdout + start.stderr
     try:
         yield folder
@@ -85,6 +88,19 @@ def cluster_copy(nodes: Path, tmp_path: Path) -> tuple[Path, int, Path]:
     path = tmp_path / "cluster-local.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path, dashboard, token
+
+
+def forget_cluster(name: str):
+    """What `ray up` and `ray down` leave on the launching side: the local provider's record
+    of the nodes, the config cache, the SSH control folder."""
+    tmp = Path(tempfile.gettempdir())
+    for path in (tmp / "ray").glob(f"cluster-{name}.*"):
+        path.unlink()
+    for path in tmp.glob("ray-config-*"):
+        if name in path.read_text(errors="replace"):
+            path.unlink()
+    for path in tmp.glob(f"ray_ssh_*/{hashlib.sha256(name.encode()).hexdigest()[:10]}"):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def ray_list(what: str, address: str, env: dict) -> list[dict]:
@@ -183,8 +199,7 @@ def test_ray_up_submit_job_submit_down(nodes, tmp_path, tiny_model_path):
     finally:
         down = subprocess.run([ray, "down", "-y", str(cluster)], cwd=ROOT, capture_output=True, text=True,
                               timeout=300, check=False)
-        for leftover in Path("/tmp/ray").glob(f"cluster-jury-rl-local-test-{os.getpid()}.*"):
-            leftover.unlink()  # the local provider's record of the nodes, on this (the `ray up`) side
+        forget_cluster(yaml.safe_load(cluster.read_text())["cluster_name"])
     assert down.returncode == 0, down.stdout[-3000:] + down.stderr[-3000:]
 
     # nothing of the cluster is left: in the nodes' namespace only the SSH servers remain
