@@ -1,8 +1,11 @@
-"""The cluster launch files: cluster/cluster.yaml through Ray's own validation (as `ray up`
-runs it, without the cloud), every configs/*.yaml through load_config, and
-cluster/launch.py's argument handling (no Ray is started)."""
+"""The cluster launch files: cluster/cluster.yaml and cluster/cluster-local.yaml through
+Ray's own validation (as `ray up` runs it, without the cloud or SSH), every configs/*.yaml
+through load_config, and cluster/launch.py's argument handling (no Ray is started).
+tests/cluster/test_ray_up_local.py launches cluster-local.yaml for real."""
 import copy
 import dataclasses
+import json
+import re
 import subprocess
 import sys
 import typing
@@ -16,6 +19,7 @@ from jury.protocol.config import RunConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_YAML = ROOT / "cluster" / "cluster.yaml"
+LOCAL_YAML = ROOT / "cluster" / "cluster-local.yaml"
 CONFIGS = sorted((ROOT / "configs").glob("*.yaml"))
 ROLES = ("learner", "generator", "verifier")
 
@@ -65,6 +69,50 @@ def _set(path: str, value):
             node = node[p]
         node[leaf] = value
     return mutate
+
+
+def local_roles(config: dict) -> dict[str, dict]:
+    """The custom resources each node of cluster-local.yaml starts with, by address: the
+    head's from its `ray start --resources`, each worker's from the address case."""
+    head = " ".join(config["head_start_ray_commands"])
+    roles = {config["provider"]["head_ip"]: json.loads(re.search(r"--resources='(\{.*?\})'", head).group(1))}
+    worker = " ".join(config["worker_start_ray_commands"])
+    for ip, role in re.findall(r"(\d+\.\d+\.\d+\.\d+)\) ROLE=(\w+);;", worker):
+        roles[ip] = {role: 1}
+    assert '--resources="{\\"$ROLE\\": 1}"' in worker, worker
+    return roles
+
+
+def test_local_cluster_yaml_passes_rays_validation():
+    config = yaml.safe_load(LOCAL_YAML.read_text())
+    prepared = ray_up_checks(config)
+    (node_type, t), = prepared["available_node_types"].items()  # the local provider's one type
+    assert t["min_workers"] == t["max_workers"] == len(config["provider"]["worker_ips"]) == 2
+    assert prepared["head_setup_commands"][:len(prepared["setup_commands"])] == prepared["setup_commands"]
+
+
+def test_local_cluster_gives_each_role_a_node_of_its_own():
+    """One node per role, and configs/local-cluster.yaml asks each role for its node's resource."""
+    config = yaml.safe_load(LOCAL_YAML.read_text())
+    roles = local_roles(config)
+    assert sorted(roles) == sorted([config["provider"]["head_ip"], *config["provider"]["worker_ips"]])
+    cfg = load_config(str(ROOT / "configs" / "local-cluster.yaml"))
+    asked = {role: getattr(cfg, role).resources for role in ROLES}
+    assert sorted(sorted(r.items()) for r in roles.values()) == sorted(sorted(r.items()) for r in asked.values()), \
+        (roles, asked)
+    assert (cfg.num_generators, cfg.num_verifiers) == (1, 1)  # one unit of each resource
+
+
+def test_local_cluster_installs_the_synced_checkout_with_token_auth():
+    config = yaml.safe_load(LOCAL_YAML.read_text())
+    mounts = config["file_mounts"]
+    assert (ROOT / mounts["~/jury-rl"]).resolve() == ROOT  # rsynced from where `ray up` runs
+    assert mounts["~/.ray/auth_token"] == "~/.ray/auth_token"
+    setup = config["setup_commands"]
+    assert any("cd ~/jury-rl" in c and "pip install" in c and "-e ." in c for c in setup), setup
+    assert any("RAY_AUTH_MODE=token" in c and "~/.bashrc" in c for c in setup), setup
+    # `ray stop` on a worker of a one-machine cluster would stop the head too
+    assert not any("ray stop" in c for c in config["worker_start_ray_commands"])
 
 
 @pytest.mark.parametrize("mutate, message", [
