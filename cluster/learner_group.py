@@ -72,17 +72,27 @@ class LearnerGroup:
 
     # ── calls ──
     def get(self, refs: list, what: str, timeout: float | None = None) -> list:
-        """ray.get of one call per rank; a dead rank becomes LearnerDied naming it."""
+        """ray.get of one call per rank. A rank that died is reported at once as LearnerDied naming
+        it, even while the others are still stuck in a collective waiting for it (or failed on it)."""
         import ray
 
-        out = []
-        for rank, ref in enumerate(refs):
+        results, failed = {}, None
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=timeout)
+            if not ready:
+                raise TimeoutError(f"learner ranks did not answer {what} in {timeout}s")
+            rank = refs.index(ready[0])
             try:
-                out.append(ray.get(ref, timeout=timeout))
+                results[rank] = ray.get(ready[0])
             except ray.exceptions.RayActorError as e:
                 raise LearnerDied(f"learner rank {rank} died during {what}; every actor was stopped. "
                                   f"Cause: {str(e).splitlines()[0][:300]}") from None
-        return out
+            except ray.exceptions.RayTaskError as e:  # maybe the echo of a dead peer: look at the others first
+                failed = failed or e
+        if failed is not None:
+            raise failed
+        return [results[r] for r in range(len(refs))]
 
     def all(self, method: str, *args) -> list:
         """One call of `method` per rank (refs, rank order)."""

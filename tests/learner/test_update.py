@@ -1,0 +1,125 @@
+"""PPO mini-batches and decoupled PPO, worked by hand on a model whose logits are its weights,
+and the learning-rate schedule against its formula."""
+import math
+
+import pytest
+import torch
+
+from jury.learner.grpo import Batch
+from jury.learner.schedule import lr_factor
+from jury.learner.shard import Shard
+from jury.learner.update import train_shard
+from jury.protocol.config import LearnerConfig
+
+
+class LogitsAreWeights(torch.nn.Module):
+    """logits = W[:, 0] whatever the input: a 2-token vocabulary, logp_t = W_t - logsumexp(W)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(1, 2, bias=False)
+        torch.nn.init.zeros_(self.head.weight)
+
+    def get_decoder(self):
+        return self
+
+    def get_output_embeddings(self):
+        return self.head
+
+    def forward(self, input_ids, attention_mask):
+        return type("Out", (), {"last_hidden_state": torch.ones(*input_ids.shape, 1)})
+
+
+class SgdEngine:
+    """The DeepSpeed engine methods train_shard calls, over plain SGD on one rank."""
+
+    def __init__(self, module, lr):
+        self.module, self.opt = module, torch.optim.SGD(module.parameters(), lr=lr)
+
+    def train(self):
+        self.module.train()
+
+    def zero_optimization(self):
+        return False
+
+    def set_gradient_accumulation_boundary(self, boundary):
+        pass
+
+    def backward(self, loss, scale_wrt_gas=False):
+        loss.backward()
+
+    def step(self):
+        self.opt.step()
+        self.opt.zero_grad()
+
+
+def _shard(behav_p: float, minibatches: int = 2) -> Shard:
+    """Row A samples token 0 with advantage +1 (mini-batch 0), row B token 1 with -1 (mini-batch 1,
+    or 0 with one mini-batch)."""
+    ids = torch.tensor([[0, 0], [0, 1]])
+    behav = torch.full((2, 1), math.log(behav_p))
+    return Shard(Batch(ids, torch.ones_like(ids), torch.ones(2, 1), behav, torch.tensor([1.0, -1.0]),
+                       torch.tensor([1.0, 0.0]), 2),
+                 minibatch=torch.tensor([0, 1]) if minibatches == 2 else torch.tensor([0, 0]),
+                 tokens=torch.tensor([2.0 / minibatches] * minibatches, dtype=torch.float64),
+                 seqs=torch.tensor([2.0 / minibatches] * minibatches, dtype=torch.float64))
+
+
+def _train(cfg, behav_p):
+    model = LogitsAreWeights()
+    sums = train_shard(SgdEngine(model, lr=1.0), _shard(behav_p, cfg.minibatches), cfg, ref_model=None, max_new_tokens=1,
+                       temperature=1.0, pad_id=0, timers={})
+    return model.head.weight[:, 0].tolist(), {k: v / sums["weight"] for k, v in sums.items() if k != "weight"}
+
+
+def test_decoupled_ppo_clips_the_second_mini_batch_against_the_proximal_policy():
+    # proximal policy = the weights before the batch's first update: W = (0, 0), p = (1/2, 1/2);
+    # behaviour p = 1/4 for both tokens, so the behaviour weight is min(0.5 / 0.25, cap 1.5) = 1.5.
+    # mini-batch 0 (A = +1): ratio 1, loss -1.5 r, dloss/dW = -1.5 (1 - p0, -p1) = (-0.75, 0.75):
+    #   W = (0.75, -0.75) after SGD with lr 1.
+    # mini-batch 1 (A = -1): p1 = 1 / (1 + e^1.5) = 0.18243, ratio = p1 / 0.5 = 0.36486 < 1 - 0.2:
+    #   clipped, no gradient, W stays. clip_frac = 1/2, ratio_mean = (1 + 0.36486) / 2, tis_frac = 1.
+    cfg = LearnerConfig(tis_cap=1.5, minibatches=2, micro_batch=1, advantage="grpo")
+    w, stats = _train(cfg, behav_p=0.25)
+    assert w == pytest.approx([0.75, -0.75], abs=1e-6)
+    r = (1 / (1 + math.exp(1.5))) / 0.5
+    assert stats["ratio_mean"] == pytest.approx((1 + r) / 2, abs=1e-6)
+    assert stats["clip_frac"] == pytest.approx(0.5) and stats["tis_frac"] == pytest.approx(1.0)
+
+
+def test_without_correction_the_ratio_is_taken_against_the_behaviour_policy():
+    # old = behaviour p = 1/4: mini-batch 0's ratio is 0.5 / 0.25 = 2 > 1 + 0.2 with A = +1: clipped,
+    # no update; mini-batch 1's ratio is also 2 (W unchanged), A = -1: not clipped (r > 1 - 0.2),
+    # loss = 2, dloss/dW = -(-1) r (-p0, 1 - p1) = 2 (-0.5, 0.5) = (-1, 1): W = (1, -1).
+    cfg = LearnerConfig(tis_cap=0.0, minibatches=2, micro_batch=1, advantage="grpo")
+    w, stats = _train(cfg, behav_p=0.25)
+    assert w == pytest.approx([1.0, -1.0], abs=1e-6)
+    assert stats["ratio_mean"] == pytest.approx(2.0) and stats["clip_frac"] == pytest.approx(0.5)
+
+
+def test_one_mini_batch_runs_at_the_proximal_policy_itself():
+    # decoupled PPO with one update per batch: the ratio is exactly 1 and nothing is clipped
+    # (what the docs say about minibatches = epochs = 1)
+    w, stats = _train(LearnerConfig(tis_cap=1.5, minibatches=1, micro_batch=2, advantage="grpo"), behav_p=0.25)
+    assert stats["ratio_mean"] == pytest.approx(1.0) and stats["clip_frac"] == 0.0
+
+
+def test_two_epochs_repeat_the_mini_batches():
+    cfg = LearnerConfig(tis_cap=1.5, minibatches=2, epochs=2, micro_batch=1, advantage="grpo")
+    model = LogitsAreWeights()
+    engine = SgdEngine(model, lr=1.0)
+    steps = []
+    engine.step = (lambda step: lambda: (steps.append(1), step())[1])(engine.step)
+    train_shard(engine, _shard(0.25), cfg, ref_model=None, max_new_tokens=1, temperature=1.0, pad_id=0, timers={})
+    assert len(steps) == 4  # epochs x mini-batches optimizer steps
+
+
+@pytest.mark.parametrize("t, kind, expected", [
+    (0, "constant", 0.25), (3, "constant", 1.0), (50, "constant", 1.0),   # warm-up 4: (t + 1) / 4
+    (4, "linear", 1.0), (54, "linear", 0.1 + 0.9 * 0.5), (104, "linear", 0.1), (500, "linear", 0.1),
+    (4, "cosine", 1.0), (54, "cosine", 0.1 + 0.9 * 0.5), (29, "cosine", 0.1 + 0.9 * (1 + math.cos(math.pi / 4)) / 2),
+    (104, "cosine", 0.1),
+])
+def test_learning_rate_schedule_against_its_formula(t, kind, expected):
+    # warm-up 4 optimizer steps, then decay over T - W = 100 steps to min_lr_ratio 0.1
+    assert lr_factor(t, kind, warmup=4, total=104, min_ratio=0.1) == pytest.approx(expected)
