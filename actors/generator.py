@@ -221,6 +221,32 @@ class Generator:
                           token_versions=np.asarray(versions[i], np.int32)) for i in range(n)]
         return list(prompt_ids or []), samples
 
+    async def evaluate(self, prompts: list[str], n: int, temperature: float, max_tokens: int,
+                       seed: int) -> tuple[list[list[str]], int]:
+        """n completions of each prompt at the weights this engine holds, beside the task queue
+        (evaluation during training: no task, so no staleness accounting); and the tokens made.
+        A prompt the engine refuses gets n empty completions (graded as no answer)."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        async def one(i: int, prompt: str) -> tuple[list[str], int]:
+            params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed + i,
+                                    output_kind=RequestOutputKind.FINAL_ONLY)
+            final = None
+            try:
+                async for out in self.engine.generate(await render(self.engine, {"prompt": prompt}), params,
+                                                      request_id=f"eval-{self.actor_id}-{time.perf_counter()}-{i}"):
+                    final = out
+            except Exception as e:
+                if self.engine.errored:
+                    raise
+                log.warning("%s: an evaluation prompt was refused: %s", self.actor_id, e)
+                return [""] * n, 0
+            return [c.text for c in final.outputs], sum(len(c.token_ids) for c in final.outputs)
+
+        results = await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+        return [texts for texts, _ in results], sum(k for _, k in results)
+
     async def init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str,
                                 timeout_s: float = 300.0):
         """Join the learner's weight group; engine worker k (tensor-parallel rank) takes first_rank + k."""

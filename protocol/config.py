@@ -348,6 +348,26 @@ class LearnerConfig:
                  ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
 
 
+# ── evaluation during training (eval.every; cluster/evaluation.py) ──
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out problems sampled through the run's own generators every `every` steps: data.eval_path,
+    or for the synthetic task a held-out stream of its own. Metrics eval/pass@1, eval/pass@{samples},
+    eval/distinct_answers; they never pass through the feeder, so staleness is not touched."""
+
+    every: int = 0             # learner steps between evaluations; 0 = none
+    problems: int = 64         # the first N problems of the evaluation set; 0 = all of it
+    samples: int = 8           # per problem: pass@1 and pass@samples (unbiased estimator)
+    temperature: float = 1.0
+    max_new_tokens: int = 0    # 0 = generator.max_new_tokens
+    seed: int = 0              # sampling seed of the evaluation requests
+
+    def __post_init__(self):
+        _require(self, ("every", self.every >= 0, ">= 0"), ("problems", self.problems >= 0, ">= 0"),
+                 ("samples", self.samples >= 1, ">= 1"), ("temperature", self.temperature >= 0, ">= 0"),
+                 ("max_new_tokens", self.max_new_tokens >= 0, ">= 0"), ("seed", self.seed >= 0, ">= 0"))
+
+
 # ── experiment tracking (tracking: [tensorboard, wandb]; cluster/tracking.py) ──
 TRACKERS = ("tensorboard", "wandb")
 
@@ -421,6 +441,7 @@ class RunConfig:
     lean: LeanGateConfig = field(default_factory=LeanGateConfig)  # verifier.gate=lean: models, Lean command
     derl: DerlConfig = field(default_factory=DerlConfig)  # DeRL's diversifying prompts and reward (derl.enabled)
     data: DataConfig = field(default_factory=DataConfig)  # fields, epochs, shuffling, bad rows, the prompt template
+    eval: EvalConfig = field(default_factory=EvalConfig)  # evaluation during training (eval.every)
     wandb: WandbConfig = field(default_factory=WandbConfig)  # tracking: [wandb]: project, entity, mode
 
     def __post_init__(self):
@@ -447,6 +468,12 @@ class RunConfig:
                  ("group_timeout_s", self.group_timeout_s > 0, "> 0"),
                  ("model", bool(self.model), '"tiny" or a Hugging Face model folder'),
                  ("dataset", bool(self.dataset), '"synthetic" or a path'))
+        if self.eval.every and self.eval.max_new_tokens + self.max_prompt_tokens > self.max_model_len:
+            raise ConfigError(f"eval.max_new_tokens + max_prompt_tokens ({self.eval.max_new_tokens} + "
+                              f"{self.max_prompt_tokens}) exceeds max_model_len ({self.max_model_len})")
+        if self.eval.every and self.dataset != "synthetic" and not self.data.eval_path:
+            raise ConfigError("eval.every needs problems to evaluate: set data.eval_path (the synthetic task "
+                              "uses a held-out stream of its own)")
         if self.weight_backend == "nccl" and (self.learner.num_gpus < 1 or self.generator.num_gpus <= 0):
             raise ConfigError("weight_backend=nccl runs between GPUs only: it needs learner.num_gpus >= 1 and "
                               f"generator.num_gpus > 0 (got {self.learner.num_gpus} and {self.generator.num_gpus}); "
