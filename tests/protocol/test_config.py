@@ -106,3 +106,12 @@ def test_tracking_lists_trackers_once_each():
                        ("wandb.project=", "project")):
         with pytest.raises(ConfigError, match=field):
             load_config(None, [bad])
+
+
+def test_a_model_path_that_does_not_exist_is_refused_before_a_run_folder_is_made(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", f"model={tmp_path / 'nope'}", f"run_dir={run}"]) == 2
+    assert f"model: {tmp_path / 'nope'} is not a Hugging Face model folder" in capsys.readouterr().err
+    assert not run.exists()
