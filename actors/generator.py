@@ -69,7 +69,7 @@ class Generator:
         self._stats = {"groups": 0, "samples": 0, "tokens": 0, "refused": 0, "interrupted": 0, "generate_s": 0.0,
                        "pause_s": 0.0, "busy_s": 0.0}
         self._busy_since = None
-        self._loop_task = None
+        self._loop_task = self._engine_watch = None
         self.tasks = self.rollouts = None
 
     async def start(self, task_endpoint: str, rollout_endpoints: list[str], curve=None) -> str:
@@ -78,7 +78,7 @@ class Generator:
         self.rollouts = Sender(rollout_endpoints, hwm=256, maxsize=256, name=f"{self.actor_id}-rollouts",
                                curve=curve)
         self._loop_task = self._watched(self._loop())
-        self._watched(self._watch_engine())
+        self._engine_watch = self._watched(self._watch_engine())
         return self.actor_id
 
     async def _watch_engine(self):
@@ -336,6 +336,8 @@ class Generator:
         return out
 
     async def stop(self):
+        if self._engine_watch:  # the engine is about to stop on purpose: not a death to fail on
+            self._engine_watch.cancel()
         if self.tasks:
             self.tasks.wake("stop")
             if self._loop_task:
