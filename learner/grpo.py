@@ -161,7 +161,7 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
     if ref_model is not None:
         with torch.no_grad():
             ref, _ = token_logprobs(ref_model, ids, attn, comp, temperature)
-    if cfg.recompute_proximal:  # ratio against the proximal policy, an importance weight for the behaviour's
+    if cfg.recompute_proximal:  # ratio against the proximal policy; the behaviour's gap gets an importance weight
         if proximal is None:
             raise ValueError(f"learner.correction={cfg.correction} needs the proximal log-probs")
         old, behav_arg, weighting = proximal[idx][:, : width - 1], behav, importance_args(cfg)
