@@ -146,8 +146,8 @@ class Generator:
             self._retry.append(task)  # cancelling aborts the engine request; generated again on the new weights
             return
         except Exception as e:  # a refused prompt still answers, so the learner never waits for it
-            if self.engine.errored:  # not a refusal: the engine is gone (the task's failure fails the actor)
-                raise
+            if self.engine.errored:  # not a refusal: the engine is gone
+                self._die("the vLLM engine core is dead (a generation failed)", e)
             log.warning("%s: task %s refused: %s", self.actor_id, task.task_id, e)
             self._stats["refused"] += 1
             group = RolloutGroup(task=task, prompt_ids=np.zeros(0, np.int32), samples=[],
@@ -259,7 +259,7 @@ class Generator:
         A dead engine fails the actor here, before and after the receive: an acknowledgement
         from an actor whose engine is gone would let the version move on without it."""
         if self.engine.errored:
-            self._die("the vLLM engine core is dead at the start of a weight sync")
+            self._die("the vLLM engine core is dead (at the start of a weight sync)")
         t0 = time.perf_counter()
         self._open.clear()
         if self.cfg.sync_mode == "drain":
@@ -277,7 +277,7 @@ class Generator:
                 args=(update.version, update.names, update.dtypes, update.shapes, update.buckets))
         except Exception:
             if self.engine.errored:
-                self._die("the vLLM engine core died during a weight sync")
+                self._die("the vLLM engine core is dead (during a weight sync)")
             raise
         await self.engine.reset_prefix_cache()  # cached KV was computed by the old weights
         self.version = update.version
