@@ -221,8 +221,8 @@ class Generator:
                           token_versions=np.asarray(versions[i], np.int32)) for i in range(n)]
         return list(prompt_ids or []), samples
 
-    async def evaluate(self, prompts: list[str], n: int, temperature: float, max_tokens: int,
-                       seed: int) -> tuple[list[list[str]], int]:
+    async def evaluate(self, prompts: list[str], n: int, temperature: float,
+                       max_tokens: int) -> tuple[list[list[str]], int]:
         """n completions of each prompt at the weights this engine holds, beside the task queue
         (evaluation during training: no task, so no staleness accounting); and the tokens made.
         A prompt the engine refuses gets n empty completions (graded as no answer)."""
@@ -230,7 +230,9 @@ class Generator:
         from vllm.sampling_params import RequestOutputKind
 
         async def one(i: int, prompt: str) -> tuple[list[str], int]:
-            params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens, seed=seed + i,
+            # no per-request seed: vLLM's CPU build fails the engine on one ("CPU Generator does not use
+            # offset"); the engine's own seed makes a run's evaluations reproducible
+            params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens,
                                     output_kind=RequestOutputKind.FINAL_ONLY)
             final = None
             try:

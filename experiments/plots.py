@@ -18,7 +18,7 @@ from pathlib import Path
 
 # keys that never make two runs different settings
 NOT_A_SETTING = {"run_dir", "progress", "seed", "tracking", "wandb.project", "wandb.entity", "wandb.mode",
-                 "eval.every", "eval.problems", "eval.samples", "eval.temperature", "eval.max_new_tokens", "eval.seed"}
+                 "eval.every", "eval.problems", "eval.samples", "eval.temperature", "eval.max_new_tokens"}
 
 
 @dataclass

@@ -96,6 +96,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_
             t0 = time.perf_counter()
             for i in range(count):
                 engine.set_gradient_accumulation_boundary(i == count - 1)
+                _before_forward(engine)
                 if i < len(chunks):
                     idx = chunks[i]
                     loss, stats = micro_loss(engine.module, b, idx, cfg, ref_model=ref_model,
@@ -134,6 +135,16 @@ def step_stats(total: dict[str, float], cfg: LearnerConfig) -> dict[str, float]:
         sq = out.pop("is_weight_sq_mean")
         out["is_ess"] = out["is_weight_mean"] ** 2 / sq if sq > 0 else 0.0
     return out
+
+
+def _before_forward(engine):
+    """What DeepSpeed's engine.forward does first, since the loss calls engine.module directly: a
+    ZeRO optimizer counts micro-steps there (ZeRO-3 accumulates a micro-batch's gradient partition
+    onto the last one only when it has counted it; without this each one overwrote the last, and
+    only the final micro-batch of a step trained)."""
+    clear = getattr(getattr(engine, "optimizer", None), "clear_backward_seen_flag", None)
+    if clear is not None:
+        clear()
 
 
 def grad_norm(engine) -> float:

@@ -380,12 +380,11 @@ class EvalConfig:
     samples: int = 8           # per problem: pass@1 and pass@samples (unbiased estimator)
     temperature: float = 1.0
     max_new_tokens: int = 0    # 0 = generator.max_new_tokens
-    seed: int = 0              # sampling seed of the evaluation requests
 
     def __post_init__(self):
         _require(self, ("every", self.every >= 0, ">= 0"), ("problems", self.problems >= 0, ">= 0"),
                  ("samples", self.samples >= 1, ">= 1"), ("temperature", self.temperature >= 0, ">= 0"),
-                 ("max_new_tokens", self.max_new_tokens >= 0, ">= 0"), ("seed", self.seed >= 0, ">= 0"))
+                 ("max_new_tokens", self.max_new_tokens >= 0, ">= 0"))
 
 
 # ── experiment tracking (tracking: [tensorboard, wandb]; cluster/tracking.py) ──
