@@ -84,7 +84,9 @@ def test_two_ranks_make_the_update_of_one(recorded, one_rank, tmp_path, zero):
     start = _weights(_tiny())
     assert max(float((w1[k] - start[k]).abs().max()) for k in w1) > 1e-4, "the replay trained nothing"
     for k in w1:
-        np.testing.assert_allclose(w2[k].numpy(), w1[k].numpy(), rtol=1e-4, atol=2e-6, err_msg=k)
+        # Adam divides by sqrt(v): where a gradient is near 0, float32 rounding of the summed gradient
+        # moves the update by up to about lr/100 (lr 1e-3 here), so the absolute tolerance is 1e-5
+        np.testing.assert_allclose(w2[k].numpy(), w1[k].numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 def _tiny():
