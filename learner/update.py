@@ -103,7 +103,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_
                                              total_tokens=max(1.0, tokens), total_seqs=max(1.0, seqs),
                                              max_new_tokens=max_new_tokens, temperature=temperature, proximal=prox)
                     w = float(b.completion[idx].sum())
-                    sums["loss"] += float(loss)
+                    sums["loss"] += float(loss.detach())
                     sums["weight"] += w
                     for k in STATS + OFF_POLICY_STATS:
                         if k in stats:
