@@ -50,10 +50,22 @@ def scripted_server(log_path: str):
 
 def test_derl_run_mixes_plans_from_correct_cots_and_scores_with_the_judge(tiny_model_path, tmp_path, monkeypatch):
     import jury.actors.llm_server as llm_server
+    from jury.cluster.diversify import Diversifier
     from jury.cluster.driver import train
 
     log = tmp_path / "llm.jsonl"
     monkeypatch.setattr(llm_server, "LLMServer", scripted_server(str(log)))
+    # Plans are written on a background thread and taken in at the first step after they are
+    # done; on a slow machine that step can come after the last admission. The test waits for
+    # the request at each step, so what it checks does not depend on the thread's timing.
+    take_plans = Diversifier._take_plans
+
+    def take_plans_when_done(self):
+        if self.request is not None:
+            self.request.join(timeout=120)
+        take_plans(self)
+
+    monkeypatch.setattr(Diversifier, "_take_plans", take_plans_when_done)
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps({"problem": p, "answer": a}) + "\n" for p, a in PROBLEMS.items()))
     run = tmp_path / "run"
