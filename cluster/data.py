@@ -1,10 +1,14 @@
-"""Problems: a seeded synthetic arithmetic task, and the stream the feeder draws from.
+"""Problems: two seeded built-in tasks, and the stream the feeder draws from.
 
-The synthetic task is what the embedded default trains on: short closed-form
-arithmetic whose answers are written in `\\boxed{}`. Its statements contain exactly
-one expression, so the label-free arithmetic proof gate can formalise them.
-Real datasets (JSONL, Parquet, `datasets` folders) are read and checked in
-cluster/dataset.py.
+- `synthetic`, what the embedded default trains on: short closed-form arithmetic whose
+  answers are written in `\\boxed{}`.
+- `chain`, a long chain-of-thought task: sums of 2 to 40 terms, worked one addition per
+  line, so solutions run from about 10 to about 460 tokens and longer problems are harder
+  (more steps to get right). See `chain_problem`.
+
+Both tasks' statements contain exactly one expression, so the label-free arithmetic proof
+gate can formalise them. Real datasets (JSONL, Parquet, `datasets` folders) are read and
+checked in cluster/dataset.py.
 """
 from __future__ import annotations
 
@@ -57,6 +61,67 @@ def synthetic_problems(seed: int) -> Iterator[Problem]:
         yield synthetic_problem(rng)
 
 
+# ── the long chain-of-thought task (dataset: chain) ──
+CHAIN_TERMS = range(2, 41)  # terms per problem
+CHAIN_TAIL = 1.5            # P(n terms) ∝ n^-CHAIN_TAIL: median 4 terms, mean 8, one in ten 20 or more
+CHAIN_MAX_TERM = 50         # terms are distinct integers in 1..CHAIN_MAX_TERM
+CHAIN_WEIGHTS = tuple(n ** -CHAIN_TAIL for n in CHAIN_TERMS)
+# term-count buckets: tiny-chain's pass_rate.json has a pass rate per bucket (cluster/tiny_chain.py)
+CHAIN_BUCKETS = ((2, 3), (4, 7), (8, 15), (16, 40))
+
+
+def chain_problem(rng: random.Random, terms: int | None = None) -> Problem:
+    """`Compute 17+4+33+8.`: a sum of `terms` (default: drawn long-tailed) distinct terms.
+
+    The statement is one expression, as the synthetic task's, so the arithmetic gate proves
+    answers to it and `verifier.reward: jury` works unchanged. Terms are distinct so that the
+    next term to add is the one after the last term written: a lookup a small model learns
+    (with repeated terms it would have to count lines).
+    """
+    n = terms if terms is not None else rng.choices(CHAIN_TERMS, CHAIN_WEIGHTS)[0]
+    if n not in CHAIN_TERMS:
+        raise ValueError(f"chain_problem: terms must be in {CHAIN_TERMS.start}..{CHAIN_TERMS.stop - 1}, got {n}")
+    xs = rng.sample(range(1, CHAIN_MAX_TERM + 1), n)
+    return Problem(problem=f"Compute {'+'.join(map(str, xs))}.", answer=str(sum(xs)), source="chain")
+
+
+def chain_terms(problem: str) -> list[int]:
+    """The terms of a chain statement, in order."""
+    return [int(x) for x in problem.removeprefix("Compute ").removesuffix(".").split("+")]
+
+
+def chain_solution(p: Problem) -> str:
+    """The worked solution the warm-up teaches: one addition per line, then the answer boxed.
+
+        17+4=21
+        21+33=54
+        54+8=62
+        \\boxed{62}
+    """
+    xs = chain_terms(p.problem)
+    lines, total = [], xs[0]
+    for x in xs[1:]:
+        lines.append(f"{total}+{x}={total + x}")
+        total += x
+    return "\n".join(lines + [f"\\boxed{{{total}}}"])
+
+
+def chain_bucket(terms: int) -> tuple[int, int]:
+    """The CHAIN_BUCKETS entry a term count falls in."""
+    return next(b for b in CHAIN_BUCKETS if b[0] <= terms <= b[1])
+
+
+def chain_problems(seed: int) -> Iterator[Problem]:
+    """An endless, reproducible stream of chain problems."""
+    rng = random.Random(seed)
+    while True:
+        yield chain_problem(rng)
+
+
+# dataset name -> endless stream of a seed; any other `dataset` is a file or folder
+BUILTIN_DATASETS = {"synthetic": synthetic_problems, "chain": chain_problems}
+
+
 def iter_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
     """(line number, value) for each non-empty line; a line that is not JSON is refused with its number."""
     with open(path, encoding="utf-8") as f:
@@ -84,10 +149,10 @@ def load_jsonl(path: str | Path) -> list[Problem]:
 
 
 def problem_stream(dataset: str, seed: int, data=None) -> Iterator[Problem]:
-    """`synthetic` (endless), or a dataset read as `data` (a DataConfig) says, epoch after
-    epoch, each reshuffled by (seed, epoch)."""
-    if dataset == "synthetic":
-        yield from synthetic_problems(seed)
+    """A built-in task (`synthetic`, `chain`: endless), or a dataset read as `data` (a
+    DataConfig) says, epoch after epoch, each reshuffled by (seed, epoch)."""
+    if dataset in BUILTIN_DATASETS:
+        yield from BUILTIN_DATASETS[dataset](seed)
         return
     from jury.cluster.dataset import epoch_stream
     from jury.protocol.config import DataConfig

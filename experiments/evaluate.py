@@ -113,23 +113,32 @@ def summarise(results: list[ProblemResult], ks: list[int]) -> dict:
 
 
 def load_problems(dataset: str, seed: int, count: int, data=None) -> list:
-    """The first `count` problems: of the seeded synthetic stream, or of the dataset in file
+    """The first `count` problems: of a built-in task's seeded stream, or of the dataset in file
     order (count 0: all of it), so two evaluations of one dataset see the same problems. A
     dataset is read as `data` (a DataConfig: format, field names) says and checked first."""
     from itertools import islice
 
-    from jury.cluster.data import synthetic_problems
+    from jury.cluster.data import BUILTIN_DATASETS
     from jury.cluster.dataset import check_dataset, read_problems
     from jury.protocol.config import DataConfig
 
-    if dataset == "synthetic":
+    if dataset in BUILTIN_DATASETS:
         if count < 1:
-            raise ValueError("--count must be >= 1 for the synthetic dataset (it never ends)")
-        return list(islice(synthetic_problems(seed), count))
+            raise ValueError(f"--count must be >= 1 for the {dataset} dataset (it never ends)")
+        return list(islice(BUILTIN_DATASETS[dataset](seed), count))
     data = data or DataConfig()
     check_dataset(dataset, data)
     problems = read_problems(dataset, data)
     return list(islice(problems, count)) if count > 0 else list(problems)
+
+
+def default_dataset(run_cfg: dict, data) -> str:
+    """The run's data.eval_path, else its dataset when that is a built-in task, else synthetic."""
+    from jury.cluster.data import BUILTIN_DATASETS
+
+    if data and data.eval_path:
+        return data.eval_path
+    return run_cfg.get("dataset") if run_cfg.get("dataset") in BUILTIN_DATASETS else "synthetic"
 
 
 def data_config_of(run_cfg: dict):
@@ -156,13 +165,11 @@ def run_config_of(checkpoint: Path) -> dict:
 
 
 def resolve_model(checkpoint: str, tokenizer: str | None, run_cfg: dict) -> tuple[str, str]:
-    """(model folder, tokenizer folder); "tiny" and "tiny-chat" are the local tiny model."""
+    """(model folder, tokenizer folder); "tiny", "tiny-chat" and "tiny-chain" are the local tiny models."""
     def local(name: str) -> str:
-        if name not in ("tiny", "tiny-chat"):
-            return name
-        from jury.cluster.tiny_model import make_tiny_chat_model, make_tiny_model
+        from jury.cluster.tiny_model import LOCAL_MODELS, make_local_model
 
-        return str((make_tiny_chat_model if name == "tiny-chat" else make_tiny_model)(progress=False))
+        return str(make_local_model(name, progress=False)) if name in LOCAL_MODELS else name
 
     model = local(checkpoint)
     if not (Path(model) / "config.json").exists():
@@ -297,7 +304,7 @@ def _run(args) -> int:
         sampling = sampling_from(args, run_cfg)
         ks = _ks(args.k) if args.k else sorted({1, sampling.n})
         data = data_config_of(run_cfg) if run_cfg else None
-        dataset = args.dataset or (data.eval_path if data and data.eval_path else "synthetic")
+        dataset = args.dataset or default_dataset(run_cfg, data)
         problems = load_problems(dataset, args.seed, args.count, data)
         result = evaluate(args.checkpoint, problems, sampling, ks, tokenizer=args.tokenizer,
                           check_timeout_s=args.check_timeout_s, data=data)
@@ -316,12 +323,14 @@ def _run(args) -> int:
 
 def add_command(subparsers) -> None:
     p = subparsers.add_parser("eval", help="pass@k and distinct answers of a checkpoint on a dataset")
-    p.add_argument("checkpoint", help='a Hugging Face model folder (e.g. a run\'s final/), or "tiny"')
+    p.add_argument("checkpoint", help='a Hugging Face model folder (e.g. a run\'s final/), or "tiny", "tiny-chat", '
+                                      '"tiny-chain"')
     p.add_argument("--dataset", default=None,
-                   help='"synthetic", or a JSONL or Parquet file or `datasets` folder, read with the run\'s '
-                        'data.* field names (default: the run\'s data.eval_path, else synthetic)')
+                   help='"synthetic" or "chain" (the built-in tasks), or a JSONL or Parquet file or `datasets` '
+                        'folder, read with the run\'s data.* field names (default: the run\'s data.eval_path, else '
+                        'its built-in task, else synthetic)')
     p.add_argument("--count", type=int, default=128, help="problems (a dataset: its first COUNT, 0 = all)")
-    p.add_argument("--seed", type=int, default=0, help="synthetic problem stream and sampling seed")
+    p.add_argument("--seed", type=int, default=0, help="built-in task's problem stream and sampling seed")
     p.add_argument("-n", type=int, default=8, help="samples per problem")
     p.add_argument("-k", default=None, help="comma-separated k for pass@k (default: 1 and n)")
     p.add_argument("--temperature", type=float, default=None, help="default: the run's, else 1.0")
