@@ -25,6 +25,7 @@ from jury.cluster.errors import RunFailed
 from jury.cluster.learner_group import LearnerDied
 from jury.cluster.pipeline import Pipeline
 from jury.cluster.run_data import RunData, check_data, check_prompts
+from jury.cluster.tiny_model import LOCAL_MODELS
 from jury.cluster.tracking import Trackers, open_trackers
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
@@ -37,7 +38,7 @@ def preflight(cfg: RunConfig, resume: str | None = None):
     names (the data files: cluster/run_data.py). A bad one is a ConfigError naming the field
     (`jury train` exits 2)."""
     def hf_folder(field: str, value: str):
-        if value not in ("tiny", "tiny-chat") and not (Path(value) / "config.json").is_file():
+        if value not in LOCAL_MODELS and not (Path(value) / "config.json").is_file():
             raise ConfigError(f"{field}: {value} is not a Hugging Face model folder (no config.json there)")
 
     hf_folder("model", cfg.model)
@@ -53,13 +54,13 @@ def preflight(cfg: RunConfig, resume: str | None = None):
 
 
 def resolve_model(cfg: RunConfig) -> str:
-    if cfg.model not in ("tiny", "tiny-chat"):
+    if cfg.model not in LOCAL_MODELS:
         if not (Path(cfg.model) / "config.json").exists():
             raise FileNotFoundError(f"model: {cfg.model} is not a Hugging Face model folder (no config.json)")
         return cfg.model
-    from jury.cluster.tiny_model import make_tiny_chat_model, make_tiny_model
+    from jury.cluster.tiny_model import make_local_model
 
-    return str((make_tiny_chat_model if cfg.model == "tiny-chat" else make_tiny_model)(progress=cfg.progress))
+    return str(make_local_model(cfg.model, progress=cfg.progress))
 
 
 def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:

@@ -56,3 +56,11 @@ def push_frames(endpoint: str, items: list[list[bytes]]):
             sock.send_multipart(frames)
     finally:
         sock.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_chain_model_path():
+    """The tiny model warmed up on the chain task (`model: tiny-chain`; built once, minutes)."""
+    from jury.cluster.tiny_chain import make_tiny_chain_model
+
+    return str(make_tiny_chain_model(progress=False))
