@@ -69,7 +69,7 @@ class Generator:
         self._stats = {"groups": 0, "samples": 0, "tokens": 0, "refused": 0, "interrupted": 0, "generate_s": 0.0,
                        "pause_s": 0.0, "busy_s": 0.0}
         self._busy_since = None
-        self._loop_task = None
+        self._loop_task = self._engine_watch = None
         self.tasks = self.rollouts = None
 
     async def start(self, task_endpoint: str, rollout_endpoints: list[str], curve=None) -> str:
@@ -78,7 +78,7 @@ class Generator:
         self.rollouts = Sender(rollout_endpoints, hwm=256, maxsize=256, name=f"{self.actor_id}-rollouts",
                                curve=curve)
         self._loop_task = self._watched(self._loop())
-        self._watched(self._watch_engine())
+        self._engine_watch = self._watched(self._watch_engine())
         return self.actor_id
 
     async def _watch_engine(self):
@@ -146,8 +146,8 @@ class Generator:
             self._retry.append(task)  # cancelling aborts the engine request; generated again on the new weights
             return
         except Exception as e:  # a refused prompt still answers, so the learner never waits for it
-            if self.engine.errored:  # not a refusal: the engine is gone (the task's failure fails the actor)
-                raise
+            if self.engine.errored:  # not a refusal: the engine is gone
+                self._die("the vLLM engine core is dead (a generation failed)", e)
             log.warning("%s: task %s refused: %s", self.actor_id, task.task_id, e)
             self._stats["refused"] += 1
             group = RolloutGroup(task=task, prompt_ids=np.zeros(0, np.int32), samples=[],
@@ -221,6 +221,34 @@ class Generator:
                           token_versions=np.asarray(versions[i], np.int32)) for i in range(n)]
         return list(prompt_ids or []), samples
 
+    async def evaluate(self, prompts: list[str], n: int, temperature: float,
+                       max_tokens: int) -> tuple[list[list[str]], int]:
+        """n completions of each prompt at the weights this engine holds, beside the task queue
+        (evaluation during training: no task, so no staleness accounting); and the tokens made.
+        A prompt the engine refuses gets n empty completions (graded as no answer)."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        async def one(i: int, prompt: str) -> tuple[list[str], int]:
+            # no per-request seed: vLLM's CPU build fails the engine on one ("CPU Generator does not use
+            # offset"); the engine's own seed makes a run's evaluations reproducible
+            params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens,
+                                    output_kind=RequestOutputKind.FINAL_ONLY)
+            final = None
+            try:
+                async for out in self.engine.generate(await render(self.engine, {"prompt": prompt}), params,
+                                                      request_id=f"eval-{self.actor_id}-{time.perf_counter()}-{i}"):
+                    final = out
+            except Exception as e:
+                if self.engine.errored:
+                    raise
+                log.warning("%s: an evaluation prompt was refused: %s", self.actor_id, e)
+                return [""] * n, 0
+            return [c.text for c in final.outputs], sum(len(c.token_ids) for c in final.outputs)
+
+        results = await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+        return [texts for texts, _ in results], sum(k for _, k in results)
+
     async def init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str,
                                 timeout_s: float = 300.0):
         """Join the learner's weight group; engine worker k (tensor-parallel rank) takes first_rank + k."""
@@ -233,7 +261,7 @@ class Generator:
         A dead engine fails the actor here, before and after the receive: an acknowledgement
         from an actor whose engine is gone would let the version move on without it."""
         if self.engine.errored:
-            self._die("the vLLM engine core is dead at the start of a weight sync")
+            self._die("the vLLM engine core is dead (at the start of a weight sync)")
         t0 = time.perf_counter()
         self._open.clear()
         if self.cfg.sync_mode == "drain":
@@ -251,7 +279,7 @@ class Generator:
                 args=(update.version, update.names, update.dtypes, update.shapes, update.buckets))
         except Exception:
             if self.engine.errored:
-                self._die("the vLLM engine core died during a weight sync")
+                self._die("the vLLM engine core is dead (during a weight sync)")
             raise
         await self.engine.reset_prefix_cache()  # cached KV was computed by the old weights
         self.version = update.version
@@ -310,6 +338,8 @@ class Generator:
         return out
 
     async def stop(self):
+        if self._engine_watch:  # the engine is about to stop on purpose: not a death to fail on
+            self._engine_watch.cancel()
         if self.tasks:
             self.tasks.wake("stop")
             if self._loop_task:

@@ -304,7 +304,7 @@ class Runner:
         from jury.verifiers.lean.repl import LeanCrash, LeanTimeout
         try:
             replies = checker.backend.run_chain(proof_chain(case.statement, submission, target), timeout_s=30)
-        except (LeanTimeout, LeanCrash) as e:
+        except (LeanTimeout, LeanCrash):
             return "error"
         return judge(replies, target)[0]
 

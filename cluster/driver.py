@@ -20,8 +20,9 @@ from pathlib import Path
 import yaml
 
 from jury.protocol.config import ConfigError, RunConfig, parse_faults, to_dict
-from jury.cluster.metrics import MetricsLog
+from jury.cluster.metrics import MetricsLog, stage
 from jury.cluster.errors import RunFailed
+from jury.cluster.evaluation import Evaluator
 from jury.cluster.learner_group import LearnerDied
 from jury.cluster.pipeline import Pipeline
 from jury.cluster.run_data import RunData, check_data, check_prompts
@@ -80,8 +81,10 @@ def train(cfg: RunConfig, resume: str | None = None, plots: Callable[[Path], lis
     """
     preflight(cfg, resume)
     # the data before anything starts: a bad file is refused (DataError) naming file, row and field
-    data = check_data(cfg)
-    model_path = resolve_model(cfg)
+    with stage("checking the data", cfg.progress and cfg.dataset != "synthetic"):
+        data = check_data(cfg)
+    with stage(f"model {cfg.model}", cfg.progress):
+        model_path = resolve_model(cfg)
     data = check_prompts(cfg, model_path, data)  # template and chat template on the tokenizer; lengths
     cfg = data.cfg  # steps capped by data.epochs
     state = read_checkpoint_state(resume) if resume else None
@@ -134,6 +137,7 @@ def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers
             pipe.feeder.fast_forward(state["next_index"], state["stream_position"])
         if cfg.record_groups:
             pipe.learner.call0("record", str((run_dir / "record").resolve()))
+        evaluator = Evaluator.from_config(cfg, pipe.feeder.prompts, pipe.feeder.tokenizer) if cfg.eval.every else None
         summary["startup_s"] = time.time() - t_start
         metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first, trackers=trackers)
         ledger = open(run_dir / "ledger.jsonl", "a", encoding="utf-8")
@@ -157,6 +161,9 @@ def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers
             if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
                 row.update(pipe.derl.after_step(result))
             pipe.feeder.admit(pipe.version, stop_at=total)
+            if evaluator and evaluator.due(step):  # after the sync: the engines hold the new weights
+                row.update(evaluator.run(pipe.generators, pipe.version, cfg.generator.max_new_tokens,
+                                         cfg.sync_timeout_s + cfg.group_timeout_s))
             now = time.perf_counter()
             row.update({"perf/step_s": now - last, "perf/tokens_per_s": row["rollout/tokens"] / (now - last),
                         "generator/version": pipe.version})

@@ -6,8 +6,10 @@ trackers (cluster/tracking.py), if any.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -54,3 +56,14 @@ def _plain(x):
     if hasattr(x, "item"):
         return x.item()
     raise TypeError(f"{type(x)} is not JSON")
+
+
+@contextlib.contextmanager
+def stage(what: str, show: bool = True):
+    """A start-up stage on stderr: `jury train: <what> ...`, then `... ready (N s)` (or nothing)."""
+    t0 = time.perf_counter()
+    if show:
+        print(f"jury train: {what} ...", file=sys.stderr, flush=True)
+    yield
+    if show:
+        print(f"jury train: {what} ready ({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)

@@ -22,6 +22,7 @@ from jury.cluster.diversify import Diversifier
 from jury.cluster.errors import RunFailed, SyncTimeout
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
+from jury.cluster.metrics import stage
 from jury.cluster.placement import generator_placement
 from jury.protocol.transport import CurveKeys
 
@@ -48,13 +49,16 @@ class Pipeline:
 
     # ── building ──
     def start(self):
+        """Every actor created at once (their engines start side by side: DeepSpeed, vLLM), then
+        wired in order; a line per stage says what was made and how long it took."""
         import ray
         from transformers import AutoTokenizer
 
         cfg = self.cfg
-        self._init_ray()
-        if cfg.check_resources:
-            check_resources(cfg, [n["Resources"] for n in ray.nodes() if n["Alive"]])
+        with self.stage("Ray"):
+            self._init_ray()
+            if cfg.check_resources:
+                check_resources(cfg, [n["Resources"] for n in ray.nodes() if n["Alive"]])
         # a local run binds on loopback; on a cluster every actor binds on its own node's
         # address (host=None) and returns the endpoint, so nothing is hard-coded
         self.host = "127.0.0.1" if self.started_ray else None
@@ -65,9 +69,13 @@ class Pipeline:
         self.curve = CurveKeys.generate() if cfg.curve is True or (cfg.curve == "auto" and multi_node) else None
         self.learner = LearnerGroup.create(cfg, self.model_path, env=self.env, checkpoint=self.learner_checkpoint,
                                            initial_version=self.version)
-        learner_ep = self.learner.start(self.host, self.curve)
+        self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
         self.verifiers = [self._make_verifier(i) for i in range(cfg.num_verifiers)]
-        self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve) for v in self.verifiers])
+        with self.stage(f"learner: {cfg.learner.num_ranks} DeepSpeed rank(s), ZeRO-{cfg.learner.zero_stage}"):
+            learner_ep = self.learner.start(self.host, self.curve)
+        with self.stage(f"{cfg.num_verifiers} verifier worker(s)"):
+            self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve)
+                                               for v in self.verifiers])
         self.learner_endpoint = learner_ep
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         if cfg.derl.enabled:  # the prompt mix and plan store, on this (the driver's) process
@@ -76,9 +84,13 @@ class Pipeline:
         self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve,
                              forced=parse_staleness(cfg.forced_staleness), mixer=self.derl, data=cfg.data)
-        self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
-        ray.get([self._start_generator(g) for g in self.generators])
-        self._init_weight_plane()
+        with self.stage(f"{cfg.num_generators} generator(s): vLLM engine"):
+            ray.get([self._start_generator(g) for g in self.generators])
+        with self.stage(f"weight group ({cfg.weight_backend})"):
+            self._init_weight_plane()
+
+    def stage(self, what: str):
+        return stage(what, self.cfg.progress)
 
     def _init_ray(self):
         import ray

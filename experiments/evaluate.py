@@ -21,42 +21,15 @@ import json
 import os
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-CHECK_FN = "jury.verifiers.math.verify:check"
+from jury.cluster.evaluation import (ProblemResult, default_dataset, grade, load_problems, pass_at_k,  # noqa: F401
+                                     summarise)
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k of Chen et al. (2021): 1 - C(n-c, k) / C(n, k).
-
-    Written as 1 - prod_{i=n-c+1..n} (1 - k/i): the binomials overflow a float for n in
-    the hundreds, the product of factors in [0, 1] never does.
-    """
-    if not 0 <= c <= n:
-        raise ValueError(f"pass_at_k: need 0 <= c <= n, got n={n}, c={c}")
-    if not 1 <= k <= n:
-        raise ValueError(f"pass_at_k: need 1 <= k <= n, got n={n}, k={k}")
-    if n - c < k:  # every draw of k samples holds a correct one
-        return 1.0
-    miss = 1.0
-    for i in range(n - c + 1, n + 1):
-        miss *= 1.0 - k / i
-    return 1.0 - miss
-
-
-@dataclass(frozen=True)
-class ProblemResult:
-    problem: str
-    label: str
-    answers: list            # extracted final answer per sample (None: no answer)
-    verdicts: list[str]      # check's verdict per sample, or "timeout" / "error" from the pool
-    correct: int
-    distinct: int            # distinct parsable answers (answer_key), as the verifier counts them
 
 
 @dataclass(frozen=True)
@@ -68,77 +41,6 @@ class Sampling:
     max_model_len: int | None = None  # None: the model's own
     dtype: str = "auto"
     seed: int = 0
-
-
-def grade(problems: list, completions: list[list[str]], *, timeout_s: float = 5.0,
-          pool_workers: int = 1) -> list[ProblemResult]:
-    """Verdicts and distinct answers for each problem's samples, as the verifier worker judges them."""
-    from jury.verifiers.math.verify import answer_key, extract_answer, quick_check
-
-    answers = [[extract_answer(t) for t in texts] for texts in completions]
-    verdicts = [[quick_check(a, p.answer) for a in row] for p, row in zip(problems, answers)]
-    todo = [(i, j) for i, row in enumerate(verdicts) for j, v in enumerate(row) if v is None]
-    if todo:
-        from jury.verifiers.pool import CheckPool
-
-        # symbolic checks of model output can hang; the pool turns that into a "timeout" verdict
-        pool = CheckPool(pool_workers, timeout_s)
-        try:
-            results = pool.map(CHECK_FN, [(answers[i][j], problems[i].answer) for i, j in todo])
-        finally:
-            pool.close()
-        for (i, j), r in zip(todo, results):
-            verdicts[i][j] = r.value if r.status == "ok" else r.status
-    return [ProblemResult(problem=p.problem, label=p.answer, answers=a, verdicts=v,
-                          correct=sum(x == "correct" for x in v),
-                          distinct=len({answer_key(x) for x in a} - {None}))
-            for p, a, v in zip(problems, answers, verdicts)]
-
-
-def summarise(results: list[ProblemResult], ks: list[int]) -> dict:
-    """Means over problems: pass@k for each k, distinct answers; verdict counts over samples."""
-    if not results:
-        raise ValueError("summarise: no problems were evaluated")
-    sizes = {len(r.verdicts) for r in results}
-    if len(sizes) != 1:
-        raise ValueError(f"summarise: every problem needs the same number of samples, got {sorted(sizes)}")
-    n = sizes.pop()
-    out: dict = {"problems": len(results), "samples_per_problem": n}
-    for k in ks:
-        out[f"pass@{k}"] = sum(pass_at_k(n, r.correct, k) for r in results) / len(results)
-    out["distinct_answers"] = sum(r.distinct for r in results) / len(results)
-    out["distinct_answers_max"] = max(r.distinct for r in results)
-    out["verdicts"] = dict(Counter(v for r in results for v in r.verdicts).most_common())
-    return out
-
-
-def load_problems(dataset: str, seed: int, count: int, data=None) -> list:
-    """The first `count` problems: of a built-in task's seeded stream, or of the dataset in file
-    order (count 0: all of it), so two evaluations of one dataset see the same problems. A
-    dataset is read as `data` (a DataConfig: format, field names) says and checked first."""
-    from itertools import islice
-
-    from jury.cluster.data import BUILTIN_DATASETS
-    from jury.cluster.dataset import check_dataset, read_problems
-    from jury.protocol.config import DataConfig
-
-    if dataset in BUILTIN_DATASETS:
-        if count < 1:
-            raise ValueError(f"--count must be >= 1 for the {dataset} dataset (it never ends)")
-        return list(islice(BUILTIN_DATASETS[dataset](seed), count))
-    data = data or DataConfig()
-    check_dataset(dataset, data)
-    problems = read_problems(dataset, data)
-    return list(islice(problems, count)) if count > 0 else list(problems)
-
-
-def default_dataset(run_cfg: dict, data) -> str:
-    """The run's data.eval_path, else its dataset when that is a built-in task, else synthetic."""
-    from jury.cluster.data import BUILTIN_DATASETS
-
-    if data and data.eval_path:
-        return data.eval_path
-    return run_cfg.get("dataset") if run_cfg.get("dataset") in BUILTIN_DATASETS else "synthetic"
 
 
 def data_config_of(run_cfg: dict):
@@ -165,11 +67,13 @@ def run_config_of(checkpoint: Path) -> dict:
 
 
 def resolve_model(checkpoint: str, tokenizer: str | None, run_cfg: dict) -> tuple[str, str]:
-    """(model folder, tokenizer folder); "tiny", "tiny-chat" and "tiny-chain" are the local tiny models."""
+    """(model folder, tokenizer folder); "tiny" and "tiny-chat" are the local tiny model."""
     def local(name: str) -> str:
-        from jury.cluster.tiny_model import LOCAL_MODELS, make_local_model
+        if name not in ("tiny", "tiny-chat"):
+            return name
+        from jury.cluster.tiny_model import make_tiny_chat_model, make_tiny_model
 
-        return str(make_local_model(name, progress=False)) if name in LOCAL_MODELS else name
+        return str((make_tiny_chat_model if name == "tiny-chat" else make_tiny_model)(progress=False))
 
     model = local(checkpoint)
     if not (Path(model) / "config.json").exists():
@@ -323,14 +227,12 @@ def _run(args) -> int:
 
 def add_command(subparsers) -> None:
     p = subparsers.add_parser("eval", help="pass@k and distinct answers of a checkpoint on a dataset")
-    p.add_argument("checkpoint", help='a Hugging Face model folder (e.g. a run\'s final/), or "tiny", "tiny-chat", '
-                                      '"tiny-chain"')
+    p.add_argument("checkpoint", help='a Hugging Face model folder (e.g. a run\'s final/), or "tiny"')
     p.add_argument("--dataset", default=None,
-                   help='"synthetic" or "chain" (the built-in tasks), or a JSONL or Parquet file or `datasets` '
-                        'folder, read with the run\'s data.* field names (default: the run\'s data.eval_path, else '
-                        'its built-in task, else synthetic)')
+                   help='"synthetic", or a JSONL or Parquet file or `datasets` folder, read with the run\'s '
+                        'data.* field names (default: the run\'s data.eval_path, else synthetic)')
     p.add_argument("--count", type=int, default=128, help="problems (a dataset: its first COUNT, 0 = all)")
-    p.add_argument("--seed", type=int, default=0, help="built-in task's problem stream and sampling seed")
+    p.add_argument("--seed", type=int, default=0, help="synthetic problem stream and sampling seed")
     p.add_argument("-n", type=int, default=8, help="samples per problem")
     p.add_argument("-k", default=None, help="comma-separated k for pass@k (default: 1 and n)")
     p.add_argument("--temperature", type=float, default=None, help="default: the run's, else 1.0")

@@ -3,6 +3,7 @@
     curves.png      reward/mean and reward/pass_rate against step and against wall time
     throughput.png  perf/tokens_per_s against max_staleness: what staleness buys in speed
     staleness.png   share of groups at each staleness (staleness/hist summed over steps)
+    eval.png        eval/pass@1, eval/pass@k and eval/distinct_answers against step (runs with eval.every)
 
 Runs are told apart by the config keys whose values differ between them (read from
 each folder's config.yaml); runs that differ only in their seed share a label and a
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # keys that never make two runs different settings
-NOT_A_SETTING = {"run_dir", "progress", "seed", "tracking", "wandb.project", "wandb.entity", "wandb.mode"}
+NOT_A_SETTING = {"run_dir", "progress", "seed", "tracking", "wandb.project", "wandb.entity", "wandb.mode",
+                 "eval.every", "eval.problems", "eval.samples", "eval.temperature", "eval.max_new_tokens"}
 
 
 @dataclass
@@ -224,8 +226,34 @@ def plot_runs(paths: list, out: str | Path) -> list[Path]:
         raise ValueError(f"no metrics rows in {', '.join(map(str, paths))}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    return [plot_curves(runs, out / "curves.png"), plot_throughput(runs, out / "throughput.png"),
-            plot_staleness(runs, out / "staleness.png")]
+    files = [plot_curves(runs, out / "curves.png"), plot_throughput(runs, out / "throughput.png"),
+             plot_staleness(runs, out / "staleness.png")]
+    if any("eval/pass@1" in row for r in runs for row in r.rows):
+        files.append(plot_eval(runs, out / "eval.png"))
+    return files
+
+
+def plot_eval(runs: list[Run], path: Path) -> Path:
+    """Evaluation during training: pass@1, pass@k (k = eval.samples) and distinct answers per problem."""
+    import matplotlib.pyplot as plt
+
+    colours = _colours([r.label for r in runs])
+    keys = ["eval/pass@1", next((k for r in runs for row in r.rows for k in row
+                                 if k.startswith("eval/pass@") and k != "eval/pass@1"), "eval/pass@1"),
+            "eval/distinct_answers"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for ax, y in zip(axes, keys):
+        seen = set()
+        for r in runs:
+            xs, ys = _series([row for row in r.rows if y in row], "step", y)
+            ax.plot(xs, ys, color=colours[r.label], marker="o", label=None if r.label in seen else r.label)
+            seen.add(r.label)
+        ax.set_xlabel("learner step")
+        ax.set_ylabel(y)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("evaluation during training (held-out problems, the run's own generators)")
+    return _save(fig, path)
 
 
 def _run(args) -> int:

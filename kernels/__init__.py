@@ -73,25 +73,37 @@ def group_advantage(rewards, *, mode="grpo", eps=1e-6, unbiased_std=False, mask=
 
 def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=None,
                 clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, tis_cap=None,
-                agg="token-mean", agg_const=None):
+                is_level="token", mask_band=None, agg="token-mean", agg_const=None):
     """Clipped-ratio policy loss over per-token tensors (B, T); returns (loss, stats).
 
     ratio r = exp(logp - old_logp); per token (A = advantage, (B,) or (B, T)):
       pg  = -min(r A, clip(r, 1 - clip_low, 1 + clip_high) A)
       pg  = min(pg, -dual_clip A) where A < 0                  (if dual_clip)
-      pg *= min(exp(old_logp - behav_logp), tis_cap)           (if behav_logp)
+      pg *= f(w)                                               (if behav_logp)
       l   = pg + kl_coef * k3,  k3 = exp(ref - logp) - (ref - logp) - 1
     loss = sum over tokens with mask != 0 of l * s_b, s_b set by agg:
       "token-mean" 1/tokens, "seq-mean" mean of per-sequence means, "drgrpo" 1/agg_const.
+
+    Importance weight, with behav_logp: w is the ratio pi_old / pi_behav of the policy the
+    ratio r is taken against to the one that sampled, taken per is_level:
+      "token"      w_t = exp(old_t - behav_t)
+      "sequence"   w_b = exp(sum_t (old_t - behav_t))          on every token of row b
+      "geometric"  w_b = exp(mean_t (old_t - behav_t))         on every token of row b
+    f(w) = 0 where w is outside mask_band = (low, high) (masked), else min(w, tis_cap)
+    (truncated where w > tis_cap); either may be None. A value exactly on a bound is kept.
     A ratio exactly on a clip bound is not clipped. Padding may hold any value.
     Differentiable w.r.t. logp only. stats (0-d, detached): pg_loss, clip_frac,
-    dual_clip_frac, approx_kl (k3 vs ref if given, else vs old), tis_frac,
-    is_weight_mean, ratio_mean, tokens.
+    dual_clip_frac, approx_kl (k3 vs ref if given, else vs old), tis_frac (share of tokens
+    truncated), mask_frac (share masked), is_weight_mean and is_weight_sq_mean (of f(w) over
+    tokens: the normalised effective sample size is is_weight_mean^2 / is_weight_sq_mean),
+    behav_kl (k3 estimate of KL(pi_behav || pi_old) per token: w_t - log w_t - 1, from each
+    token's own ratio), ratio_mean, tokens.
     """
     impl = _implementation("policy_loss", logp)
     return impl(logp, old_logp, advantages, mask, behav_logp=behav_logp, ref_logp=ref_logp,
                 clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, kl_coef=kl_coef,
-                tis_cap=tis_cap, agg=agg, agg_const=agg_const)
+                tis_cap=tis_cap, is_level=is_level, mask_band=mask_band, agg=agg,
+                agg_const=agg_const)
 
 
 def lm_head_logprobs(hidden, weight, targets, *, chunk_rows=1024, chunk_vocab=8192,

@@ -13,12 +13,16 @@ import torch
 
 ADVANTAGE_MODES = ("grpo", "drgrpo", "rloo")
 AGGREGATIONS = ("token-mean", "seq-mean", "drgrpo")
+# What the importance ratio w = pi_old / pi_behav is taken over: each token, the whole
+# sequence (product of its tokens' ratios) or the sequence's geometric mean.
+IS_LEVELS = ("token", "sequence", "geometric")
 
 # Masked token sums both policy-loss backends produce, in this column order; the
 # statistics the learner logs are ratios of them (see policy_stats).
 SUM_COLUMNS = (
     "tokens", "loss", "pg_loss", "clipped", "dual_clipped",
     "approx_kl", "truncated", "is_weight", "ratio",
+    "masked", "is_weight_sq", "behav_kl",
 )
 
 
@@ -69,7 +73,8 @@ def group_advantage(rewards, *, mode="grpo", eps=1e-6, unbiased_std=False, mask=
 # ---------------------------------------------------------------- layer 2: policy loss
 
 def check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
-                      clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const):
+                      clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const,
+                      is_level="token", mask_band=None):
     shape = tuple(logp.shape)
     if logp.dim() != 2:
         raise ValueError(f"logp must be (B, T), got {shape}")
@@ -88,6 +93,13 @@ def check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
         raise ValueError(f"kl_coef={kl_coef} needs ref_logp")
     if tis_cap is not None and tis_cap <= 0:
         raise ValueError(f"tis_cap must be > 0, got {tis_cap}")
+    if is_level not in IS_LEVELS:
+        raise ValueError(f"is_level={is_level!r}; expected one of {IS_LEVELS}")
+    if mask_band is not None and not (len(mask_band) == 2 and 0 <= mask_band[0] <= mask_band[1]):
+        raise ValueError(f"mask_band must be (low, high) with 0 <= low <= high, got {mask_band}")
+    if is_level == "sequence" and behav_logp is not None and tis_cap is None and mask_band is None:
+        # an untruncated product of ratios overflows on long sequences
+        raise ValueError("is_level='sequence' needs tis_cap or mask_band to bound the weight")
     if agg not in AGGREGATIONS:
         raise ValueError(f"agg={agg!r}; expected one of {AGGREGATIONS}")
     if agg == "drgrpo" and (agg_const is None or agg_const <= 0):
@@ -110,6 +122,47 @@ def aggregation_row_scale(mask, agg, agg_const, dtype=torch.float32):
     return torch.where(lens > 0, 1.0 / (lens * nonempty).clamp_min(1e-30), 0.0)
 
 
+def row_log_ratio(old, behav, mask, level):
+    """Per-sequence log importance ratio (B,) from per-token log-probs (B, T) under `mask`.
+
+    sequence:  sum_t (old_t - behav_t)             log of the product of the token ratios
+    geometric: the same sum / the row's tokens     log of their geometric mean (0 for an empty row)
+    Padding may hold anything. Both backends take the sequence-level ratio from here and hand
+    it to their kernels as a per-row input: one definition of it.
+    """
+    valid = mask != 0
+    ct = compute_dtype(old, behav)
+    total = torch.where(valid, old.to(ct) - behav.to(ct), 0.0).sum(dim=1)
+    if level == "sequence":
+        return total
+    return total / valid.sum(dim=1).clamp_min(1).to(ct)
+
+
+def importance_weight(old, behav, valid, level, cap, band):
+    """(weight, truncated, masked, behav_kl), each (B, T), of the ratio w = pi_old / pi_behav.
+
+    w is per token, or the row's (row_log_ratio) on every token of the row. Then
+      masked    = w outside [low, high] (band given): weight 0 (IcePop's masked IS)
+      truncated = w > cap (cap given, token not masked): weight cap; else weight w
+    A w exactly on a bound is kept. behav_kl is the k3 estimate of KL(pi_behav || pi_old) at
+    each token from that token's own ratio, whatever the level: w - log w - 1 >= 0.
+    """
+    tok = old - behav
+    behav_kl = torch.exp(tok) - tok - 1
+    log_w = tok if level == "token" else row_log_ratio(old, behav, valid, level).unsqueeze(1).expand_as(tok)
+    # A sequence's product may overflow to inf: inf compares and caps correctly, and every
+    # path below replaces it before it could meet a 0.
+    w = torch.exp(log_w)
+    masked = torch.zeros_like(valid)
+    if band is not None:
+        masked = (w < band[0]) | (w > band[1])
+    truncated = torch.zeros_like(valid)
+    if cap is not None:
+        truncated = ~masked & (w > cap)
+        w = w.clamp(max=cap)
+    return torch.where(masked, 0.0, w), truncated, masked, behav_kl
+
+
 def policy_stats(sums: torch.Tensor) -> dict[str, torch.Tensor]:
     """The logged statistics, from masked sums laid out as SUM_COLUMNS."""
     col = dict(zip(SUM_COLUMNS, sums, strict=True))
@@ -121,7 +174,10 @@ def policy_stats(sums: torch.Tensor) -> dict[str, torch.Tensor]:
         "dual_clip_frac": per_token(col["dual_clipped"]),
         "approx_kl": per_token(col["approx_kl"]),
         "tis_frac": per_token(col["truncated"]),
+        "mask_frac": per_token(col["masked"]),
         "is_weight_mean": per_token(col["is_weight"]),
+        "is_weight_sq_mean": per_token(col["is_weight_sq"]),
+        "behav_kl": per_token(col["behav_kl"]),
         "ratio_mean": per_token(col["ratio"]),
         "tokens": tokens,
     }
@@ -130,10 +186,11 @@ def policy_stats(sums: torch.Tensor) -> dict[str, torch.Tensor]:
 
 def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=None,
                 clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, tis_cap=None,
-                agg="token-mean", agg_const=None):
+                is_level="token", mask_band=None, agg="token-mean", agg_const=None):
     """Clipped-ratio policy loss; differentiable w.r.t. logp only. See the package docstring."""
     check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
-                      clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const)
+                      clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const,
+                      is_level, mask_band)
     ct = compute_dtype(logp)
     valid = mask != 0
     # Padding may hold anything (even NaN); zero it before any exp so that neither the
@@ -153,12 +210,11 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
         dual = (adv < 0) & (r > dual_clip)
         pg = torch.where(dual, -dual_clip * adv, pg)
 
-    weight, truncated = torch.ones_like(r), torch.zeros_like(clipped)
+    zeros = torch.zeros_like(r)
+    weight, truncated, masked, behav_kl = torch.ones_like(r), zeros, zeros, zeros
     if behav_logp is not None:
-        weight = torch.exp(old - clean(behav_logp.detach()))
-        if tis_cap is not None:
-            truncated = weight > tis_cap
-            weight = weight.clamp(max=tis_cap)
+        weight, truncated, masked, behav_kl = importance_weight(
+            old, clean(behav_logp.detach()), valid, is_level, tis_cap, mask_band)
     # The importance weight corrects the policy-gradient term only; the KL penalty is a
     # regulariser on the current policy, as in verl's decoupled PPO.
     pg = weight * pg
@@ -174,6 +230,7 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
         sums = torch.stack([
             m.sum(), loss, (pg * w_tok).sum(), (clipped * m).sum(), (dual * m).sum(),
             (k3 * m).sum(), (truncated * m).sum(), (weight * m).sum(), (r * m).sum(),
+            (masked * m).sum(), (weight.square() * m).sum(), (behav_kl * m).sum(),
         ])
     return loss, policy_stats(sums)
 

@@ -4,23 +4,27 @@ The kernel reads each per-token input once and writes dL/dlogp (for a unit upstr
 gradient) plus one row of masked partial sums per program; the backward only scales
 the stored gradient. Aggregation enters as a per-sequence factor computed beforehand
 from the mask (reference.aggregation_row_scale), so the kernel needs no global sums.
+A sequence-level importance ratio enters the same way: reference.row_log_ratio computes
+it per row beforehand, and the kernel reads one value per row instead of the token's.
 """
 
 import torch
 import triton
 import triton.language as tl
 
-from .reference import SUM_COLUMNS, aggregation_row_scale, check_policy_args, policy_stats
+from .reference import (SUM_COLUMNS, aggregation_row_scale, check_policy_args, policy_stats,
+                        row_log_ratio)
 
 _NUM_SUMS = len(SUM_COLUMNS)
 
 
 @triton.jit
 def _policy_loss_kernel(
-    logp_ptr, old_ptr, adv_ptr, mask_ptr, behav_ptr, ref_ptr, scale_ptr, grad_ptr, sums_ptr,
-    T, adv_stride_b, adv_stride_t, clip_low, clip_high, dual_clip, tis_cap, kl_coef,
-    HAS_DUAL: tl.constexpr, HAS_BEHAV: tl.constexpr, HAS_CAP: tl.constexpr,
-    HAS_REF: tl.constexpr, NUM_SUMS: tl.constexpr, BLOCK_T: tl.constexpr,
+    logp_ptr, old_ptr, adv_ptr, mask_ptr, behav_ptr, ref_ptr, row_ptr, scale_ptr, grad_ptr, sums_ptr,
+    T, adv_stride_b, adv_stride_t, clip_low, clip_high, dual_clip, tis_cap, mask_low, mask_high,
+    kl_coef, HAS_DUAL: tl.constexpr, HAS_BEHAV: tl.constexpr, ROW_IS: tl.constexpr,
+    HAS_CAP: tl.constexpr, HAS_BAND: tl.constexpr, HAS_REF: tl.constexpr,
+    NUM_SUMS: tl.constexpr, BLOCK_T: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -44,14 +48,25 @@ def _policy_loss_kernel(
         pg = tl.where(dual, -dual_clip * adv, pg)
         dpg = tl.where(dual, 0.0, dpg)
 
+    # Importance weight of w = pi_old / pi_behav (reference.importance_weight): per token, or
+    # the row's ratio (sequence product or geometric mean, precomputed) on every token.
     weight = tl.full([BLOCK_T], 1.0, tl.float32)
     truncated = tl.zeros_like(clipped)
+    masked = tl.zeros_like(clipped)
+    behav_kl = tl.zeros([BLOCK_T], tl.float32)
     if HAS_BEHAV:
         behav = tl.load(behav_ptr + offs, mask=valid, other=0.0).to(tl.float32)
-        weight = tl.exp(old - behav)
+        tok = old - behav
+        weight = tl.exp(tok)
+        behav_kl = weight - tok - 1
+        if ROW_IS:  # a product may be inf: it compares and caps correctly, and is replaced below
+            weight = tl.exp(tl.load(row_ptr + row)) + tl.zeros([BLOCK_T], tl.float32)
+        if HAS_BAND:
+            masked = (weight < mask_low) | (weight > mask_high)
         if HAS_CAP:
-            truncated = weight > tis_cap
+            truncated = (weight > tis_cap) & (masked == 0)
             weight = tl.minimum(weight, tis_cap)
+        weight = tl.where(masked, 0.0, weight)
     pg = weight * pg
     dloss = weight * dpg
 
@@ -79,9 +94,12 @@ def _policy_loss_kernel(
     tl.store(out + 6, tl.sum(tl.where(truncated, m, 0.0), axis=0))
     tl.store(out + 7, tl.sum(weight * m, axis=0))
     tl.store(out + 8, tl.sum(ratio * m, axis=0))
+    tl.store(out + 9, tl.sum(tl.where(masked, m, 0.0), axis=0))
+    tl.store(out + 10, tl.sum(weight * weight * m, axis=0))
+    tl.store(out + 11, tl.sum(behav_kl * m, axis=0))
 
 
-def _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, scale, cfg, block_t):
+def _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, row_logw, scale, cfg, block_t):
     """Run the kernel; returns (dL/dlogp for a unit upstream gradient, SUM_COLUMNS sums)."""
     b, t = logp.shape
     block_t = block_t or min(2048, triton.next_power_of_2(max(t, 1)))
@@ -93,15 +111,19 @@ def _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, scale, cfg, 
     # Absent optional inputs are never read (their constexpr flag is off).
     behav = logp if behav_logp is None else behav_logp.contiguous()
     ref = logp if ref_logp is None else ref_logp.contiguous()
+    row = scale if row_logw is None else row_logw.float().contiguous()
+    band = cfg["mask_band"]
+    low, high = (float(band[0]), float(band[1])) if band is not None else (0.0, 0.0)
     grad = torch.empty_like(logp)
     sums = torch.empty(grid[0] * grid[1], _NUM_SUMS, dtype=torch.float32, device=logp.device)
     if grad.numel():
         _policy_loss_kernel[grid](
-            logp, old_logp, adv, mask, behav, ref, scale, grad, sums,
+            logp, old_logp, adv, mask, behav, ref, row, scale, grad, sums,
             t, adv.stride(0), adv.stride(1), cfg["clip_low"], cfg["clip_high"],
-            cfg["dual_clip"] or 0.0, cfg["tis_cap"] or 0.0, cfg["kl_coef"],
+            cfg["dual_clip"] or 0.0, cfg["tis_cap"] or 0.0, low, high, cfg["kl_coef"],
             HAS_DUAL=cfg["dual_clip"] is not None, HAS_BEHAV=behav_logp is not None,
-            HAS_CAP=cfg["tis_cap"] is not None, HAS_REF=ref_logp is not None,
+            ROW_IS=row_logw is not None, HAS_CAP=cfg["tis_cap"] is not None,
+            HAS_BAND=band is not None, HAS_REF=ref_logp is not None,
             NUM_SUMS=_NUM_SUMS, BLOCK_T=block_t,
         )
     return grad, sums.sum(dim=0)
@@ -109,8 +131,9 @@ def _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, scale, cfg, 
 
 class _PolicyLoss(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, logp, old_logp, advantages, mask, behav_logp, ref_logp, scale, cfg, block_t):
-        grad, sums = _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, scale,
+    def forward(ctx, logp, old_logp, advantages, mask, behav_logp, ref_logp, row_logw, scale, cfg,
+                block_t):
+        grad, sums = _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, row_logw, scale,
                              cfg, block_t)
         ctx.save_for_backward(grad)
         ctx.mark_non_differentiable(sums)
@@ -119,23 +142,27 @@ class _PolicyLoss(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g_loss, _g_sums):
         (grad,) = ctx.saved_tensors
-        return (grad * g_loss).to(grad.dtype), None, None, None, None, None, None, None, None
+        return (grad * g_loss).to(grad.dtype), *([None] * 9)
 
 
 def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=None,
                 clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, tis_cap=None,
-                agg="token-mean", agg_const=None, block_t=None):
+                is_level="token", mask_band=None, agg="token-mean", agg_const=None, block_t=None):
     """Triton twin of reference.policy_loss (same arguments and results).
 
     block_t: tokens per program (default: up to 2048).
     """
     check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
-                      clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const)
+                      clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const,
+                      is_level, mask_band)
     cfg = dict(clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, kl_coef=kl_coef,
-               tis_cap=tis_cap)
+               tis_cap=tis_cap, mask_band=mask_band)
     scale = aggregation_row_scale(mask, agg, agg_const)
-    loss, sums = _PolicyLoss.apply(logp, old_logp.detach(), advantages.detach(), mask,
-                                None if behav_logp is None else behav_logp.detach(),
+    behav = None if behav_logp is None else behav_logp.detach()
+    row_logw = None
+    if behav is not None and is_level != "token":
+        row_logw = row_log_ratio(old_logp.detach(), behav, mask, is_level)
+    loss, sums = _PolicyLoss.apply(logp, old_logp.detach(), advantages.detach(), mask, behav,
                                 None if ref_logp is None else ref_logp.detach(),
-                                scale, cfg, block_t)
+                                row_logw, scale, cfg, block_t)
     return loss, policy_stats(sums)

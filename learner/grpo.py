@@ -125,14 +125,33 @@ def length_sorted_chunks(batch: Batch, size: int) -> list[torch.Tensor]:
     return list(order.split(size))
 
 
+# learner.correction -> the importance weight of w = π_prox / π_behav that kernels.policy_loss
+# applies: the level w is taken at, and what bounds it (is_cap truncates, the band masks)
+CORRECTIONS = {
+    "decoupled": ("token", "cap"),   # AReaL's decoupled PPO with a truncated weight: token TIS
+    "tis_token": ("token", "cap"),
+    "tis_seq": ("sequence", "cap"),
+    "mask_token": ("token", "band"),
+    "mask_seq": ("geometric", "band"),
+}
+
+
+def importance_args(cfg: LearnerConfig) -> dict:
+    """kernels.policy_loss's is_level, tis_cap and mask_band for cfg.correction (not none)."""
+    level, bound = CORRECTIONS[cfg.correction]
+    return {"is_level": level, "tis_cap": cfg.is_cap if bound == "cap" else None,
+            "mask_band": (cfg.mask_low, cfg.mask_high) if bound == "band" else None}
+
+
 def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
                total_tokens: float, total_seqs: float, max_new_tokens: int, temperature: float = 1.0,
                proximal: torch.Tensor | None = None):
     """Loss of the samples `idx` (a slice or row indices), scaled so the micro-batch losses add up
     to the batch loss. Rows are right-padded, so the columns past the micro-batch's longest row
     are padding only and are cut off: causal attention never looks right, the result is the same.
-    `proximal` (decoupled PPO, cfg.tis_cap > 0): the proximal policy's log-probs of the batch's
-    rows, aligned with `completion` (the learner computes them before the batch's first update)."""
+    `proximal` (any cfg.correction but none): the proximal policy's log-probs of the batch's rows,
+    aligned with `completion` (the learner computes them before the batch's first update). Rows are
+    whole sequences, so a sequence-level weight sees all of its row's tokens in one micro-batch."""
     attn = batch.attention[idx]
     width = int(attn.sum(1).max())
     ids, attn, comp = batch.input_ids[idx][:, :width], attn[:, :width], batch.completion[idx][:, : width - 1]
@@ -142,12 +161,12 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
     if ref_model is not None:
         with torch.no_grad():
             ref, _ = token_logprobs(ref_model, ids, attn, comp, temperature)
-    if cfg.tis_cap > 0:  # decoupled: ratio against the proximal policy, behaviour gets a capped weight
+    if cfg.recompute_proximal:  # ratio against the proximal policy; the behaviour's gap gets an importance weight
         if proximal is None:
-            raise ValueError("learner.tis_cap > 0 (decoupled PPO) needs the proximal log-probs")
-        old, behav_arg, cap = proximal[idx][:, : width - 1], behav, cfg.tis_cap
-    else:                # plain: the ratio is taken against the behaviour policy that sampled
-        old, behav_arg, cap = behav, None, None
+            raise ValueError(f"learner.correction={cfg.correction} needs the proximal log-probs")
+        old, behav_arg, weighting = proximal[idx][:, : width - 1], behav, importance_args(cfg)
+    else:                       # none: the ratio is taken against the behaviour policy that sampled
+        old, behav_arg, weighting = behav, None, {}
     n_seq = ids.shape[0]
     if cfg.loss_agg == "token-mean":
         agg, const, scale = "drgrpo", float(total_tokens), 1.0
@@ -157,7 +176,7 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
         agg, const, scale = "drgrpo", float(max_new_tokens * total_seqs), 1.0
     loss, stats = kernels.policy_loss(
         logp, old, batch.advantages[idx], comp, behav_logp=behav_arg, ref_logp=ref,
-        clip_low=cfg.clip_low, clip_high=cfg.clip_high, kl_coef=cfg.kl_coef, tis_cap=cap,
+        clip_low=cfg.clip_low, clip_high=cfg.clip_high, kl_coef=cfg.kl_coef, **weighting,
         agg=agg, agg_const=const)
     tokens = comp.sum().clamp(min=1)
     stats = dict(stats, entropy=((entropy * comp).sum() / tokens).detach())

@@ -32,7 +32,7 @@ from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
 from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
-from jury.learner.update import STATS, train_shard
+from jury.learner.update import OFF_POLICY_STATS, STATS, step_stats, train_shard
 from jury.learner.weight_sender import WeightSender
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
@@ -55,6 +55,13 @@ def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[st
 
     if dist.is_initialized():
         return
+    if world_size == 1:
+        # DeepSpeed JIT-compiles a shared-memory allreduce op for the CPU accelerator (about 40 s the
+        # first time on a fresh machine) at init, whatever the world size; one rank has nothing to
+        # reduce with, so it is skipped there (deepspeed.comm's TorchBackend takes None as "no op").
+        import deepspeed.comm.torch as ds_comm
+
+        ds_comm.build_shm_op = lambda: None
     host, port = master or ("127.0.0.1", free_port())
     os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": str(port), "RANK": str(rank),
                        "LOCAL_RANK": "0",  # one device per actor: Ray shows each rank only its own GPU
@@ -181,7 +188,7 @@ class Learner:
         sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, max_new_tokens=self.max_new_tokens,
                            temperature=self.temperature, pad_id=self.pad_id, timers=timers)
         self.version += 1
-        keys = ["loss", "weight", *STATS]
+        keys = ["loss", "weight", *STATS, *OFF_POLICY_STATS]
         totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
         if self.world > 1:
             dist.all_reduce(totals)
@@ -195,9 +202,7 @@ class Learner:
         grad_norm = timers.get("grad_norm", self.engine.get_global_grad_norm())
         if grad_norm is not None:
             out["learner/grad_norm"] = float(grad_norm)
-        for k in STATS:
-            if total["weight"] > 0:
-                out[f"learner/{k}"] = total[k] / total["weight"]
+        out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
         return out
 
     def _shard(self, groups: list[ScoredGroup] | None) -> Shard | None:

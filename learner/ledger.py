@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from jury.protocol.messages import CorrectSample, LedgerRow, RolloutGroup, ScoredGroup, StepResult
+from jury.protocol.messages import CorrectSample, LedgerRow, RolloutGroup, Sample, ScoredGroup, StepResult
 
 
 def batch_result(groups: list[ScoredGroup], step: int, t_train: float, arrived: dict[int, float]) -> StepResult:
@@ -36,6 +36,7 @@ def batch_result(groups: list[ScoredGroup], step: int, t_train: float, arrived: 
 
 def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
     scored = [g.rewards for g in groups if len(g.rewards) and g.error is None]
+    spans = [version_span(g.group, s) for g in groups for s in g.group.samples]
     rewards = np.concatenate(scored) if scored else np.zeros(0)
     lengths = [len(s.token_ids) for g in groups for s in g.group.samples]
     pass_rates = [g.pass_rate for g in groups]
@@ -52,7 +53,19 @@ def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
         "rollout/tokens": float(sum(lengths)),
         "rollout/generate_s": float(np.mean([g.group.generate_s for g in groups])),
         "verifier/verify_s": float(np.mean([g.verify_s for g in groups])),
+        "learner/version_span_mean": float(np.mean(spans)) if spans else nan,
+        "learner/version_span_max": float(max(spans)) if spans else nan,
     }
+
+
+def version_span(group: RolloutGroup, sample: Sample) -> int:
+    """How many policy versions one trajectory spans, first to last inclusive: 1 when one policy
+    sampled all of it. Its tokens' versions under sync_mode inflight, else its group's
+    version_start..version_end. Counted in learner versions: with sync_every > 1 the versions
+    between two syncs never reached a generator but are counted, as staleness counts them."""
+    if len(sample.token_versions):
+        return int(sample.token_versions.max()) - int(sample.token_versions.min()) + 1
+    return group.version_end - group.version_start + 1
 
 
 def ledger_row(g: ScoredGroup, step: int, t_train: float, arrived: float) -> LedgerRow:

@@ -1,6 +1,6 @@
 """One batch's updates on one rank: PPO epochs over mini-batches, micro-batches in each.
 
-    prox = proximal_logprobs(...)            # decoupled PPO: the policy before the first update
+    prox = proximal_logprobs(...)            # with a correction: the policy before the first update
     for epoch in range(epochs):
         for m in range(minibatches):         # one optimizer step each
             for chunk in micro_batches(m):   # the same count on every rank (collectives line up)
@@ -26,7 +26,10 @@ from jury.learner.grpo import Batch, length_sorted_chunks, micro_loss, token_log
 from jury.learner.shard import Shard
 from jury.protocol.config import LearnerConfig
 
-STATS = ("clip_frac", "approx_kl", "tis_frac", "ratio_mean", "entropy")
+STATS = ("clip_frac", "approx_kl", "ratio_mean", "entropy")
+# About the importance weight f(w), w = π_prox / π_behav (kernels.policy_loss's stats); logged with
+# a correction only. π_prox is fixed for the batch, so every pass over it gives the same values.
+OFF_POLICY_STATS = ("tis_frac", "mask_frac", "is_weight_mean", "is_weight_sq_mean", "behav_kl")
 
 
 def stand_in(device: torch.device, pad_id: int) -> Batch:
@@ -50,7 +53,8 @@ def chunks_per_minibatch(shard: Shard, micro_batch: int, device) -> list[int]:
 
 def proximal_logprobs(model, shard: Shard, micro_batch: int, temperature: float, pad_id: int) -> torch.Tensor:
     """The log-probs of this rank's rows under the current weights (no grad), aligned with
-    `completion`: decoupled PPO's proximal policy, taken once before the batch's first update."""
+    `completion`: the proximal policy of every correction (learner.correction), taken once before the
+    batch's first update."""
     b, device = shard.batch, shard.batch.input_ids.device
     n = b.input_ids.shape[0]
     out = torch.zeros(b.completion.shape, device=device)
@@ -79,11 +83,11 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_
     b, device = shard.batch, shard.batch.input_ids.device
     engine.train()
     prox = None
-    if cfg.tis_cap > 0:
+    if cfg.recompute_proximal:
         prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, temperature, pad_id)
     counts = chunks_per_minibatch(shard, cfg.micro_batch, device)
     dummy = stand_in(device, pad_id)
-    sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS}}
+    sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS}}
     for _ in range(cfg.epochs):
         for m, count in enumerate(counts):
             rows = (shard.minibatch == m).nonzero().squeeze(1)
@@ -92,15 +96,16 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_
             t0 = time.perf_counter()
             for i in range(count):
                 engine.set_gradient_accumulation_boundary(i == count - 1)
+                _before_forward(engine)
                 if i < len(chunks):
                     idx = chunks[i]
                     loss, stats = micro_loss(engine.module, b, idx, cfg, ref_model=ref_model,
                                              total_tokens=max(1.0, tokens), total_seqs=max(1.0, seqs),
                                              max_new_tokens=max_new_tokens, temperature=temperature, proximal=prox)
                     w = float(b.completion[idx].sum())
-                    sums["loss"] += float(loss)
+                    sums["loss"] += float(loss.detach())
                     sums["weight"] += w
-                    for k in STATS:
+                    for k in STATS + OFF_POLICY_STATS:
                         if k in stats:
                             sums[k] += float(stats[k]) * w
                 else:  # this rank is out of rows: a zero-weight pass keeps the collectives in step
@@ -118,6 +123,30 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_
     return sums
 
 
+def step_stats(total: dict[str, float], cfg: LearnerConfig) -> dict[str, float]:
+    """The step's loss statistics from train_shard's sums (added over ranks): token-weighted means,
+    and with a correction the importance weights' normalised effective sample size
+    ESS = (Σ f)² / (n Σ f²) = mean(f)² / mean(f²) over the batch's n tokens (0 if every f is 0)."""
+    if total["weight"] <= 0:
+        return {}
+    keys = STATS + OFF_POLICY_STATS if cfg.recompute_proximal else STATS
+    out = {k: total[k] / total["weight"] for k in keys}
+    if cfg.recompute_proximal:
+        sq = out.pop("is_weight_sq_mean")
+        out["is_ess"] = out["is_weight_mean"] ** 2 / sq if sq > 0 else 0.0
+    return out
+
+
+def _before_forward(engine):
+    """What DeepSpeed's engine.forward does first, since the loss calls engine.module directly: a
+    ZeRO optimizer counts micro-steps there (ZeRO-3 accumulates a micro-batch's gradient partition
+    onto the last one only when it has counted it; without this each one overwrote the last, and
+    only the final micro-batch of a step trained)."""
+    clear = getattr(getattr(engine, "optimizer", None), "clear_backward_seen_flag", None)
+    if clear is not None:
+        clear()
+
+
 def grad_norm(engine) -> float:
     """The global gradient norm (before clipping) of a replicated model, after the reduction."""
     norms = [p.grad.detach().float().norm() for p in engine.module.parameters() if p.grad is not None]
@@ -132,4 +161,4 @@ def length_sorted_rows(b: Batch, rows: torch.Tensor, size: int) -> list[torch.Te
     return list(rows[order].split(size))
 
 
-__all__ = ["train_shard", "proximal_logprobs", "length_sorted_chunks"]
+__all__ = ["train_shard", "proximal_logprobs", "length_sorted_chunks", "step_stats"]

@@ -312,11 +312,23 @@ class LearnerConfig:
     advantage: Literal["grpo", "drgrpo", "rloo"] = "drgrpo"
     adv_eps: float = 1e-6
     loss_agg: Literal["token-mean", "seq-mean", "drgrpo"] = "token-mean"
-    # > 0: decoupled PPO (AReaL): the ratio is taken against the proximal policy, the learner's own
-    # before the batch's first update (recomputed then), and the behaviour policy gets the weight
-    # min(π_prox / π_behav, tis_cap). With minibatches = epochs = 1 the only update runs at the
-    # proximal policy itself: the ratio is 1 and nothing is clipped; use minibatches > 1
-    tis_cap: float = 0.0
+    # Off-policy correction (README, "Off-policy corrections"). none: the clipped ratio is taken
+    # against the behaviour policy (the generator's log-probs), nothing is recomputed. Any other:
+    # the learner recomputes the proximal policy π_prox (its own, before the batch's first update),
+    # takes the clipped ratio π_θ / π_prox, and multiplies each token's policy-gradient term by a
+    # function of w = π_prox / π_behav:
+    #   decoupled, tis_token  min(w_t, is_cap)      one estimator: AReaL's decoupled PPO, verl's token TIS
+    #   tis_seq               min(Π_t w_t, is_cap)  on every token of the sequence (log space)
+    #   mask_token            w_t inside [mask_low, mask_high], else 0 (IcePop)
+    #   mask_seq              w̄ inside the band, else 0, on every token; w̄ = (Π_t w_t)^(1/T), the
+    #                         geometric mean: a band on it means the same for any length
+    # With minibatches = epochs = 1 the only update runs at π_prox itself: the ratio is 1 and nothing
+    # is clipped, the weight alone corrects (decoupled PPO's clipping needs minibatches > 1)
+    correction: Literal["none", "decoupled", "tis_token", "tis_seq", "mask_token", "mask_seq"] = "none"
+    is_cap: float = 2.0            # C of decoupled, tis_token and tis_seq
+    # IcePop's band for mask_token; for mask_seq's geometric mean a far narrower one (e.g. 0.9-1.1)
+    mask_low: float = 0.5
+    mask_high: float = 5.0
     micro_batch: int = 64          # samples per forward/backward, per rank
     minibatches: int = 1           # optimizer steps per pass over a batch (PPO mini-batches)
     epochs: int = 1                # passes over each batch; the version still counts batches
@@ -337,7 +349,10 @@ class LearnerConfig:
                  ("grad_clip", self.grad_clip >= 0, ">= 0 (0: no clipping)"),
                  ("kl_coef", self.kl_coef >= 0, ">= 0"), ("clip_low", 0 <= self.clip_low < 1, "in [0, 1)"),
                  ("clip_high", self.clip_high >= 0, ">= 0"), ("adv_eps", self.adv_eps > 0, "> 0"),
-                 ("tis_cap", self.tis_cap >= 0, ">= 0 (0: off)"),
+                 # a cap below 1, or a band without 1, would cut the tokens learner and sampler agree on
+                 ("is_cap", self.is_cap >= 1, ">= 1"),
+                 ("mask_low", 0 <= self.mask_low <= 1, "in [0, 1]"),
+                 ("mask_high", self.mask_high >= 1, ">= 1"),
                  ("micro_batch", self.micro_batch >= 1, ">= 1"),
                  ("minibatches", self.minibatches >= 1, ">= 1"), ("epochs", self.epochs >= 1, ">= 1"),
                  ("warmup_steps", self.warmup_steps >= 0, ">= 0"),
@@ -346,6 +361,30 @@ class LearnerConfig:
                  ("num_ranks", self.num_ranks >= 1, ">= 1"),
                  ("threads", self.threads >= 1, ">= 1"),
                  ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
+
+    @property
+    def recompute_proximal(self) -> bool:
+        """Whether each batch starts with a forward pass for π_prox (every correction but none)."""
+        return self.correction != "none"
+
+
+# ── evaluation during training (eval.every; cluster/evaluation.py) ──
+@dataclass(frozen=True)
+class EvalConfig:
+    """Held-out problems sampled through the run's own generators every `every` steps: data.eval_path,
+    or for the synthetic task a held-out stream of its own. Metrics eval/pass@1, eval/pass@{samples},
+    eval/distinct_answers; they never pass through the feeder, so staleness is not touched."""
+
+    every: int = 0             # learner steps between evaluations; 0 = none
+    problems: int = 64         # the first N problems of the evaluation set; 0 = all of it
+    samples: int = 8           # per problem: pass@1 and pass@samples (unbiased estimator)
+    temperature: float = 1.0
+    max_new_tokens: int = 0    # 0 = generator.max_new_tokens
+
+    def __post_init__(self):
+        _require(self, ("every", self.every >= 0, ">= 0"), ("problems", self.problems >= 0, ">= 0"),
+                 ("samples", self.samples >= 1, ">= 1"), ("temperature", self.temperature >= 0, ">= 0"),
+                 ("max_new_tokens", self.max_new_tokens >= 0, ">= 0"))
 
 
 # ── experiment tracking (tracking: [tensorboard, wandb]; cluster/tracking.py) ──
@@ -425,6 +464,7 @@ class RunConfig:
     lean: LeanGateConfig = field(default_factory=LeanGateConfig)  # verifier.gate=lean: models, Lean command
     derl: DerlConfig = field(default_factory=DerlConfig)  # DeRL's diversifying prompts and reward (derl.enabled)
     data: DataConfig = field(default_factory=DataConfig)  # fields, epochs, shuffling, bad rows, the prompt template
+    eval: EvalConfig = field(default_factory=EvalConfig)  # evaluation during training (eval.every)
     wandb: WandbConfig = field(default_factory=WandbConfig)  # tracking: [wandb]: project, entity, mode
 
     def __post_init__(self):
@@ -451,6 +491,12 @@ class RunConfig:
                  ("group_timeout_s", self.group_timeout_s > 0, "> 0"),
                  ("model", bool(self.model), '"tiny", "tiny-chat", "tiny-chain" or a Hugging Face model folder'),
                  ("dataset", bool(self.dataset), '"synthetic", "chain" or a path'))
+        if self.eval.every and self.eval.max_new_tokens + self.max_prompt_tokens > self.max_model_len:
+            raise ConfigError(f"eval.max_new_tokens + max_prompt_tokens ({self.eval.max_new_tokens} + "
+                              f"{self.max_prompt_tokens}) exceeds max_model_len ({self.max_model_len})")
+        if self.eval.every and self.dataset not in ("synthetic", "chain") and not self.data.eval_path:
+            raise ConfigError("eval.every needs problems to evaluate: set data.eval_path (the built-in tasks, "
+                              "synthetic and chain, use a held-out stream of their own)")
         if self.weight_backend == "nccl" and (self.learner.num_gpus < 1 or self.generator.num_gpus <= 0):
             raise ConfigError("weight_backend=nccl runs between GPUs only: it needs learner.num_gpus >= 1 and "
                               f"generator.num_gpus > 0 (got {self.learner.num_gpus} and {self.generator.num_gpus}); "
@@ -530,7 +576,23 @@ def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: {p} is not a section")
         node[leaf] = yaml.safe_load(raw) if raw else ""
+    _migrate_tis_cap(data)
     return _build(RunConfig, data, "")
+
+
+def _migrate_tis_cap(data: dict):
+    """learner.tis_cap (before learner.correction) in an old config file or run folder (--resume):
+    0 meant no correction, X > 0 decoupled PPO with cap X, now correction=decoupled is_cap=X."""
+    learner = data.get("learner")
+    if not isinstance(learner, dict) or "tis_cap" not in learner:
+        return
+    cap = learner.pop("tis_cap")
+    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap == 0:
+        return
+    if "correction" in learner or "is_cap" in learner:
+        raise ConfigError("learner.tis_cap is the old spelling of learner.correction=decoupled with learner.is_cap; "
+                          "give one or the other")
+    learner.update(correction="decoupled", is_cap=cap)
 
 
 def _build(cls, data: dict, prefix: str):

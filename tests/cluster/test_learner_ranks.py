@@ -61,9 +61,18 @@ def _weights(folder):
     return {k: v.float() for k, v in AutoModelForCausalLM.from_pretrained(folder).state_dict().items()}
 
 
+@pytest.fixture(scope="module")
+def one_rank(recorded, tmp_path_factory):
+    """The reference: the recorded batches on one rank (ZeRO-0; one rank shards nothing, so every
+    stage makes this same update)."""
+    summary, rows = _replay(recorded, tmp_path_factory.mktemp("one-rank"), "learner.num_ranks=1",
+                            "learner.zero_stage=0")
+    return summary, rows
+
+
 @pytest.mark.parametrize("zero", [0, 2, 3])
-def test_two_ranks_make_the_update_of_one(recorded, tmp_path, zero):
-    one, rows1 = _replay(recorded, tmp_path / "one", f"learner.zero_stage={zero}", "learner.num_ranks=1")
+def test_two_ranks_make_the_update_of_one(recorded, one_rank, tmp_path, zero):
+    one, rows1 = one_rank
     two, rows2 = _replay(recorded, tmp_path / "two", f"learner.zero_stage={zero}", "learner.num_ranks=2")
     assert two["ranks"] == 2 and [r["learner/ranks"] for r in rows2] == [2.0] * STEPS
     for a, b in zip(rows1, rows2):
@@ -75,7 +84,9 @@ def test_two_ranks_make_the_update_of_one(recorded, tmp_path, zero):
     start = _weights(_tiny())
     assert max(float((w1[k] - start[k]).abs().max()) for k in w1) > 1e-4, "the replay trained nothing"
     for k in w1:
-        np.testing.assert_allclose(w2[k].numpy(), w1[k].numpy(), rtol=1e-4, atol=2e-6, err_msg=k)
+        # Adam divides by sqrt(v): where a gradient is near 0, float32 rounding of the summed gradient
+        # moves the update by up to about lr/100 (lr 1e-3 here), so the absolute tolerance is 1e-5
+        np.testing.assert_allclose(w2[k].numpy(), w1[k].numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 def _tiny():
@@ -85,7 +96,8 @@ def _tiny():
 
 
 RUN = ["steps=4", "batch_groups=4", "generator.group_size=4", "max_staleness=1", "progress=false",
-       "learner.num_ranks=2", "learner.minibatches=2", "learner.micro_batch=4", "learner.lr_schedule=cosine",
+       "learner.num_ranks=2", "learner.zero_stage=3", "learner.minibatches=2", "learner.micro_batch=4",
+       "learner.lr_schedule=cosine",
        "learner.warmup_steps=2", "learner.min_lr_ratio=0.1", "resend_after_s=20"]
 
 
@@ -94,7 +106,7 @@ def _ledger(run_dir):
 
 
 def test_a_run_on_two_ranks_trains_every_group_once_and_resumes(tiny_model_path, tmp_path):
-    """End to end with 2 learner ranks (2 PPO mini-batches a step, cosine schedule after warm-up):
+    """End to end with 2 ZeRO-3 learner ranks (2 PPO mini-batches a step, cosine schedule after warm-up):
     the staleness bound holds, every admitted group is trained exactly once, the learning rate
     follows its formula; then the run resumes from its 2-rank checkpoint."""
     from jury.cluster.driver import train
@@ -119,12 +131,20 @@ def test_a_run_on_two_ranks_trains_every_group_once_and_resumes(tiny_model_path,
     assert all(e["step"] == e["index"] // 4 and e["staleness"] <= 1 for e in entries)
 
 
-def test_two_ranks_under_zero_3_sync_the_weights_vllm_uses(tiny_model_path, tmp_path):
-    """`jury check-sync` with 2 learner ranks under ZeRO-3: every bucket gathered from both ranks'
-    partitions, vLLM then scores a completion as the learner does."""
+def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_model_path, tmp_path):
+    """`jury check-sync` with 2 learner ranks under ZeRO-3 (every bucket gathered from both ranks'
+    partitions): vLLM then scores a completion as the learner does. Then kill -9 of rank 1: the
+    next step stops with a message naming it, and closing leaves no process behind."""
+    import os
+    import time
+
+    from conftest import descendants, live_pids
+
+    from jury.cluster.learner_group import LearnerDied
     from jury.cluster.pipeline import Pipeline
     from jury.experiments.check_sync import check_sync
 
+    before = set(descendants(os.getpid()))
     cfg = load_config(None, ["steps=1", "batch_groups=1", "progress=false", f"run_dir={tmp_path}", "learner.lr=0.01",
                              "learner.zero_stage=3", "learner.num_ranks=2", "bucket_mb=1"])
     pipe = Pipeline(cfg, tiny_model_path)
@@ -133,22 +153,11 @@ def test_two_ranks_under_zero_3_sync_the_weights_vllm_uses(tiny_model_path, tmp_
         sync = check_sync(pipe)
         assert sync["gap_before"] <= 1e-4 and sync["gap_after"] <= 1e-4, sync
         assert sync["change"] > 1e-3, "the sync changed nothing"
+        pipe.inject("kill", "learner1")
+        with pytest.raises(LearnerDied, match="learner rank 1 died during step 1"):
+            pipe.learner.step(1, 30)
     finally:
         pipe.close()
-
-
-def test_a_learner_rank_killed_stops_the_run_naming_it_and_leaves_nothing(tiny_model_path, tmp_path):
-    import os
-    import time
-
-    from conftest import descendants, live_pids
-
-    from jury.cluster.driver import RunFailed, train
-
-    before = set(descendants(os.getpid()))
-    cfg = load_config(None, [*RUN, f"run_dir={tmp_path}", "faults=kill:learner1@1"])
-    with pytest.raises(RunFailed, match=r"step 1: learner rank 1 died during step 1"):
-        train(cfg)
     deadline = time.time() + 30
     while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
         time.sleep(1)

@@ -26,6 +26,7 @@ def test_roles_land_on_the_nodes_their_resources_name(tiny_model_path, tmp_path)
     try:
         pipe.start()
         assert not pipe.started_ray  # it joined the cluster it was given
+        assert pipe.curve is not None  # more than one node: the data plane is authenticated by default
         where = {a.class_name: a.node_id for a in list_actors(filters=[("state", "=", "ALIVE")])}
         assert where["Learner"] == nodes["learner_node"].node_id
         assert where["Generator"] == nodes["generator_node"].node_id

@@ -127,3 +127,20 @@ def test_the_qwen3_config_sets_the_papers_prompt_and_epochs():
     d = cfg.data
     assert (d.template, d.chat_template, d.epochs, d.bad_rows) == ("jury-rl", True, 6, "refuse")
     assert cfg.steps == 6 * 7500 // cfg.batch_groups
+
+
+def test_evaluation_during_training_scores_as_hand_counted():
+    """Two problems, 4 samples each: 12 with samples right, wrong, unparsable, right (c = 2);
+    7 with one right of four (c = 1). pass@1 = mean(c/n) = (2/4 + 1/4)/2 = 0.375;
+    pass@4 = 1 for both (a right sample among the four); distinct answers: {12, 13} and {7, 8, 9}."""
+    from jury.cluster.data import Problem
+    from jury.cluster.evaluation import Evaluator
+    from jury.protocol.config import EvalConfig
+
+    ev = Evaluator(EvalConfig(every=2, samples=4), [Problem("Compute 5+7.", "12", "t"), Problem("Compute 3+4.", "7", "t")],
+                   ["p1", "p2"], skipped=1)
+    got = ev.score([["\\boxed{12}", "\\boxed{13}", "no answer", "\\boxed{12}"],
+                    ["\\boxed{8}", "\\boxed{7}", "\\boxed{9}", "\\boxed{8}"]])
+    assert got == {"eval/pass@1": 0.375, "eval/pass@4": 1.0, "eval/distinct_answers": 2.5,
+                   "eval/distinct_answers_max": 3.0, "eval/problems": 2.0, "eval/skipped_too_long": 1.0}
+    assert [ev.due(s) for s in range(5)] == [False, True, False, True, False]

@@ -268,33 +268,3 @@ def test_a_run_that_fails_is_closed_as_failed_in_wandb(tmp_path, wandb_offline):
     trackers.close()  # no summary: the run died
     run = read_wandb_run(tmp_path)
     assert run["history"][0]["reward/mean"] == 0.5 and run["exit_code"] == 1
-
-
-@pytest.mark.slow
-def test_short_run_feeds_both_trackers(tiny_model_path, tmp_path, monkeypatch, wandb_offline):
-    """`jury train tracking=[tensorboard,wandb]`: every metrics.jsonl number in both trackers, and the
-    config, the summary and `jury plot`'s PNGs with them."""
-    pytest.importorskip("tensorboard", reason="tracking=[tensorboard] needs the tensorboard package (extra: track)")
-    import yaml
-
-    from jury.experiments.cli import main
-
-    run_dir = tmp_path / "run"
-    assert main(["train", f"model={tiny_model_path}", f"run_dir={run_dir}", "steps=2", "batch_groups=2", "generator.group_size=2",
-                 "progress=false", "tracking=[tensorboard,wandb]"]) == 0
-    rows = read_metrics(run_dir)
-    assert [r["step"] for r in rows] == [0, 1]
-    acc = tensorboard_events(run_dir)
-    assert_scalars_match_metrics(acc, rows)
-    assert {"plots/curves", "plots/throughput", "plots/staleness"} <= set(acc.Tags()["images"])
-    assert "staleness/hist" in acc.Tags()["histograms"]
-    run = read_wandb_run(run_dir)
-    assert sorted(run["history"]) == [0, 1]
-    for row in rows:
-        numbers, _ = scalars({k: v for k, v in row.items() if k != "step"})
-        assert all(same(float(run["history"][row["step"]][k]), v) for k, v in numbers.items())
-    summary = yaml.safe_load((run_dir / "summary.yaml").read_text())
-    for k, v in summary.items():
-        assert run["summary"][k] == (pytest.approx(v) if isinstance(v, float) else v), k
-    assert run["config"]["tracking"] == ["tensorboard", "wandb"] and run["exit_code"] == 0
-    assert {"curves.png", "throughput.png", "staleness.png"} <= set(run["files"])

@@ -152,6 +152,78 @@ def test_policy_loss_truncated_importance_weight_and_kl_by_hand():
     assert stats["approx_kl"].item() == pytest.approx(k3 / 5)
 
 
+# Behaviour ratios w = old / behav for the off-policy corrections below; padding holds NaN.
+W = [[2.0, 0.5, 1.0], [3.0, 1.0, 1.0]]
+
+
+def corrected(**kwargs):
+    """loss, dL/dlogp and stats of the hand inputs through the dispatcher, behaviour ratios W."""
+    logp, old, adv, mask = hand_inputs()
+    behav = old - tensor(W).log()
+    behav[1, 2] = float("nan")
+    loss, stats = kernels.policy_loss(logp, old, adv, mask, behav_logp=behav, **kwargs)
+    (grad,) = torch.autograd.grad(loss, logp)
+    return loss, grad, stats
+
+
+def test_sequence_truncated_importance_sampling_by_hand():
+    # products: row 0 2 * 0.5 * 1 = 1 (under the cap), row 1 3 * 1 = 3 -> capped at 2 on both
+    # of its tokens. pg * weight summed: (-1.2 + 0.8 + 1.1) * 1 + (-2 + 4) * 2 = 4.7.
+    loss, grad, stats = corrected(is_level="sequence", tis_cap=2.0)
+    assert torch.isclose(loss, tensor(4.7 / 5)), loss
+    torch.testing.assert_close(grad, tensor([[0, 0, 1.1], [-2 * 2, 4 * 2, 0]]) / 5)
+    assert stats["tis_frac"].item() == pytest.approx(2 / 5) and stats["mask_frac"].item() == 0
+    # weights per token 1, 1, 1, 2, 2: ESS = (7/5)^2 / (11/5) = 49/55
+    assert stats["is_weight_mean"].item() == pytest.approx(7 / 5)
+    assert stats["is_weight_sq_mean"].item() == pytest.approx(11 / 5)
+    # behav_kl is per token whatever the level: w - log w - 1 on 2, 0.5, 1, 3, 1
+    # = (1 - log 2) + (log 2 - 0.5) + 0 + (2 - log 3) + 0 = 2.5 - log 3
+    assert stats["behav_kl"].item() == pytest.approx((2.5 - math.log(3)) / 5)
+
+
+def test_token_masked_importance_sampling_by_hand():
+    # band [0.4, 2.5]: token (1, 0) with w = 3 is masked (weight 0, no gradient though it is
+    # not clipped); the others keep their own w: -1.2 * 2 + 0.8 * 0.5 + 1.1 * 1 + 0 + 4 * 1 = 3.1
+    loss, grad, stats = corrected(mask_band=(0.4, 2.5))
+    assert torch.isclose(loss, tensor(3.1 / 5)), loss
+    torch.testing.assert_close(grad, tensor([[0, 0, 1.1], [0, 4, 0]]) / 5)
+    assert stats["mask_frac"].item() == pytest.approx(1 / 5) and stats["tis_frac"].item() == 0
+    assert stats["is_weight_mean"].item() == pytest.approx((2 + 0.5 + 1 + 0 + 1) / 5)
+
+
+def test_sequence_masked_importance_sampling_by_hand():
+    # geometric means: row 0 (2 * 0.5 * 1)^(1/3) = 1, row 1 (3 * 1)^(1/2) = 1.732.
+    # band [0.5, 1.5] masks all of row 1: only row 0's pg, weight 1: (-1.2 + 0.8 + 1.1) = 0.7.
+    loss, grad, stats = corrected(is_level="geometric", mask_band=(0.5, 1.5))
+    assert torch.isclose(loss, tensor(0.7 / 5)), loss
+    torch.testing.assert_close(grad, tensor([[0, 0, 1.1], [0, 0, 0]]) / 5)
+    assert stats["mask_frac"].item() == pytest.approx(2 / 5)
+    # band [0.5, 2]: row 1 kept with its geometric mean on both tokens: 0.7 + sqrt(3) (-2 + 4)
+    loss, grad, _ = corrected(is_level="geometric", mask_band=(0.5, 2.0))
+    assert torch.isclose(loss, tensor((0.7 + 2 * math.sqrt(3)) / 5)), loss
+    torch.testing.assert_close(grad, tensor([[0, 0, 1.1], [-2 * math.sqrt(3), 4 * math.sqrt(3), 0]]) / 5)
+
+
+def test_ratio_on_a_band_bound_is_kept():
+    # behav == old: every w is exactly 1, on both bounds of the band [1, 1], and on the cap 1
+    logp, old, adv, mask = hand_inputs()
+    loss, stats = kernels.policy_loss(logp, old, adv, mask, behav_logp=old.clone(), mask_band=(1.0, 1.0),
+                                      tis_cap=1.0)
+    assert torch.isclose(loss, tensor(2.7 / 5)), loss
+    assert stats["mask_frac"].item() == 0 and stats["tis_frac"].item() == 0
+
+
+def test_sequence_ratio_overflow_is_capped_not_inf():
+    # a product of e^1000 overflows float32: capped to 2 (or masked), the loss stays finite
+    logp, old, adv, mask = hand_inputs()
+    behav = old - 500.0
+    loss, stats = kernels.policy_loss(logp, old, adv, mask, behav_logp=behav, is_level="sequence", tis_cap=2.0)
+    assert torch.isclose(loss, tensor(2 * 2.7 / 5)), loss
+    loss, stats = kernels.policy_loss(logp, old, adv, mask, behav_logp=behav, is_level="sequence",
+                                      mask_band=(0.5, 2.0))
+    assert loss.item() == 0 and stats["mask_frac"].item() == 1
+
+
 def test_policy_loss_empty_mask_gives_zero_not_nan():
     logp = torch.randn(2, 3, requires_grad=True)
     loss, stats = ref.policy_loss(logp, torch.randn(2, 3), torch.randn(2), torch.zeros(2, 3),
@@ -165,6 +237,8 @@ def test_policy_loss_empty_mask_gives_zero_not_nan():
     (dict(agg="drgrpo"), "agg_const"), (dict(agg="mean"), "agg"),
     (dict(kl_coef=0.1), "ref_logp"), (dict(dual_clip=0.5), "dual_clip"),
     (dict(clip_low=1.0), "clip_low"), (dict(tis_cap=0.0), "tis_cap"),
+    (dict(is_level="row"), "is_level"), (dict(mask_band=(2.0, 1.0)), "mask_band"),
+    (dict(behav_logp=torch.zeros(1, 2), is_level="sequence"), "tis_cap or mask_band"),
 ])
 def test_policy_loss_refuses_bad_arguments(bad, match):
     with pytest.raises(ValueError, match=match):

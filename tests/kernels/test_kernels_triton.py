@@ -110,7 +110,16 @@ POLICY_CASES = {
     "dapo-seq": dict(clip_high=0.28, agg="seq-mean"),
     "dual-tis-kl": dict(dual_clip=1.5, tis_cap=1.1, kl_coef=0.3, agg="drgrpo", agg_const=300.0),
     "behav-uncapped": dict(clip_low=0.1, clip_high=0.1),
+    # off-policy corrections: the bands and caps cut through the spread of the ratios
+    # (per token exp(N(0, 0.2)); a row of ~28 tokens: product exp(N(0, ~1)), geometric mean
+    # exp(N(0, ~0.04)))
+    "tis-seq": dict(is_level="sequence", tis_cap=1.5),
+    "mask-token": dict(mask_band=(0.85, 1.2)),
+    "mask-geometric": dict(is_level="geometric", mask_band=(0.97, 1.03), agg="seq-mean"),
+    "mask-and-cap-seq": dict(is_level="sequence", mask_band=(0.3, 4.0), tis_cap=1.2),
 }
+BEHAV_CASES = {"dual-tis-kl", "behav-uncapped", "tis-seq", "mask-token", "mask-geometric",
+               "mask-and-cap-seq"}
 
 
 def policy_inputs(b, t, case, dtype, device):
@@ -123,7 +132,7 @@ def policy_inputs(b, t, case, dtype, device):
     mask[1] = False
     logp = logp.masked_fill(~mask, float("nan"))
     extra = {}
-    if case in ("dual-tis-kl", "behav-uncapped"):
+    if case in BEHAV_CASES:
         extra["behav_logp"] = (old + 0.2 * torch.randn(b, t)).to(dtype).to(device)
     if case == "dual-tis-kl":
         extra["ref_logp"] = (old + 0.2 * torch.randn(b, t)).to(dtype).to(device)
@@ -169,6 +178,20 @@ def test_policy_loss_ratio_on_bound(device, seed):
     check_policy(impl, (logp, old, adv, mask, {}), kwargs, torch.float32, seed, "on-bound")
     _, stats = impl.policy_loss(logp, old, adv, mask, **kwargs)
     assert stats["clip_frac"].item() == 0, stats
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_policy_loss_sequence_ratio_overflow(device, seed):
+    # Rows whose product of ratios overflows float32 (old - behav = 30 on ~28 tokens: e^840):
+    # capped to tis_cap or masked, never inf or NaN in the loss, the gradient or the stats.
+    impl = triton_impl("triton_policy_loss")
+    logp, old, adv, mask, _ = policy_inputs(5, 37, "dapo-seq", torch.float32, device)
+    behav = old - 30.0
+    behav[3] = old[3] + 0.01  # one ordinary row beside them
+    for kwargs in (dict(is_level="sequence", tis_cap=2.0),
+                   dict(is_level="sequence", mask_band=(0.5, 2.0))):
+        check_policy(impl, (logp, old, adv, mask, dict(behav_logp=behav)), kwargs, torch.float32,
+                     seed, f"overflow {kwargs}")
 
 
 # ---------------------------------------------------------------- layer 3
@@ -306,12 +329,14 @@ def test_lm_head_kernels_compile_to_pipelined_tensor_core_code():
 def test_elementwise_kernels_compile():
     policy = triton_impl("triton_policy_loss")
     floats = {name: "fp32" for name in ("clip_low", "clip_high", "dual_clip", "tis_cap",
-                                        "kl_coef", "eps", "var_div", "loo_div")}
+                                        "mask_low", "mask_high", "kl_coef", "eps", "var_div",
+                                        "loo_div")}
     pointers = {name: "*fp32" for name in ("logp_ptr", "old_ptr", "adv_ptr", "behav_ptr",
-                                           "ref_ptr", "scale_ptr", "grad_ptr", "sums_ptr",
-                                           "rew_ptr", "out_ptr")}
+                                           "ref_ptr", "row_ptr", "scale_ptr", "grad_ptr",
+                                           "sums_ptr", "rew_ptr", "out_ptr")}
     types = {**floats, **pointers, "mask_ptr": "*u8"}
-    flags = dict(HAS_DUAL=True, HAS_BEHAV=True, HAS_CAP=True, HAS_REF=True)
+    flags = dict(HAS_DUAL=True, HAS_BEHAV=True, ROW_IS=True, HAS_CAP=True, HAS_BAND=True,
+                 HAS_REF=True)
     compile_for_hopper(policy._policy_loss_kernel, types,
                        dict(flags, NUM_SUMS=len(ref.SUM_COLUMNS), BLOCK_T=2048))
     advantage = triton_impl("triton_advantage")

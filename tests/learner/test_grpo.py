@@ -122,6 +122,32 @@ def test_micro_batches_add_up_to_the_whole_batch(agg):
         torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("correction, stat", [("tis_seq", "tis_frac"), ("mask_seq", "mask_frac")])
+def test_sequence_level_weights_add_up_over_micro_batches(correction, stat):
+    # a sequence's weight needs all of its tokens: rows are whole sequences, so however the rows are
+    # cut into micro-batches the loss and the gradient are the whole batch's
+    model = _tiny_llama()
+    rng = np.random.default_rng(1)
+    groups = [_scored(i, [1, 2], [list(rng.integers(3, 30, size=n)) for n in (1, 3, 2, 4)],
+                      list(rng.random(4))) for i in range(2)]
+    cfg = LearnerConfig(correction=correction, is_cap=1.2, mask_low=0.8, mask_high=1.25)
+    b = collate(groups, cfg, pad_id=0)
+    prox = b.behav_logp + 0.3 * torch.randn(b.behav_logp.shape, generator=torch.Generator().manual_seed(0))
+    kw = dict(total_tokens=b.num_tokens, total_seqs=8, max_new_tokens=4, proximal=prox * b.completion)
+    whole, stats = micro_loss(model, b, slice(0, 8), cfg, **kw)
+    assert 0 < stats[stat].item() < 1, stats  # some sequences corrected, not all
+    whole.backward()
+    g_whole = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    from jury.learner.grpo import length_sorted_chunks
+
+    parts = [micro_loss(model, b, idx, cfg, **kw)[0] for idx in length_sorted_chunks(b, 3)]
+    sum(parts).backward()
+    assert sum(p.item() for p in parts) == pytest.approx(whole.item(), rel=1e-5, abs=1e-7)
+    for a, c in zip(g_whole, (p.grad for p in model.parameters())):
+        torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-6)
+
+
 def test_groups_of_different_sizes_are_normalised_each_within_itself():
     a = _scored(0, [1], [[2], [3]], [1.0, 0.0])
     b = _scored(1, [1], [[2], [3], [4]], [2.0, 2.0, 5.0])  # mean 3, biased std sqrt(2)

@@ -1,5 +1,5 @@
-"""PPO mini-batches and decoupled PPO, worked by hand on a model whose logits are its weights,
-and the learning-rate schedule against its formula."""
+"""PPO mini-batches, decoupled PPO and the off-policy corrections, worked by hand on a model whose
+logits are its weights, and the learning-rate schedule against its formula."""
 import math
 
 import pytest
@@ -8,7 +8,7 @@ import torch
 from jury.learner.grpo import Batch
 from jury.learner.schedule import lr_factor
 from jury.learner.shard import Shard
-from jury.learner.update import train_shard
+from jury.learner.update import step_stats, train_shard
 from jury.protocol.config import LearnerConfig
 
 
@@ -79,7 +79,7 @@ def test_decoupled_ppo_clips_the_second_mini_batch_against_the_proximal_policy()
     #   W = (0.75, -0.75) after SGD with lr 1.
     # mini-batch 1 (A = -1): p1 = 1 / (1 + e^1.5) = 0.18243, ratio = p1 / 0.5 = 0.36486 < 1 - 0.2:
     #   clipped, no gradient, W stays. clip_frac = 1/2, ratio_mean = (1 + 0.36486) / 2, tis_frac = 1.
-    cfg = LearnerConfig(tis_cap=1.5, minibatches=2, micro_batch=1, advantage="grpo")
+    cfg = LearnerConfig(correction="decoupled", is_cap=1.5, minibatches=2, micro_batch=1, advantage="grpo")
     w, stats = _train(cfg, behav_p=0.25)
     assert w == pytest.approx([0.75, -0.75], abs=1e-6)
     r = (1 / (1 + math.exp(1.5))) / 0.5
@@ -91,7 +91,7 @@ def test_without_correction_the_ratio_is_taken_against_the_behaviour_policy():
     # old = behaviour p = 1/4: mini-batch 0's ratio is 0.5 / 0.25 = 2 > 1 + 0.2 with A = +1: clipped,
     # no update; mini-batch 1's ratio is also 2 (W unchanged), A = -1: not clipped (r > 1 - 0.2),
     # loss = 2, dloss/dW = -(-1) r (-p0, 1 - p1) = 2 (-0.5, 0.5) = (-1, 1): W = (1, -1).
-    cfg = LearnerConfig(tis_cap=0.0, minibatches=2, micro_batch=1, advantage="grpo")
+    cfg = LearnerConfig(minibatches=2, micro_batch=1, advantage="grpo")
     w, stats = _train(cfg, behav_p=0.25)
     assert w == pytest.approx([1.0, -1.0], abs=1e-6)
     assert stats["ratio_mean"] == pytest.approx(2.0) and stats["clip_frac"] == pytest.approx(0.5)
@@ -100,18 +100,90 @@ def test_without_correction_the_ratio_is_taken_against_the_behaviour_policy():
 def test_one_mini_batch_runs_at_the_proximal_policy_itself():
     # decoupled PPO with one update per batch: the ratio is exactly 1 and nothing is clipped
     # (what the docs say about minibatches = epochs = 1)
-    w, stats = _train(LearnerConfig(tis_cap=1.5, minibatches=1, micro_batch=2, advantage="grpo"), behav_p=0.25)
+    cfg = LearnerConfig(correction="decoupled", is_cap=1.5, minibatches=1, micro_batch=2, advantage="grpo")
+    w, stats = _train(cfg, behav_p=0.25)
     assert stats["ratio_mean"] == pytest.approx(1.0) and stats["clip_frac"] == 0.0
 
 
 def test_two_epochs_repeat_the_mini_batches():
-    cfg = LearnerConfig(tis_cap=1.5, minibatches=2, epochs=2, micro_batch=1, advantage="grpo")
+    cfg = LearnerConfig(correction="decoupled", is_cap=1.5, minibatches=2, epochs=2, micro_batch=1, advantage="grpo")
     model = LogitsAreWeights()
     engine = SgdEngine(model, lr=1.0)
     steps = []
     engine.step = (lambda step: lambda: (steps.append(1), step())[1])(engine.step)
     train_shard(engine, _shard(0.25), cfg, ref_model=None, max_new_tokens=1, temperature=1.0, pad_id=0, timers={})
     assert len(steps) == 4  # epochs x mini-batches optimizer steps
+
+
+def _two_token_shard(behav_p: tuple[float, float]) -> Shard:
+    """One row: a prompt token, then two completion tokens, both token 0, advantage +1."""
+    ids = torch.tensor([[0, 0, 0]])
+    behav = torch.tensor([[math.log(p) for p in behav_p]])
+    return Shard(Batch(ids, torch.ones_like(ids), torch.ones(1, 2), behav, torch.tensor([1.0]),
+                       torch.tensor([1.0]), 1),
+                 minibatch=torch.tensor([0]), tokens=torch.tensor([2.0], dtype=torch.float64),
+                 seqs=torch.tensor([1.0], dtype=torch.float64))
+
+
+# Each correction on the row above, behaviour p = (1/4, 1/8) for its two tokens. One update, at the
+# proximal policy W = (0, 0), p0 = 1/2: the ratio is 1, so w = (0.5 / 0.25, 0.5 / 0.125) = (2, 4);
+# product 8, geometric mean sqrt(8) = 2.828. Token-mean loss -(f_1 r_1 + f_2 r_2) / 2, each
+# dlogp0/dW = (1 - p0, -p1) = (1/2, -1/2): SGD with lr 1 gives W = (f_1 + f_2) / 4 * (1, -1).
+@pytest.mark.parametrize("correction, bounds, f, truncated, masked", [
+    ("tis_token", dict(is_cap=3.0), (2, 3), 0.5, 0.0),               # token 2 truncated to 3
+    ("decoupled", dict(is_cap=3.0), (2, 3), 0.5, 0.0),               # the same estimator as tis_token
+    ("tis_seq", dict(is_cap=3.0), (3, 3), 1.0, 0.0),                 # product 8 truncated to 3, both tokens
+    ("mask_token", dict(mask_low=0.5, mask_high=3.0), (2, 0), 0.0, 0.5),   # token 2 outside the band
+    ("mask_seq", dict(mask_low=0.5, mask_high=3.0), (8 ** 0.5, 8 ** 0.5), 0.0, 0.0),  # 2.828 inside
+    ("mask_seq", dict(mask_low=0.5, mask_high=2.5), (0, 0), 0.0, 1.0),     # 2.828 outside: no gradient
+])
+def test_each_correction_by_hand(correction, bounds, f, truncated, masked):
+    cfg = LearnerConfig(correction=correction, **bounds, micro_batch=1, advantage="grpo")
+    model = LogitsAreWeights()
+    sums = train_shard(SgdEngine(model, lr=1.0), _two_token_shard((0.25, 0.125)), cfg, ref_model=None,
+                       max_new_tokens=2, temperature=1.0, pad_id=0, timers={})
+    step = (f[0] + f[1]) / 4
+    assert model.head.weight[:, 0].tolist() == pytest.approx([step, -step], abs=1e-6)
+    stats = step_stats(sums, cfg)
+    assert stats["tis_frac"] == pytest.approx(truncated) and stats["mask_frac"] == pytest.approx(masked)
+    # ESS = (f_1 + f_2)^2 / (2 (f_1^2 + f_2^2)): 25/26 for (2, 3), 1/2 for (2, 0), 0 with no weight left
+    ess = (f[0] + f[1]) ** 2 / (2 * (f[0] ** 2 + f[1] ** 2)) if any(f) else 0.0
+    assert stats["is_ess"] == pytest.approx(ess, abs=1e-6)
+    # learner-behaviour KL, k3 per token from w itself: ((2 - log 2 - 1) + (4 - log 4 - 1)) / 2
+    assert stats["behav_kl"] == pytest.approx((4 - math.log(8)) / 2, abs=1e-6)
+    assert stats["ratio_mean"] == pytest.approx(1.0)
+
+
+def test_mask_drops_a_sample_outside_the_band_and_its_gradient_is_zero():
+    # one mini-batch holding row A (token 0, A = +1, behaviour p 1/4: w = 2) and row B (token 1,
+    # A = -1, behaviour p 1/2: w = 1). Band [0.5, 1.5] masks A: only B's loss r / 2 is left,
+    # dlogp1/dW = (-1/2, 1/2), so W = -(1/2)(-1/2, 1/2) = (0.25, -0.25). With a band that keeps A,
+    # A adds its weight 2: -2 r / 2, dlogp0/dW = (1/2, -1/2), W = (0.25, -0.25) + (0.5, -0.5).
+    shard = _shard(0.25, minibatches=1)
+    shard.batch.behav_logp[1] = math.log(0.5)
+    for high, expected, masked in ((1.5, [0.25, -0.25], 0.5), (2.5, [0.75, -0.75], 0.0)):
+        cfg = LearnerConfig(correction="mask_token", mask_low=0.5, mask_high=high, micro_batch=2, advantage="grpo")
+        model = LogitsAreWeights()
+        sums = train_shard(SgdEngine(model, lr=1.0), shard, cfg, ref_model=None, max_new_tokens=1,
+                           temperature=1.0, pad_id=0, timers={})
+        assert model.head.weight[:, 0].tolist() == pytest.approx(expected, abs=1e-6)
+        assert step_stats(sums, cfg)["mask_frac"] == pytest.approx(masked)
+    # A alone, masked: not a single step anywhere
+    alone = Shard(Batch(*(getattr(shard.batch, k)[:1] for k in ("input_ids", "attention", "completion", "behav_logp",
+                                                              "advantages", "rewards")), 1),
+                  torch.tensor([0]), torch.tensor([1.0], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
+    model = LogitsAreWeights()
+    cfg = LearnerConfig(correction="mask_token", mask_low=0.5, mask_high=1.5, micro_batch=1, advantage="grpo")
+    train_shard(SgdEngine(model, lr=1.0), alone, cfg, ref_model=None, max_new_tokens=1, temperature=1.0,
+                pad_id=0, timers={})
+    assert model.head.weight[:, 0].tolist() == [0.0, 0.0]
+
+
+def test_without_a_correction_no_importance_metrics_are_logged():
+    cfg = LearnerConfig(minibatches=2, micro_batch=1, advantage="grpo")
+    sums = train_shard(SgdEngine(LogitsAreWeights(), lr=1.0), _shard(0.25), cfg, ref_model=None, max_new_tokens=1,
+                       temperature=1.0, pad_id=0, timers={})
+    assert set(step_stats(sums, cfg)) == {"clip_frac", "approx_kl", "ratio_mean", "entropy"}
 
 
 @pytest.mark.parametrize("t, kind, expected", [

@@ -49,10 +49,25 @@ def test_defaults_and_overrides(tmp_path):
     (["data.answer_key=problem"], "data.problem_key, answer_key and id_key must differ"),
     (["data.system_prompt=Be brief.", "data.chat_template=off"], "data.system_prompt needs a chat template"),
     (["data.problem_key=3"], "data.problem_key must be str"),
+    (["learner.correction=tis"], "learner.correction"),
+    (["learner.is_cap=0.5"], r"learner\.is_cap must be >= 1, got 0.5"),
+    (["learner.mask_low=1.5"], r"learner\.mask_low must be in \[0, 1\]"),
+    (["learner.mask_high=0.9"], r"learner\.mask_high must be >= 1"),
+    (["learner.tis_cap=1.5", "learner.correction=tis_seq"], r"learner\.tis_cap is the old spelling"),
 ])
 def test_bad_values_are_refused_naming_the_field(overrides, field):
     with pytest.raises(ConfigError, match=field):
         load_config(None, overrides)
+
+
+def test_old_tis_cap_still_loads_as_the_correction_it_meant(tmp_path):
+    # run folders written before learner.correction hold tis_cap (0: none, X > 0: decoupled with cap X)
+    old = tmp_path / "config.yaml"
+    old.write_text("learner:\n  tis_cap: 0.0\n")
+    assert load_config(str(old)).learner.correction == "none"
+    cfg = load_config(str(old), ["learner.tis_cap=1.5"]).learner
+    assert (cfg.correction, cfg.is_cap, cfg.recompute_proximal) == ("decoupled", 1.5, True)
+    assert not load_config(None).learner.recompute_proximal  # the default corrects nothing
 
 
 def test_data_section_reads_on_and_off_as_yaml_does(tmp_path):
@@ -106,3 +121,12 @@ def test_tracking_lists_trackers_once_each():
                        ("wandb.project=", "project")):
         with pytest.raises(ConfigError, match=field):
             load_config(None, [bad])
+
+
+def test_a_model_path_that_does_not_exist_is_refused_before_a_run_folder_is_made(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", f"model={tmp_path / 'nope'}", f"run_dir={run}"]) == 2
+    assert f"model: {tmp_path / 'nope'} is not a Hugging Face model folder" in capsys.readouterr().err
+    assert not run.exists()

@@ -1,0 +1,33 @@
+"""A batch's bookkeeping: how many policy versions its trajectories span, worked by hand."""
+import math
+
+import numpy as np
+
+from jury.learner.ledger import batch_result
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
+
+
+def _group(index, version_start, version_end, token_versions):
+    """A scored group, one sample per entry of token_versions ([] = no per-token versions)."""
+    task = PromptTask(task_id=f"t{index}", index=index, prompt="p", label="1", source="s")
+    samples = [Sample(np.array([7] * max(1, len(v)), np.int32), np.zeros(max(1, len(v)), np.float32), "", "stop",
+                      token_versions=np.array(v, np.int32)) for v in token_versions]
+    group = RolloutGroup(task, np.array([1], np.int32), samples, version_start, version_end, "g", 0.0)
+    return ScoredGroup(group, [], np.zeros(len(samples), np.float32), "gt", None, 0.0, None, 0, 0.0)
+
+
+def test_version_span_of_each_trajectory_by_hand():
+    groups = [
+        _group(0, 3, 3, [[], []]),                # drain: one version, 1 each
+        _group(1, 2, 3, [[]]),                    # a group across a sync, no per-token record: 3 - 2 + 1 = 2
+        _group(2, 4, 6, [[4, 4, 5], [4, 4], [4, 6, 6]]),  # inflight: 2, 1, and 4..6 = 3 (sync_every 2)
+    ]
+    metrics = batch_result(groups, step=6, t_train=1.0, arrived={}).metrics
+    # spans 1, 1, 2, 2, 1, 3
+    assert metrics["learner/version_span_mean"] == 10 / 6
+    assert metrics["learner/version_span_max"] == 3.0
+
+
+def test_a_batch_without_samples_has_no_span():
+    metrics = batch_result([_group(0, 1, 1, [])], step=1, t_train=1.0, arrived={}).metrics
+    assert math.isnan(metrics["learner/version_span_mean"]) and math.isnan(metrics["learner/version_span_max"])
