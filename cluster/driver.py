@@ -175,6 +175,7 @@ def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers
             metrics.log(step, row)
         summary.update(pipe.role_stats())
         summary.update(data.metrics())
+        _write_occupancy(pipe, run_dir, metrics.t0)
         # samples whose check ended in "error" (none should, short of pathological answers)
         summary["error_samples"] = sum(v for k, v in summary.items() if k.endswith("/verdict_error"))
         summary["final_checkpoint"] = save_checkpoint(pipe, run_dir, cfg.steps, final=True)
@@ -190,6 +191,24 @@ def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers
     summary.update(_learning_summary(run_dir))
     (run_dir / "summary.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
     return summary
+
+
+def _write_occupancy(pipe: Pipeline, run_dir: Path, t0: float):
+    """occupancy.json: each generator engine's sequences running and waiting over the run, in
+    bins (actors/occupancy.py), times in seconds on metrics.jsonl's `time_s` clock."""
+    import ray
+
+    out: dict = {"clock": "time_s of metrics.jsonl", "max_num_seqs": pipe.cfg.generator.max_num_seqs,
+                 "generators": {}}
+    for i, g in enumerate(pipe.generators):
+        try:
+            timeline = ray.get(g.occupancy_timeline.remote(t0), timeout=30)
+        except Exception as e:  # restarting: its timeline restarted with it anyway
+            log.warning("occupancy: generator%d did not answer (%s); left out of occupancy.json", i, e)
+            continue
+        timeline["t"] = [round(t - t0, 3) for t in timeline["t"]]
+        out["generators"][f"generator{i}"] = timeline
+    (run_dir / "occupancy.json").write_text(json.dumps(out))
 
 
 def _learner_step(pipe: Pipeline, step: int) -> StepResult:

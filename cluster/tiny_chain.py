@@ -233,12 +233,22 @@ def warm_up(model, tokenizer, spec: ChainModelSpec, rng: random.Random, progress
     return check
 
 
+def _stamp(spec: ChainModelSpec) -> dict:
+    return {"spec": json.loads(json.dumps(asdict(spec))), "task": task_settings()}
+
+
+def is_built(path: str | Path | None = None, spec: ChainModelSpec = ChainModelSpec()) -> bool:
+    """Whether the folder holds a finished build of this spec for this task."""
+    path = Path(path) if path else chain_path()
+    return (path / STAMP).exists() and json.loads((path / STAMP).read_text()) == _stamp(spec)
+
+
 def make_tiny_chain_model(path: str | Path | None = None, spec: ChainModelSpec = ChainModelSpec(),
                           progress=True) -> Path:
     """Build (or reuse) the tiny-chain model folder and return its path."""
     path = Path(path) if path else chain_path()
-    stamp = {"spec": json.loads(json.dumps(asdict(spec))), "task": task_settings()}
-    if (path / STAMP).exists() and json.loads((path / STAMP).read_text()) == stamp:
+    stamp = _stamp(spec)
+    if is_built(path, spec):
         return path
     import torch
 
