@@ -93,7 +93,13 @@ def main(argv=None) -> int:
 
     for module in (bench, evaluate, sweep, plots, select, replay, staleness, check_sync):
         module.add_command(sub)
-    args = parser.parse_args(argv)
+    # key=value overrides may come after options too (`jury replay RUN --out X learner.num_ranks=2`):
+    # argparse takes a command's positionals in one run, so later ones come back as extras
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if not hasattr(args, "overrides") or any(a.startswith("-") or "=" not in a for a in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = [*args.overrides, *extra]
     return args.func(args)
 
 
