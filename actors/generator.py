@@ -21,6 +21,7 @@ import time
 
 import numpy as np
 
+from jury.actors.occupancy import Occupancy, stat_logger
 from jury.protocol.config import GeneratorConfig
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, Shutdown, WeightUpdate
 from jury.protocol.transport import Receiver, Sender
@@ -53,7 +54,8 @@ class Generator:
             # TP on GPUs: workers are Ray actors in this actor's placement group (see Pipeline)
             **({"distributed_executor_backend": "ray"} if cfg.tensor_parallel_size > 1 and cfg.num_gpus > 0 else {}),
         )
-        self.engine = AsyncLLM.from_engine_args(args)
+        self.occupancy = Occupancy()  # sequences running per engine step (actors/occupancy.py)
+        self.engine = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger(self.occupancy)])
         self._idle = asyncio.Event()
         self._idle.set()
         self._open = asyncio.Event()  # cleared while weights are being swapped
@@ -331,11 +333,16 @@ class Generator:
     async def stats(self) -> dict:
         out = dict(self._stats, version=self.version, in_flight=self._in_flight,
                    busy_s=self._stats["busy_s"] + (time.perf_counter() - self._busy_since if self._in_flight else 0.0),
-                   task_queue=self.tasks.depth() if self.tasks else 0)
+                   task_queue=self.tasks.depth() if self.tasks else 0,
+                   running_seq_s=self.occupancy.running_area, running_max=self.occupancy.max_running)
         if self.tasks:
             out.update(self.tasks.stats.as_dict("tasks"))
             out.update(self.rollouts.stats.as_dict("rollouts"))
         return out
+
+    async def occupancy_timeline(self, since: float = 0.0) -> dict:
+        """The engine's sequences running and waiting over time (Occupancy.timeline)."""
+        return self.occupancy.timeline(since)
 
     async def stop(self):
         if self._engine_watch:  # the engine is about to stop on purpose: not a death to fail on

@@ -48,14 +48,22 @@ class Tally:
     step_end_cpu_s: list[float] = field(default_factory=list)  # process_time (all threads, the engine's too) there
 
 
-def make_dataset(n: int, seed: int):
-    """n synthetic problems as TRL's standard (non-chat) format: a "prompt" string and the label."""
+def make_dataset(n: int, seed: int, task: str = "synthetic"):
+    """n problems of a built-in task (synthetic or chain), in the order our feeder draws them, as
+    TRL's standard (non-chat) format: a "prompt" string and the label."""
     from datasets import Dataset
     from jury.cluster.data import PROMPT_SUFFIX, problem_stream
 
-    problems = list(islice(problem_stream("synthetic", seed), n))
+    problems = list(islice(problem_stream(task, seed), n))
     return Dataset.from_dict({"prompt": [p.problem + PROMPT_SUFFIX for p in problems],
                               "answer": [p.answer for p in problems]})
+
+
+def same(boxed: str | None, label: str) -> bool:
+    """The boxed answer is the label (as digits: the chain task boxes 0078 for 78)."""
+    if boxed and boxed.isdigit() and label.isdigit():
+        return int(boxed) == int(label)
+    return boxed == label
 
 
 def make_reward(tally: Tally):
@@ -68,7 +76,7 @@ def make_reward(tally: Tally):
     def boxed_match(prompts, completions, completion_ids, answer, **_):
         tally.completions_per_step.append(len(completions))
         tally.tokens_per_step.append(sum(len(ids) for ids in completion_ids))
-        return [1.0 if extract_boxed(c) == a else 0.0 for c, a in zip(completions, answer, strict=True)]
+        return [1.0 if same(extract_boxed(c), a) else 0.0 for c, a in zip(completions, answer, strict=True)]
 
     return boxed_match
 
@@ -193,7 +201,7 @@ def leaves_process_as_found():
 
 def run_trl_peer(model_path: str, *, steps: int, prompts_per_step: int, group_size: int,
                  max_new_tokens: int, seed: int, use_vllm: bool = True, lr: float = 1e-4,
-                 max_model_len: int = 256, dtype: str = "float32", threads: int = 0) -> dict:
+                 max_model_len: int = 256, dtype: str = "float32", threads: int = 0, task: str = "synthetic") -> dict:
     """Train `steps` GRPO steps with TRL and time them; see the module docstring for what is counted.
 
     threads: torch threads for the whole process (engine included); 0 leaves torch's
@@ -203,11 +211,11 @@ def run_trl_peer(model_path: str, *, steps: int, prompts_per_step: int, group_si
         raise ValueError(f"steps must be >= 2 (the first is warm-up and not timed), got {steps}")
     with leaves_process_as_found():
         return _run(model_path, steps, prompts_per_step, group_size, max_new_tokens, seed, use_vllm, lr,
-                    max_model_len, dtype, threads)
+                    max_model_len, dtype, threads, task)
 
 
 def _run(model_path, steps, prompts_per_step, group_size, max_new_tokens, seed, use_vllm, lr, max_model_len,
-         dtype, threads) -> dict:
+         dtype, threads, task) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOTrainer
@@ -233,7 +241,7 @@ def _run(model_path, steps, prompts_per_step, group_size, max_new_tokens, seed, 
         t_build = time.perf_counter()
         with vllm_dtype(dtype) if use_vllm else nullcontext():
             trainer = GRPOTrainer(model=model, reward_funcs=make_reward(tally), args=args,
-                                  train_dataset=make_dataset(steps * prompts_per_step, seed),
+                                  train_dataset=make_dataset(steps * prompts_per_step, seed, task),
                                   processing_class=AutoTokenizer.from_pretrained(model_path),
                                   callbacks=[StepClock()])
         if use_vllm:
@@ -289,6 +297,8 @@ def main():
                     help="the colocated engine's dtype: float32 as our generator; "
                          "auto is TRL's stock choice (bf16 here)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads; 0: torch's default (one per core)")
+    ap.add_argument("--dataset", default="synthetic", choices=("synthetic", "chain"), help="the built-in task")
+    ap.add_argument("--max-model-len", type=int, default=256, help="the engine's prompt + completion limit")
     ap.add_argument("--json", default="", help="write the result here")
     a = ap.parse_args()
     model = a.model
@@ -298,7 +308,7 @@ def main():
         model = str(make_tiny_model(progress=False))
     r = run_trl_peer(model, steps=a.steps, prompts_per_step=a.prompts_per_step, group_size=a.group_size,
                      max_new_tokens=a.max_new_tokens, seed=a.seed, use_vllm=not a.no_vllm, dtype=a.vllm_dtype,
-                     threads=a.threads)
+                     threads=a.threads, task=a.dataset, max_model_len=a.max_model_len)
     gen = f"vLLM colocate, {r['vllm_dtype']}" if r["use_vllm"] else "HF generate"
     print(f"TRL {r['trl_version']} GRPOTrainer ({gen}): {r['completions_per_s']:.1f} completions/s, "
           f"{r['tokens_per_s']:.0f} tokens/s, {r['step_s']:.2f} s/step over {r['timed_steps']} steps "

@@ -26,6 +26,7 @@ from jury.cluster.evaluation import Evaluator
 from jury.cluster.learner_group import LearnerDied
 from jury.cluster.pipeline import Pipeline
 from jury.cluster.run_data import RunData, check_data, check_prompts
+from jury.cluster.tiny_model import LOCAL_MODELS
 from jury.cluster.tracking import Trackers, open_trackers
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
@@ -38,7 +39,7 @@ def preflight(cfg: RunConfig, resume: str | None = None):
     names (the data files: cluster/run_data.py). A bad one is a ConfigError naming the field
     (`jury train` exits 2)."""
     def hf_folder(field: str, value: str):
-        if value not in ("tiny", "tiny-chat") and not (Path(value) / "config.json").is_file():
+        if value not in LOCAL_MODELS and not (Path(value) / "config.json").is_file():
             raise ConfigError(f"{field}: {value} is not a Hugging Face model folder (no config.json there)")
 
     hf_folder("model", cfg.model)
@@ -54,13 +55,13 @@ def preflight(cfg: RunConfig, resume: str | None = None):
 
 
 def resolve_model(cfg: RunConfig) -> str:
-    if cfg.model not in ("tiny", "tiny-chat"):
+    if cfg.model not in LOCAL_MODELS:
         if not (Path(cfg.model) / "config.json").exists():
             raise FileNotFoundError(f"model: {cfg.model} is not a Hugging Face model folder (no config.json)")
         return cfg.model
-    from jury.cluster.tiny_model import make_tiny_chat_model, make_tiny_model
+    from jury.cluster.tiny_model import make_local_model
 
-    return str((make_tiny_chat_model if cfg.model == "tiny-chat" else make_tiny_model)(progress=cfg.progress))
+    return str(make_local_model(cfg.model, progress=cfg.progress))
 
 
 def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:
@@ -174,6 +175,7 @@ def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers
             metrics.log(step, row)
         summary.update(pipe.role_stats())
         summary.update(data.metrics())
+        _write_occupancy(pipe, run_dir, metrics.t0)
         # samples whose check ended in "error" (none should, short of pathological answers)
         summary["error_samples"] = sum(v for k, v in summary.items() if k.endswith("/verdict_error"))
         summary["final_checkpoint"] = save_checkpoint(pipe, run_dir, cfg.steps, final=True)
@@ -189,6 +191,24 @@ def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers
     summary.update(_learning_summary(run_dir))
     (run_dir / "summary.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
     return summary
+
+
+def _write_occupancy(pipe: Pipeline, run_dir: Path, t0: float):
+    """occupancy.json: each generator engine's sequences running and waiting over the run, in
+    bins (actors/occupancy.py), times in seconds on metrics.jsonl's `time_s` clock."""
+    import ray
+
+    out: dict = {"clock": "time_s of metrics.jsonl", "max_num_seqs": pipe.cfg.generator.max_num_seqs,
+                 "generators": {}}
+    for i, g in enumerate(pipe.generators):
+        try:
+            timeline = ray.get(g.occupancy_timeline.remote(t0), timeout=30)
+        except Exception as e:  # restarting: its timeline restarted with it anyway
+            log.warning("occupancy: generator%d did not answer (%s); left out of occupancy.json", i, e)
+            continue
+        timeline["t"] = [round(t - t0, 3) for t in timeline["t"]]
+        out["generators"][f"generator{i}"] = timeline
+    (run_dir / "occupancy.json").write_text(json.dumps(out))
 
 
 def _learner_step(pipe: Pipeline, step: int) -> StepResult:

@@ -91,23 +91,32 @@ def summarise(results: list[ProblemResult], ks: list[int]) -> dict:
 
 
 def load_problems(dataset: str, seed: int, count: int, data=None) -> list:
-    """The first `count` problems: of the seeded synthetic stream, or of the dataset in file
+    """The first `count` problems: of a built-in task's seeded stream, or of the dataset in file
     order (count 0: all of it), so two evaluations of one dataset see the same problems. A
     dataset is read as `data` (a DataConfig: format, field names) says and checked first."""
     from itertools import islice
 
-    from jury.cluster.data import synthetic_problems
+    from jury.cluster.data import BUILTIN_DATASETS
     from jury.cluster.dataset import check_dataset, read_problems
     from jury.protocol.config import DataConfig
 
-    if dataset == "synthetic":
+    if dataset in BUILTIN_DATASETS:
         if count < 1:
-            raise ValueError("--count must be >= 1 for the synthetic dataset (it never ends)")
-        return list(islice(synthetic_problems(seed), count))
+            raise ValueError(f"--count must be >= 1 for the {dataset} dataset (it never ends)")
+        return list(islice(BUILTIN_DATASETS[dataset](seed), count))
     data = data or DataConfig()
     check_dataset(dataset, data)
     problems = read_problems(dataset, data)
     return list(islice(problems, count)) if count > 0 else list(problems)
+
+
+def default_dataset(run_cfg: dict, data) -> str:
+    """The run's data.eval_path, else its dataset when that is a built-in task, else synthetic."""
+    from jury.cluster.data import BUILTIN_DATASETS
+
+    if data and data.eval_path:
+        return data.eval_path
+    return run_cfg.get("dataset") if run_cfg.get("dataset") in BUILTIN_DATASETS else "synthetic"
 
 
 class Evaluator:
@@ -118,10 +127,10 @@ class Evaluator:
 
     @classmethod
     def from_config(cls, run, prompt_format, tokenizer=None):
-        """The eval problems: data.eval_path, else (the synthetic task) a held-out synthetic stream
+        """The eval problems: data.eval_path, else (a built-in task) a held-out stream of the task
         seeded apart from training's; the first eval.problems of them whose prompt fits."""
         e = run.eval
-        path = run.data.eval_path or "synthetic"
+        path = default_dataset({"dataset": run.dataset}, run.data)
         problems = load_problems(path, run.seed + EVAL_SEED_OFFSET, e.problems, run.data)
         prompts = [prompt_format.render(p.problem) for p in problems]
         fits = [tokenizer is None or len(tokenizer(t)["input_ids"]) <= run.max_prompt_tokens for t in prompts]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from jury.cluster.data import DataError, Problem, synthetic_problems
+from jury.cluster.data import BUILTIN_DATASETS, DataError, Problem
 from jury.cluster.dataset import BATCH, DataReport, check_dataset, read_problems
 from jury.cluster.prompts import PromptFormat
 from jury.protocol.config import RunConfig
@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class RunData:
     cfg: RunConfig                 # steps capped by data.epochs
-    train: DataReport | None       # None: the synthetic task
+    train: DataReport | None       # None: a built-in task (synthetic, chain)
     eval: DataReport | None
     prompts: PromptFormat | None = None
     too_long: int = 0              # good rows whose prompt is over max_prompt_tokens (the feeder skips them)
@@ -49,9 +49,10 @@ class RunData:
 def check_data(cfg: RunConfig) -> RunData:
     """Every row of the dataset and of the evaluation file; DataError refuses the run."""
     data = cfg.data
-    if cfg.dataset == "synthetic" and data.epochs:
-        raise DataError("data.epochs needs a dataset file: the synthetic task has no end")
-    train = None if cfg.dataset == "synthetic" else check_dataset(cfg.dataset, data)
+    builtin = cfg.dataset in BUILTIN_DATASETS
+    if builtin and data.epochs:
+        raise DataError(f"data.epochs needs a dataset file: the {cfg.dataset} task has no end")
+    train = None if builtin else check_dataset(cfg.dataset, data)
     evaluation = check_dataset(data.eval_path, data) if data.eval_path else None
     return RunData(cfg, train, evaluation)
 
@@ -93,6 +94,6 @@ def _count_too_long(problems, prompts: PromptFormat, tokenizer, limit: int) -> i
 
 
 def _first_problem(cfg: RunConfig) -> Problem:
-    if cfg.dataset == "synthetic":
-        return next(synthetic_problems(cfg.seed))
+    if cfg.dataset in BUILTIN_DATASETS:
+        return next(BUILTIN_DATASETS[cfg.dataset](cfg.seed))
     return next(read_problems(cfg.dataset, cfg.data))

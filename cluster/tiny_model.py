@@ -16,6 +16,10 @@ is checked and a matching folder is reused.
 `tiny-chat` (`make_tiny_chat_model`) is the same model, weights and tokenizer copied, with a
 chat template added: for testing prompts that go through one. `tiny` itself has none, so
 its plain prompts, and everything that asks it questions, stay as they were.
+
+`tiny-chain` (cluster/tiny_chain.py) is a model of the same shape for the long
+chain-of-thought task (`dataset: chain`), with its own tokenizer, warm-up and folder.
+`make_local_model(name)` builds any of the three by its `model:` name.
 """
 from __future__ import annotations
 
@@ -63,18 +67,27 @@ def default_path() -> Path:
 
 
 def build_tokenizer(spec: TinyModelSpec, rng: random.Random):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
     corpus = []
     for _ in range(20000):
         p = synthetic_problem(rng)
         corpus.append(p.problem + PROMPT_SUFFIX + synthetic_solution(p))
+    return train_tokenizer(corpus, spec.vocab)
+
+
+def train_tokenizer(corpus: list[str], vocab: int, split_digits: bool = False):
+    """A byte-level BPE tokenizer trained on `corpus`, with <pad>, <s> (prepended) and </s>.
+    `split_digits`: every digit its own token (the BPE never merges numbers)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if split_digits:
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=spec.vocab,
+        vocab_size=vocab,
         special_tokens=["<pad>", "<s>", "</s>"],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # any text stays encodable
         show_progress=False,
@@ -233,3 +246,18 @@ def make_tiny_chat_model(path: str | Path | None = None, progress=True) -> Path:
     except OSError:  # another process put it there first
         shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+
+LOCAL_MODELS = ("tiny", "tiny-chat", "tiny-chain")  # `model:` names built here rather than read from a folder
+
+
+def make_local_model(name: str, progress=True) -> Path:
+    """Build (or reuse) the local model `name` (one of LOCAL_MODELS) in its cache folder."""
+    if name == "tiny-chain":
+        from jury.cluster.tiny_chain import make_tiny_chain_model  # it imports this module
+
+        return make_tiny_chain_model(progress=progress)
+    builders = {"tiny": make_tiny_model, "tiny-chat": make_tiny_chat_model}
+    if name not in builders:
+        raise ValueError(f"no local model {name!r}; local models: {', '.join(LOCAL_MODELS)}")
+    return builders[name](progress=progress)

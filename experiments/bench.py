@@ -2,15 +2,20 @@
 
     generator only   one generator fed as fast as it takes tasks; a sink drops its groups
     end to end       `jury train` at each max_staleness asked for (0 = synchronous), with
-                     record_groups on, timed over the loop (engine start-up left out)
+                     record_groups on, timed over the loop (engine start-up left out);
+                     --sync-modes adds the largest max_staleness under each generator.sync_mode
     learner only     `jury replay` of the synchronous run's record: the learner on
                      recorded batches, nothing else running
     verifier only    the same record's rollout groups through one verifier worker, in process
     peer (--peer)    TRL's GRPOTrainer on the same model, data, G, completion length and
                      steps (benchmarks/trl_peer.py), completions/s side by side with ours
 
-Every figure comes from this one invocation, so ratios compare like with like. Output:
-a table on the terminal, bench.json, throughput.png and time.png in --out.
+Every figure comes from this one invocation, so ratios compare like with like. Each end-to-end
+run also reports its engine's occupancy (sequences running, mean and as a share of the
+sequences one batch needs) and the tail's share of a step: the time the engine ran some
+sequences but fewer than a quarter of a batch's, while a synchronous step waits for its
+stragglers (actors/occupancy.py). Output: a table on the terminal, bench.json,
+throughput.png, time.png and occupancy.png (sequences running over time, per run) in --out.
 """
 from __future__ import annotations
 
@@ -69,11 +74,17 @@ def end_to_end(cfg, run_dir: Path) -> dict:
     from jury.cluster.driver import train
     from jury.cluster.metrics import read_metrics
 
+    from jury.actors.occupancy import tail_shares
+
     summary = train(replace(cfg, run_dir=str(run_dir), record_groups=True, progress=False))
     rows = read_metrics(run_dir)
     if len(rows) <= WARMUP_STEPS:
         raise ValueError(f"bench needs more than {WARMUP_STEPS} steps, got {len(rows)}")
     before, rows = rows[WARMUP_STEPS - 1], rows[WARMUP_STEPS:]
+    occupancy = json.loads((run_dir / "occupancy.json").read_text())["generators"]
+    batch_seqs = cfg.batch_groups * cfg.generator.group_size
+    ends = [before["time_s"]] + [r["time_s"] for r in rows]
+    tails = [x for t in occupancy.values() for x in tail_shares(t, ends, batch_seqs)]
     wall = sum(r["perf/step_s"] for r in rows)
     n = len(rows)
     mean = lambda key: sum(r.get(key, 0.0) for r in rows) / n  # noqa: E731
@@ -101,6 +112,12 @@ def end_to_end(cfg, run_dir: Path) -> dict:
         "staleness_mean": mean("staleness/mean"),
         "verify_share_of_life": mean("staleness/verify_share"),
         "reward_mean": mean("reward/mean"),
+        # sequences running in an engine, time-weighted over the loop (per generator)
+        "occupancy_mean": sum(delta(f"generator{i}/running_seq_s") for i in gens) / (wall * len(gens)),
+        "occupancy_of_batch": sum(delta(f"generator{i}/running_seq_s") for i in gens) / (wall * len(gens))
+        / batch_seqs,
+        "tail_share": sum(tails) / len(tails) if tails else math.nan,
+        "loop_start_s": before["time_s"],
         "run_dir": str(run_dir),
     }
 
@@ -156,7 +173,8 @@ def peer(cfg, model_path: str, out: Path) -> dict:
     result = out / "peer_trl.json"
     cmd = [sys.executable, str(script), "--model", model_path, "--steps", str(cfg.steps),
            "--prompts-per-step", str(cfg.batch_groups), "--group-size", str(cfg.generator.group_size),
-           "--max-new-tokens", str(cfg.generator.max_new_tokens), "--seed", str(cfg.seed), "--json", str(result)]
+           "--max-new-tokens", str(cfg.generator.max_new_tokens), "--seed", str(cfg.seed), "--json", str(result),
+           "--dataset", cfg.dataset, "--max-model-len", str(cfg.max_model_len)]
     # not this process's torch.distributed settings (the learner-only replay set them, and holds the port)
     env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK",
                                                             "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
@@ -167,7 +185,7 @@ def peer(cfg, model_path: str, out: Path) -> dict:
     return json.loads(result.read_text())
 
 
-def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False) -> dict:
+def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_modes: list[str] = ()) -> dict:
     from dataclasses import replace
 
     from jury.cluster.driver import resolve_model
@@ -177,25 +195,35 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False) -> dict
     cfg = replace(cfg, model=model_path)
     report: dict = {"config": {"steps": cfg.steps, "batch_groups": cfg.batch_groups,
                                "group_size": cfg.generator.group_size, "max_new_tokens": cfg.generator.max_new_tokens,
-                               "staleness": staleness}}
+                               "staleness": staleness, "dataset": cfg.dataset, "sync_mode": cfg.generator.sync_mode,
+                               "sync_modes": list(sync_modes)}}
     report["generator_only"] = generator_only(cfg, model_path, (cfg.steps - WARMUP_STEPS) * cfg.batch_groups)
     for k in staleness:
         report[f"end_to_end/max_staleness={k}"] = end_to_end(replace(cfg, max_staleness=k), out / f"staleness-{k}")
+    top = max(staleness)
+    for mode in sync_modes:
+        if mode != cfg.generator.sync_mode:
+            report[f"end_to_end/max_staleness={top},{mode}"] = end_to_end(
+                replace(cfg, max_staleness=top, generator=replace(cfg.generator, sync_mode=mode)),
+                out / f"staleness-{top}-{mode}")
     recorded = out / f"staleness-{staleness[0]}"
     report["learner_only"] = learner_only(recorded)
     report["verifier_only"] = verifier_only(cfg, recorded)
     if with_peer:
         report["peer/trl"] = peer(cfg, model_path, out)
-    sync, fastest = report[f"end_to_end/max_staleness={staleness[0]}"], max(
-        (report[f"end_to_end/max_staleness={k}"] for k in staleness), key=lambda r: r["tokens_per_s"])
+    sync = report[f"end_to_end/max_staleness={staleness[0]}"]
+    fastest_name, fastest = max(((k, v) for k, v in report.items() if k.startswith("end_to_end/")),
+                                key=lambda kv: kv[1]["completions_per_s"])
     report["ratios"] = {
-        f"async/sync (max_staleness {max(staleness)} / {staleness[0]})":
-            report[f"end_to_end/max_staleness={max(staleness)}"]["tokens_per_s"] / sync["tokens_per_s"],
-        "end_to_end/generator_only": fastest["tokens_per_s"] / report["generator_only"]["tokens_per_s"],
+        f"async/sync (max_staleness {top} / {staleness[0]}, completions/s)":
+            report[f"end_to_end/max_staleness={top}"]["completions_per_s"] / sync["completions_per_s"],
+        f"fastest/sync ({fastest_name.removeprefix('end_to_end/')}, completions/s)":
+            fastest["completions_per_s"] / sync["completions_per_s"],
+        "end_to_end/generator_only (tokens/s)": fastest["tokens_per_s"] / report["generator_only"]["tokens_per_s"],
     }
     if "completions_per_s" in report.get("peer/trl", {}):
         trl = report["peer/trl"]
-        report["ratios"]["ours/trl (completions/s)"] = fastest["completions_per_s"] / trl["completions_per_s"]
+        report["ratios"][f"ours/trl ({fastest_name.removeprefix('end_to_end/')}, completions/s)"] = fastest["completions_per_s"] / trl["completions_per_s"]
         report["ratios"]["ours/trl (tokens/s)"] = fastest["tokens_per_s"] / trl["tokens_per_s"]
     (out / "bench.json").write_text(json.dumps(report, indent=2))
     plot_bench(report, out)
@@ -215,13 +243,15 @@ def format_bench(report: dict) -> str:
     e2e = {k: v for k, v in report.items() if k.startswith("end_to_end/")}
     lines.append("")
     lines.append(f"{'end to end':<28}{'wait s':>8}{'train s':>8}{'sync s':>8}{'gather':>8}{'bcast':>8}"
-                 f"{'pause s':>8}{'q feed':>7}{'q gen':>7}{'q ver':>7}{'q lrn':>7}{'stale':>7}{'ver share':>10}")
+                 f"{'pause s':>8}{'q feed':>7}{'q gen':>7}{'q ver':>7}{'q lrn':>7}{'stale':>7}{'ver share':>10}"
+                 f"{'running':>8}{'of batch':>9}{'tail':>6}")
     for k, r in e2e.items():
         lines.append(f"{k.removeprefix('end_to_end/'):<28}{r['learner_wait_s']:>8.3f}{r['learner_train_s']:>8.3f}"
                      f"{r['sync_total_s']:>8.3f}{r['sync_gather_s']:>8.3f}{r['sync_broadcast_s']:>8.3f}"
                      f"{r['generator_pause_s']:>8.3f}{r['queue/feeder']:>7.1f}{r['queue/generator_tasks']:>7.1f}"
                      f"{r['queue/verifier']:>7.1f}{r['queue/learner']:>7.1f}{r['staleness_mean']:>7.2f}"
-                     f"{r['verify_share_of_life']:>10.1%}")
+                     f"{r['verify_share_of_life']:>10.1%}{r['occupancy_mean']:>8.1f}{r['occupancy_of_batch']:>9.0%}"
+                     f"{r['tail_share']:>6.0%}")
     for name, r in report.items():
         if isinstance(r, dict) and "skipped" in r:
             lines.append(f"{name}: skipped: {r['skipped']}")
@@ -264,6 +294,29 @@ def plot_bench(report: dict, out: Path) -> list[Path]:
     paths.append(out / "time.png")
     fig.savefig(paths[1], dpi=110)
     plt.close(fig)
+
+    # occupancy.png: sequences running in the (first) engine over the timed loop, one panel per run
+    fig, axes = plt.subplots(len(e2e), 1, figsize=(9, 1.8 * len(e2e) + 0.6), sharex=True, squeeze=False)
+    batch = report["config"]["batch_groups"] * report["config"]["group_size"]
+    for ax, (name, r) in zip(axes[:, 0], e2e):
+        gens = json.loads((Path(r["run_dir"]) / "occupancy.json").read_text())["generators"]
+        for gen_name, t in list(gens.items())[:1]:
+            xs = [x - r["loop_start_s"] for x in t["t"]]
+            keep = [i for i, x in enumerate(xs) if x >= 0]
+            ax.fill_between([xs[i] for i in keep], [t["running"][i] for i in keep], step="post", alpha=0.6,
+                            label="running")
+            ax.plot([xs[i] for i in keep], [t["waiting"][i] for i in keep], lw=0.6, color="tab:red",
+                    label="waiting")
+        ax.axhline(batch, color="gray", lw=0.8, ls="--", label="one batch")
+        ax.set_ylabel("sequences", fontsize=8)
+        ax.set_title(f"{name}: mean {r['occupancy_mean']:.1f} running, tail {r['tail_share']:.0%} of a step",
+                     fontsize=9)
+    axes[0, 0].legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds since the timed loop began")
+    fig.tight_layout()
+    paths.append(out / "occupancy.png")
+    fig.savefig(paths[2], dpi=110)
+    plt.close(fig)
     return paths
 
 
@@ -272,6 +325,8 @@ def add_command(sub):
     p.add_argument("--config", help="YAML config (default: the embedded default)")
     p.add_argument("--steps", type=int, default=30, help="learner steps per end-to-end run")
     p.add_argument("--staleness", default="0,1,2", help="max_staleness values, the first is the reference")
+    p.add_argument("--sync-modes", default="", help="e.g. drain,interrupt,inflight: the largest max_staleness "
+                                                     "also under each of these generator.sync_mode")
     p.add_argument("--peer", action="store_true", help="also run TRL's GRPOTrainer on the same work")
     p.add_argument("--out", default="", help="output folder (default runs/bench-<time>)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
@@ -284,13 +339,17 @@ def _main(args) -> int:
     try:
         cfg = load_config(args.config, [*args.overrides, f"steps={args.steps}"])
         staleness = [int(x) for x in args.staleness.split(",")]
+        modes = [m for m in args.sync_modes.split(",") if m]
+        bad = [m for m in modes if m not in ("drain", "interrupt", "inflight")]
+        if bad:
+            raise ConfigError(f"--sync-modes: {', '.join(bad)}: each must be drain, interrupt or inflight")
         if args.steps <= WARMUP_STEPS + 1:
             raise ConfigError(f"--steps must be > {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} are warm-up)")
     except (ConfigError, ValueError, OSError) as e:
         print(f"jury bench: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}")
-    report = bench(cfg, out, staleness, with_peer=args.peer)
+    report = bench(cfg, out, staleness, with_peer=args.peer, sync_modes=modes)
     print(format_bench(report))
-    print(f"\n{out / 'bench.json'}\n{out / 'throughput.png'}\n{out / 'time.png'}")
+    print(f"\n{out / 'bench.json'}\n{out / 'throughput.png'}\n{out / 'time.png'}\n{out / 'occupancy.png'}")
     return 0

@@ -49,10 +49,18 @@ def _run_plots(run_dir) -> list:
 
 
 def _make_tiny_model(args) -> int:
-    from jury.cluster.tiny_model import make_tiny_model
+    from jury.cluster.tiny_chain import make_tiny_chain_model
+    from jury.cluster.tiny_model import make_local_model, make_tiny_model
 
-    path = make_tiny_model(args.path)
-    print(path)
+    if not args.path:
+        print(make_local_model(args.model))
+        return 0
+    builders = {"tiny": make_tiny_model, "tiny-chain": make_tiny_chain_model}
+    if args.model not in builders:
+        print(f"jury make-tiny-model: --path is for --model tiny or tiny-chain ({args.model} is built beside tiny)",
+              file=sys.stderr)
+        return 2
+    print(builders[args.model](args.path))
     return 0
 
 
@@ -74,14 +82,24 @@ def main(argv=None) -> int:
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     p.add_argument("overrides", nargs="*", help="key=value overrides, e.g. steps=20 generator.group_size=4")
     p.set_defaults(func=_train)
-    p = sub.add_parser("make-tiny-model", help="build (or reuse) the local tiny model")
-    p.add_argument("--path", default=None, help="output folder (default: ~/.cache/jury-rl/tiny-model)")
+    p = sub.add_parser("make-tiny-model", help="build (or reuse) a local tiny model; prints its folder")
+    p.add_argument("--model", default="tiny", choices=("tiny", "tiny-chat", "tiny-chain"),
+                   help="tiny (the synthetic task), tiny-chat (with a chat template) or tiny-chain (the long "
+                        "chain-of-thought task, `dataset: chain`; a few minutes on 2 cores)")
+    p.add_argument("--path", default=None, help="output folder (default: ~/.cache/jury-rl/tiny-model, "
+                                                "~/.cache/jury-rl/tiny-chain)")
     p.set_defaults(func=_make_tiny_model)
     from jury.experiments import bench, check_sync, evaluate, plots, replay, select, staleness, sweep
 
     for module in (bench, evaluate, sweep, plots, select, replay, staleness, check_sync):
         module.add_command(sub)
-    args = parser.parse_args(argv)
+    # key=value overrides may come after options too (`jury replay RUN --out X learner.num_ranks=2`):
+    # argparse takes a command's positionals in one run, so later ones come back as extras
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if not hasattr(args, "overrides") or any(a.startswith("-") or "=" not in a for a in extra):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.overrides = [*args.overrides, *extra]
     return args.func(args)
 
 

@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from jury.cluster.evaluation import ProblemResult, grade, load_problems, pass_at_k, summarise  # noqa: F401
+from jury.cluster.evaluation import (ProblemResult, default_dataset, grade, load_problems, pass_at_k,  # noqa: F401
+                                     summarise)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 
@@ -207,7 +208,7 @@ def _run(args) -> int:
         sampling = sampling_from(args, run_cfg)
         ks = _ks(args.k) if args.k else sorted({1, sampling.n})
         data = data_config_of(run_cfg) if run_cfg else None
-        dataset = args.dataset or (data.eval_path if data and data.eval_path else "synthetic")
+        dataset = args.dataset or default_dataset(run_cfg, data)
         problems = load_problems(dataset, args.seed, args.count, data)
         result = evaluate(args.checkpoint, problems, sampling, ks, tokenizer=args.tokenizer,
                           check_timeout_s=args.check_timeout_s, data=data)

@@ -410,8 +410,12 @@ class WandbConfig:
 
 @dataclass(frozen=True)
 class RunConfig:
-    model: str = "tiny"            # "tiny": build (or reuse) the local tiny model ("tiny-chat": with a chat template); else a HF folder
-    dataset: str = "synthetic"     # "synthetic", or a JSONL or Parquet file or a `datasets` folder (read as data.* says)
+    # "tiny": build (or reuse) the local tiny model ("tiny-chat": with a chat template; "tiny-chain": the one
+    # warmed up on the chain task, cluster/tiny_chain.py); else a HF folder
+    model: str = "tiny"
+    # a built-in task, "synthetic" (short arithmetic) or "chain" (sums of 2 to 40 terms worked step by step,
+    # long-tailed lengths: cluster/data.py), or a JSONL or Parquet file or a `datasets` folder (read as data.* says)
+    dataset: str = "synthetic"
     seed: int = 0
     steps: int = 300               # learner steps
     batch_groups: int = 8          # groups (prompts) per learner step
@@ -485,14 +489,14 @@ class RunConfig:
                  ("max_restarts", self.max_restarts >= 0, ">= 0"), ("resend_after_s", self.resend_after_s > 0, "> 0"),
                  ("sync_timeout_s", self.sync_timeout_s > 0, "> 0"),
                  ("group_timeout_s", self.group_timeout_s > 0, "> 0"),
-                 ("model", bool(self.model), '"tiny" or a Hugging Face model folder'),
-                 ("dataset", bool(self.dataset), '"synthetic" or a path'))
+                 ("model", bool(self.model), '"tiny", "tiny-chat", "tiny-chain" or a Hugging Face model folder'),
+                 ("dataset", bool(self.dataset), '"synthetic", "chain" or a path'))
         if self.eval.every and self.eval.max_new_tokens + self.max_prompt_tokens > self.max_model_len:
             raise ConfigError(f"eval.max_new_tokens + max_prompt_tokens ({self.eval.max_new_tokens} + "
                               f"{self.max_prompt_tokens}) exceeds max_model_len ({self.max_model_len})")
-        if self.eval.every and self.dataset != "synthetic" and not self.data.eval_path:
-            raise ConfigError("eval.every needs problems to evaluate: set data.eval_path (the synthetic task "
-                              "uses a held-out stream of its own)")
+        if self.eval.every and self.dataset not in ("synthetic", "chain") and not self.data.eval_path:
+            raise ConfigError("eval.every needs problems to evaluate: set data.eval_path (the built-in tasks, "
+                              "synthetic and chain, use a held-out stream of their own)")
         if self.weight_backend == "nccl" and (self.learner.num_gpus < 1 or self.generator.num_gpus <= 0):
             raise ConfigError("weight_backend=nccl runs between GPUs only: it needs learner.num_gpus >= 1 and "
                               f"generator.num_gpus > 0 (got {self.learner.num_gpus} and {self.generator.num_gpus}); "

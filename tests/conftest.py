@@ -56,3 +56,51 @@ def push_frames(endpoint: str, items: list[list[bytes]]):
             sock.send_multipart(frames)
     finally:
         sock.close()
+
+
+_chain_build: dict = {}  # the background build of the tiny-chain model, when one was started
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tiny-chain model takes about seven minutes of one core to build. When a selected test
+    needs it and it is not cached, the build starts now in a background process at the lowest
+    priority (nice 19: it runs on the core the rest of the suite leaves idle), and the tests
+    that need it run last. The build is single-threaded and seeded, so it is the same build."""
+    needs = [it for it in items if "tiny_chain_model_path" in getattr(it, "fixturenames", ())]
+    if not needs:
+        return
+    chosen = {id(it) for it in needs}
+    items[:] = [it for it in items if id(it) not in chosen] + needs
+    from jury.cluster.tiny_chain import is_built
+
+    if is_built():
+        return
+    import subprocess
+    import sys
+    import tempfile
+
+    log = tempfile.NamedTemporaryFile("w+", prefix="tiny-chain-build-", suffix=".log", delete=False)
+    _chain_build["log"] = log.name
+    _chain_build["proc"] = subprocess.Popen(
+        [sys.executable, "-c", "from jury.cluster.tiny_chain import make_tiny_chain_model as m; m()"],
+        stdout=log, stderr=subprocess.STDOUT, preexec_fn=lambda: os.nice(19))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    proc = _chain_build.get("proc")
+    if proc is not None and proc.poll() is None:  # the run stopped early (-x, Ctrl-C)
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def tiny_chain_model_path():
+    """The tiny model warmed up on the chain task (`model: tiny-chain`; built once, minutes)."""
+    from jury.cluster.tiny_chain import make_tiny_chain_model
+
+    proc = _chain_build.get("proc")
+    if proc is not None:
+        if proc.wait() != 0:
+            tail = pathlib.Path(_chain_build["log"]).read_text()[-3000:]
+            pytest.fail(f"building the tiny-chain model failed (exit {proc.returncode}):\n{tail}")
+    return str(make_tiny_chain_model(progress=False))

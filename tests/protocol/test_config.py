@@ -130,3 +130,19 @@ def test_a_model_path_that_does_not_exist_is_refused_before_a_run_folder_is_made
     assert main(["train", f"model={tmp_path / 'nope'}", f"run_dir={run}"]) == 2
     assert f"model: {tmp_path / 'nope'} is not a Hugging Face model folder" in capsys.readouterr().err
     assert not run.exists()
+
+
+def test_overrides_after_options_reach_the_command(tmp_path, capsys):
+    """Overrides before and after an option (`jury replay RUN --out X k=v`, `jury train k=v
+    --config X k=v`) all reach the command; a stray option is still refused."""
+    from jury.experiments.cli import main
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("steps: 3\n")
+    for argv in (["train", "steps=2", "--config", str(cfg), "learner.nope=1"],
+                 ["train", "--config", str(cfg), "steps=2", "learner.nope=1"]):
+        assert main(argv) == 2  # the override got through to the config check
+        assert "learner.nope" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "--config", str(cfg), "steps=2", "--bogus"])
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err

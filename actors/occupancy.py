@@ -1,0 +1,95 @@
+"""How full the generator's engine is over time: sequences running and waiting, per engine step.
+
+vLLM calls a stat logger after each engine step with its scheduler's counts (a group of G
+samples is G running requests). `Occupancy` keeps them as a timeline of fixed-width bins,
+each the time-weighted mean over the bin, and the integral of running sequences over time
+(sequence-seconds), a counter from which any span's mean occupancy follows. This is what
+shows the tail of synchronous RL: the engine at full batch at the start of a step, then a
+long stretch with a few long samples running while the rest of the machine waits.
+
+A step's count holds until the next step; after a gap longer than MAX_HOLD_S with no step
+the engine was idle (vLLM reports nothing while it has no work), so the gap counts as empty.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+
+BIN_S = 0.1          # timeline resolution
+MAX_HOLD_S = 0.5     # longer without an engine step: the engine was idle
+MAX_BINS = 200_000   # about 5.5 hours at BIN_S; older bins are dropped
+
+
+class Occupancy:
+    def __init__(self, bin_s: float = BIN_S, max_hold_s: float = MAX_HOLD_S, max_bins: int = MAX_BINS):
+        self.bin_s, self.max_hold_s = bin_s, max_hold_s
+        self.bins: deque = deque(maxlen=max_bins)  # [bin index, running seq-s, waiting seq-s] per bin
+        self.running_area = 0.0   # sequence-seconds running, since start
+        self.max_running = 0
+        self._last: tuple[float, int, int] | None = None  # (time, running, waiting) of the last step
+
+    def record(self, running: int, waiting: int, now: float | None = None):
+        now = time.time() if now is None else now
+        if self._last is not None:
+            t, r, w = self._last
+            self._add(t, min(now, t + self.max_hold_s), r, w)
+        self._last = (now, running, waiting)
+        self.max_running = max(self.max_running, running)
+
+    def _add(self, t0: float, t1: float, running: int, waiting: int):
+        """Spread `running` and `waiting` held from t0 to t1 over the bins they cover. Bins are
+        keyed by their integer index (floor(t / bin_s)): float bin edges near 1.7e9 s can round
+        so that a span never leaves its bin."""
+        if t1 <= t0:
+            return
+        self.running_area += running * (t1 - t0)
+        for k in range(math.floor(t0 / self.bin_s), math.floor(t1 / self.bin_s) + 1):
+            lo, hi = max(t0, k * self.bin_s), min(t1, (k + 1) * self.bin_s)
+            if hi <= lo:
+                continue
+            if not self.bins or self.bins[-1][0] < k:
+                self.bins.append([k, 0.0, 0.0])
+            if self.bins[-1][0] == k:  # a late, out-of-order span is dropped
+                self.bins[-1][1] += running * (hi - lo)
+                self.bins[-1][2] += waiting * (hi - lo)
+
+    def timeline(self, since: float = 0.0) -> dict:
+        """Bins starting at or after `since`: start times (s since the epoch) and the mean
+        sequences running and waiting in each."""
+        rows = [b for b in self.bins if b[0] * self.bin_s >= since - 1e-6]
+        return {"bin_s": self.bin_s, "t": [round(b[0] * self.bin_s, 3) for b in rows],
+                "running": [round(b[1] / self.bin_s, 2) for b in rows],
+                "waiting": [round(b[2] / self.bin_s, 2) for b in rows]}
+
+
+def stat_logger(occupancy: Occupancy):
+    """A vLLM stat-logger factory feeding `occupancy` (AsyncLLM's `stat_loggers`): the logger
+    runs in the process that owns the AsyncLLM, after each engine step."""
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class OccupancyLogger(StatLoggerBase):
+        def __init__(self, vllm_config, engine_index: int = 0):
+            pass
+
+        def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
+            if scheduler_stats is not None:
+                occupancy.record(scheduler_stats.num_running_reqs, scheduler_stats.num_waiting_reqs)
+
+        def log_engine_initialized(self):
+            pass
+
+    return OccupancyLogger
+
+
+def tail_shares(timeline: dict, step_ends: list[float], full: float, below: float = 0.25) -> list[float]:
+    """Per step (from the previous end to its end, in the timeline's clock), the share of the
+    step's time in which the engine ran some sequences but fewer than `below` x `full` (the
+    sequences one batch needs): the stragglers' tail, during which the rest of a synchronous
+    step waits. One value per step after the first end."""
+    t, running, width = timeline["t"], timeline["running"], timeline["bin_s"]
+    out = []
+    for start, end in zip(step_ends, step_ends[1:]):
+        tail = sum(width for ti, r in zip(t, running) if start <= ti < end and 0 < r < below * full)
+        out.append(min(1.0, tail / (end - start)) if end > start else 0.0)
+    return out

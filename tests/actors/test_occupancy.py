@@ -1,0 +1,55 @@
+"""The engine-occupancy timeline (actors/occupancy.py) on hand-made step sequences."""
+import pytest
+
+from jury.actors.occupancy import Occupancy, tail_shares
+
+
+def test_counts_hold_until_the_next_step_and_fill_their_bins():
+    occ = Occupancy(bin_s=1.0, max_hold_s=5.0)
+    occ.record(8, 2, now=10.0)
+    occ.record(4, 0, now=11.5)   # 8 running held over [10, 11.5)
+    occ.record(0, 0, now=12.0)   # 4 running over [11.5, 12)
+    tl = occ.timeline()
+    assert tl["t"] == [10.0, 11.0]
+    assert tl["running"] == [8.0, pytest.approx(0.5 * 8 + 0.5 * 4)]
+    assert tl["waiting"] == [2.0, 1.0]
+    assert occ.running_area == pytest.approx(8 * 1.5 + 4 * 0.5)
+    assert occ.max_running == 8
+
+
+def test_a_gap_without_engine_steps_counts_as_idle():
+    occ = Occupancy(bin_s=1.0, max_hold_s=0.5)
+    occ.record(6, 0, now=0.0)
+    occ.record(6, 0, now=10.0)  # vLLM reports nothing while it has no work: only 0.5 s was running
+    assert occ.running_area == pytest.approx(3.0)
+    assert occ.timeline()["running"] == [3.0]
+    assert occ.timeline(since=5.0)["t"] == []
+
+
+def test_old_bins_are_dropped_past_the_limit():
+    occ = Occupancy(bin_s=1.0, max_hold_s=1.0, max_bins=3)
+    for t in range(6):
+        occ.record(1, 0, now=float(t))
+    assert occ.timeline()["t"] == [2.0, 3.0, 4.0]
+    assert occ.running_area == pytest.approx(5.0)  # the integral keeps everything
+
+
+def test_tail_share_is_the_time_with_few_sequences_left():
+    # one batch is 64 sequences; the tail is 1..15 running (below a quarter)
+    timeline = {"bin_s": 1.0, "t": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+                "running": [64, 40, 10, 3, 1, 0, 0, 64, 64, 2]}
+    # step 1 spans [0, 7): three tail bins (10, 3, 1); the empty ones (learner, sync) are not tail
+    # step 2 spans [7, 10): one tail bin
+    assert tail_shares(timeline, [0, 7, 10], full=64) == [pytest.approx(3 / 7), pytest.approx(1 / 3)]
+    assert tail_shares(timeline, [0, 10], full=64, below=0.01) == [0.0]
+
+
+def test_wall_clock_times_at_bin_edges_always_move_on():
+    # times near 1.7e9 s where t - t % bin_s + bin_s rounds back onto t: the float-edge loop
+    # this replaced never left such a bin
+    occ = Occupancy()
+    t = 1_795_000_000.0
+    for i in range(2000):
+        occ.record(8, 0, now=t + i * 0.1)
+    assert occ.running_area == pytest.approx(8 * 199.9, rel=1e-6)
+    assert len(occ.timeline()["t"]) == pytest.approx(1999, abs=1)
