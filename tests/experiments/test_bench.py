@@ -1,5 +1,6 @@
 """`jury bench` end to end: every stage measured in one invocation, a table, JSON and plots."""
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -8,7 +9,7 @@ import pytest
 def test_bad_bench_arguments_are_refused_before_anything_starts(tmp_path, capsys):
     from jury.experiments.cli import main
 
-    for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"]):
+    for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"], ["--sync-modes", "drain,fast"]):
         assert main(["bench", "--out", str(tmp_path / "b"), *args]) == 2
         assert capsys.readouterr().err.startswith("jury bench: ")
     assert not (tmp_path / "b").exists()
@@ -17,31 +18,47 @@ def test_bad_bench_arguments_are_refused_before_anything_starts(tmp_path, capsys
 @pytest.mark.slow
 def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "jury.experiments.cli", "bench", "--steps", "5", "--staleness", "0,2", "--peer", "--out",
+        [sys.executable, "-m", "jury.experiments.cli", "bench", "--steps", "5", "--staleness", "0,2", "--sync-modes", "drain,inflight", "--peer", "--out",
          str(tmp_path), f"model={tiny_model_path}", "batch_groups=4", "generator.group_size=4"],
         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads((tmp_path / "bench.json").read_text())
-    stages = ["generator_only", "end_to_end/max_staleness=0", "end_to_end/max_staleness=2", "learner_only"]
+    stages = ["generator_only", "end_to_end/max_staleness=0", "end_to_end/max_staleness=2",
+              "end_to_end/max_staleness=2,inflight", "learner_only"]
+    # drain is the config's mode: it is the max_staleness=2 run, not run again
+    assert not any(k.endswith(",drain") for k in report)
+    inflight = report["end_to_end/max_staleness=2,inflight"]
     for s in stages:
         assert report[s]["tokens_per_s"] > 0, s
     assert report["verifier_only"]["groups"] == 5 * 4 and report["verifier_only"]["groups_per_s"] > 0
     sync, async_ = report["end_to_end/max_staleness=0"], report["end_to_end/max_staleness=2"]
-    for r in (sync, async_):
+    for r in (sync, async_, inflight):
         assert 0 <= r["idle/learner"] <= 1 and -0.05 <= r["idle/generator"] <= 1 and 0 <= r["idle/verifier"] <= 1
         assert r["sync_total_s"] > 0 and r["sync_broadcast_s"] > 0 and r["generator_pause_s"] >= 0
         assert 0 < r["verify_share_of_life"] < 1
     assert sync["staleness_mean"] == 0  # synchronous: every group from the learner's own version
-    ratio = report["ratios"]["async/sync (max_staleness 2 / 0)"]
-    assert ratio == pytest.approx(async_["tokens_per_s"] / sync["tokens_per_s"])
+    ratio = report["ratios"]["async/sync (max_staleness 2 / 0, completions/s)"]
+    assert ratio == pytest.approx(async_["completions_per_s"] / sync["completions_per_s"])
+    runs = {k.removeprefix("end_to_end/"): v for k, v in report.items() if k.startswith("end_to_end/")}
+    fastest = max(runs, key=lambda k: runs[k]["completions_per_s"])
+    assert report["ratios"][f"fastest/sync ({fastest}, completions/s)"] == pytest.approx(
+        runs[fastest]["completions_per_s"] / sync["completions_per_s"])
+    # occupancy: every engine ran sequences, the synchronous one never more than its one batch,
+    # and each run folder holds its timeline
+    assert 0 < sync["occupancy_of_batch"] <= 1.0 + 1e-6
+    for name, r in runs.items():
+        assert r["occupancy_mean"] > 0 and r["occupancy_of_batch"] > 0, name
+        timeline = json.loads((Path(r["run_dir"]) / "occupancy.json").read_text())["generators"]["generator0"]
+        assert len(timeline["t"]) == len(timeline["running"]) > 0 and max(timeline["running"]) > 0, name
+    assert 0 <= sync["tail_share"] <= 1
     # the learner replayed the synchronous run's record and reproduced its losses
     assert report["learner_only"]["loss_max_abs_diff"] < 1e-4
-    for name in ("throughput.png", "time.png"):
+    for name in ("throughput.png", "time.png", "occupancy.png"):
         assert (tmp_path / name).stat().st_size > 5000
     # the peer ran the same shape: 5 steps of 4 prompts x 4 samples, the first not timed
     trl = report["peer/trl"]
     assert trl["completions_per_step"] == [16] * 5 and trl["completions_per_s"] > 0
-    assert report["ratios"]["ours/trl (completions/s)"] == pytest.approx(
-        max(sync["completions_per_s"], async_["completions_per_s"]) / trl["completions_per_s"])
+    assert report["ratios"][f"ours/trl ({fastest}, completions/s)"] == pytest.approx(
+        runs[fastest]["completions_per_s"] / trl["completions_per_s"])
     table = out.stdout
     assert "generator_only" in table and "async/sync" in table and "learner_only" in table
