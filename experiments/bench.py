@@ -185,6 +185,13 @@ def peer(cfg, model_path: str, out: Path) -> dict:
     return json.loads(result.read_text())
 
 
+def planned_runs(staleness: list[int], sync_modes: list[str], config_mode: str) -> list[tuple[int, str | None]]:
+    """The end-to-end runs, in order: each max_staleness under the config's sync mode (None),
+    then the largest under each other mode asked for (the config's own is not run twice)."""
+    top = max(staleness)
+    return [(k, None) for k in staleness] + [(top, m) for m in dict.fromkeys(sync_modes) if m != config_mode]
+
+
 def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_modes: list[str] = ()) -> dict:
     from dataclasses import replace
 
@@ -198,14 +205,14 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
                                "staleness": staleness, "dataset": cfg.dataset, "sync_mode": cfg.generator.sync_mode,
                                "sync_modes": list(sync_modes)}}
     report["generator_only"] = generator_only(cfg, model_path, (cfg.steps - WARMUP_STEPS) * cfg.batch_groups)
-    for k in staleness:
-        report[f"end_to_end/max_staleness={k}"] = end_to_end(replace(cfg, max_staleness=k), out / f"staleness-{k}")
+    for k, mode in planned_runs(staleness, sync_modes, cfg.generator.sync_mode):
+        if mode is None:
+            report[f"end_to_end/max_staleness={k}"] = end_to_end(replace(cfg, max_staleness=k), out / f"staleness-{k}")
+        else:
+            report[f"end_to_end/max_staleness={k},{mode}"] = end_to_end(
+                replace(cfg, max_staleness=k, generator=replace(cfg.generator, sync_mode=mode)),
+                out / f"staleness-{k}-{mode}")
     top = max(staleness)
-    for mode in sync_modes:
-        if mode != cfg.generator.sync_mode:
-            report[f"end_to_end/max_staleness={top},{mode}"] = end_to_end(
-                replace(cfg, max_staleness=top, generator=replace(cfg.generator, sync_mode=mode)),
-                out / f"staleness-{top}-{mode}")
     recorded = out / f"staleness-{staleness[0]}"
     report["learner_only"] = learner_only(recorded)
     report["verifier_only"] = verifier_only(cfg, recorded)
