@@ -59,9 +59,11 @@ def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[st
         # DeepSpeed JIT-compiles a shared-memory allreduce op for the CPU accelerator (about 40 s the
         # first time on a fresh machine) at init, whatever the world size; one rank has nothing to
         # reduce with, so it is skipped there (deepspeed.comm's TorchBackend takes None as "no op").
-        import deepspeed.comm.torch as ds_comm
+        # (the module from sys.modules: `import deepspeed.comm.torch as m` gives the torch package,
+        # which deepspeed.comm imports under that name, and the patch would land on torch)
+        import importlib
 
-        ds_comm.build_shm_op = lambda: None
+        importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
     host, port = master or ("127.0.0.1", free_port())
     os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": str(port), "RANK": str(rank),
                        "LOCAL_RANK": "0",  # one device per actor: Ray shows each rank only its own GPU
