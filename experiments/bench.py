@@ -91,6 +91,7 @@ def end_to_end(cfg, run_dir: Path) -> dict:
     delta = lambda key: rows[-1].get(key, 0.0) - before.get(key, 0.0)  # counters summed by the roles  # noqa: E731
     gens, vers = range(cfg.num_generators), range(cfg.num_verifiers)
     groups = n * cfg.batch_groups
+    running = sum(delta(f"generator{i}/running_seq_s") for i in gens) / (wall * len(gens))
     return {
         "tokens_per_s": sum(r["rollout/tokens"] for r in rows) / wall,
         "groups_per_s": groups / wall,
@@ -113,9 +114,8 @@ def end_to_end(cfg, run_dir: Path) -> dict:
         "verify_share_of_life": mean("staleness/verify_share"),
         "reward_mean": mean("reward/mean"),
         # sequences running in an engine, time-weighted over the loop (per generator)
-        "occupancy_mean": sum(delta(f"generator{i}/running_seq_s") for i in gens) / (wall * len(gens)),
-        "occupancy_of_batch": sum(delta(f"generator{i}/running_seq_s") for i in gens) / (wall * len(gens))
-        / batch_seqs,
+        "occupancy_mean": running,
+        "occupancy_of_batch": running / batch_seqs,
         "tail_share": sum(tails) / len(tails) if tails else math.nan,
         "loop_start_s": before["time_s"],
         "run_dir": str(run_dir),
@@ -322,7 +322,7 @@ def plot_bench(report: dict, out: Path) -> list[Path]:
     axes[-1, 0].set_xlabel("seconds since the timed loop began")
     fig.tight_layout()
     paths.append(out / "occupancy.png")
-    fig.savefig(paths[2], dpi=110)
+    fig.savefig(paths[-1], dpi=110)
     plt.close(fig)
     return paths
 
