@@ -4,6 +4,8 @@
     throughput.png  perf/tokens_per_s against max_staleness: what staleness buys in speed
     staleness.png   share of groups at each staleness (staleness/hist summed over steps)
     eval.png        eval/pass@1, eval/pass@k and eval/distinct_answers against step (runs with eval.every)
+    offpolicy.png   the importance weights' ESS, the clipped, truncated and masked token shares and the
+                    learner-behaviour KL against step (runs with learner.correction other than none)
 
 Runs are told apart by the config keys whose values differ between them (read from
 each folder's config.yaml); runs that differ only in their seed share a label and a
@@ -230,7 +232,35 @@ def plot_runs(paths: list, out: str | Path) -> list[Path]:
              plot_staleness(runs, out / "staleness.png")]
     if any("eval/pass@1" in row for r in runs for row in r.rows):
         files.append(plot_eval(runs, out / "eval.png"))
+    if any("learner/is_ess" in row for r in runs for row in r.rows):
+        files.append(plot_offpolicy(runs, out / "offpolicy.png"))
     return files
+
+
+OFF_POLICY_PANELS = ("learner/is_ess", "learner/clip_frac", "learner/tis_frac", "learner/mask_frac", "learner/behav_kl")
+
+
+def plot_offpolicy(runs: list[Run], path: Path) -> Path:
+    """What the off-policy correction saw at each step: ESS of the importance weights, the shares of
+    tokens clipped, truncated and masked, and the learner-behaviour KL; a running mean per run.
+    Runs without a correction have no such metrics (clip_frac aside) and draw only there."""
+    import matplotlib.pyplot as plt
+
+    colours = _colours([r.label for r in runs])
+    fig, axes = plt.subplots(1, len(OFF_POLICY_PANELS), figsize=(4 * len(OFF_POLICY_PANELS), 4))
+    for ax, y in zip(axes, OFF_POLICY_PANELS):
+        seen = set()
+        for r in runs:
+            xs, ys = _series(r.rows, "step", y)
+            if xs:
+                ax.plot(xs, running_mean(ys), color=colours[r.label], label=None if r.label in seen else r.label)
+                seen.add(r.label)
+        ax.set_xlabel("learner step")
+        ax.set_ylabel(y)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("off-policy corrections: what the importance weights looked like (running mean over a tenth of the run)")
+    return _save(fig, path)
 
 
 def plot_eval(runs: list[Run], path: Path) -> Path:

@@ -126,3 +126,21 @@ def test_throughput_is_placed_at_the_staleness_the_runs_trained_at():
 
     runs = [run({0: 1.0}, 0.0, 100.0, 0), run({4: 1.0}, 4.0, 180.0, 0), run({4: 1.0}, 4.0, 200.0, 1)]
     assert plots.throughput_points(runs) == {"all runs": {0.0: [100.0], 4.0: [180.0, 200.0]}}
+
+
+def test_offpolicy_plot_only_for_runs_with_a_correction(tmp_path):
+    root = tmp_path / "sweep"
+    corrected = _write_run(root / "a", ["forced_staleness=2", "learner.correction=mask_token"])
+    _write_run(root / "b", ["forced_staleness=2", "learner.correction=none"])
+    rows = [json.loads(line) for line in (corrected / "metrics.jsonl").read_text().splitlines()]
+    with open(corrected / "metrics.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps({**r, "learner/is_ess": 0.9 - 0.05 * r["step"], "learner/clip_frac": 0.01,
+                                "learner/tis_frac": 0.0, "learner/mask_frac": 0.02 * r["step"],
+                                "learner/behav_kl": 0.001 * r["step"]}) + "\n")
+    files = plots.plot_runs([root], tmp_path / "out")
+    assert [f.name for f in files][-1] == "offpolicy.png"
+    assert _png_size(files[-1]) == (2000, 400)
+    # the corrected run's line is drawn in its colour; the uncorrected run has no off-policy metrics
+    assert _tab10(0) in _colours(files[-1])
+    assert "offpolicy.png" not in [f.name for f in plots.plot_runs([root / "b"], tmp_path / "out2")]
