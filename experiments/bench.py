@@ -341,15 +341,18 @@ def add_command(sub):
 
 
 def _main(args) -> int:
-    from jury.protocol.config import ConfigError, load_config
+    import typing
 
+    from jury.protocol.config import ConfigError, GeneratorConfig, load_config
+
+    known = typing.get_args(typing.get_type_hints(GeneratorConfig)["sync_mode"])
     try:
         cfg = load_config(args.config, [*args.overrides, f"steps={args.steps}"])
         staleness = [int(x) for x in args.staleness.split(",")]
         modes = [m for m in args.sync_modes.split(",") if m]
-        bad = [m for m in modes if m not in ("drain", "interrupt", "inflight")]
+        bad = [m for m in modes if m not in known]
         if bad:
-            raise ConfigError(f"--sync-modes: {', '.join(bad)}: each must be drain, interrupt or inflight")
+            raise ConfigError(f"--sync-modes: {', '.join(bad)}: each must be one of {', '.join(known)}")
         if args.steps <= WARMUP_STEPS + 1:
             raise ConfigError(f"--steps must be > {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} are warm-up)")
     except (ConfigError, ValueError, OSError) as e:
