@@ -19,6 +19,7 @@ from collections import deque
 BIN_S = 0.1          # timeline resolution
 MAX_HOLD_S = 0.5     # longer without an engine step: the engine was idle
 MAX_BINS = 200_000   # about 5.5 hours at BIN_S; older bins are dropped
+MAX_POINTS = 20_000  # a timeline longer than this (about 33 minutes at BIN_S) is given in wider bins
 
 
 class Occupancy:
@@ -54,13 +55,26 @@ class Occupancy:
                 self.bins[-1][1] += running * (hi - lo)
                 self.bins[-1][2] += waiting * (hi - lo)
 
-    def timeline(self, since: float = 0.0) -> dict:
+    def timeline(self, since: float = 0.0, max_points: int = MAX_POINTS) -> dict:
         """Bins starting at or after `since`: start times (s since the epoch) and the mean
-        sequences running and waiting in each."""
+        sequences running and waiting in each. Past `max_points` bins, every f consecutive bins
+        are merged into one f times as wide (f the smallest that fits; `bin_s` says the width),
+        so a five-hour run's occupancy.json stays a few hundred kB, not 6 MB."""
         rows = [b for b in self.bins if b[0] * self.bin_s >= since - 1e-6]
-        return {"bin_s": self.bin_s, "t": [round(b[0] * self.bin_s, 3) for b in rows],
-                "running": [round(b[1] / self.bin_s, 2) for b in rows],
-                "waiting": [round(b[2] / self.bin_s, 2) for b in rows]}
+        f = max(1, math.ceil((rows[-1][0] - rows[0][0] + 1) / max_points)) if rows else 1
+        if f > 1:
+            merged: list = []
+            for k, run, wait in rows:
+                if merged and merged[-1][0] == k // f:
+                    merged[-1][1] += run
+                    merged[-1][2] += wait
+                else:
+                    merged.append([k // f, run, wait])
+            rows = merged
+        width = self.bin_s * f
+        return {"bin_s": width, "t": [round(b[0] * width, 3) for b in rows],
+                "running": [round(b[1] / width, 2) for b in rows],
+                "waiting": [round(b[2] / width, 2) for b in rows]}
 
 
 def stat_logger(occupancy: Occupancy):

@@ -53,3 +53,17 @@ def test_wall_clock_times_at_bin_edges_always_move_on():
         occ.record(8, 0, now=t + i * 0.1)
     assert occ.running_area == pytest.approx(8 * 199.9, rel=1e-6)
     assert len(occ.timeline()["t"]) == pytest.approx(1999, abs=1)
+
+
+def test_a_long_timeline_is_given_in_wider_bins_with_the_same_area():
+    occ = Occupancy(bin_s=1.0, max_hold_s=1.0)
+    for t in range(10):
+        occ.record(t, 1, now=float(t))  # t running over [t, t+1), for t = 0..8
+    fine = occ.timeline()
+    assert fine["bin_s"] == 1.0 and fine["running"] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    coarse = occ.timeline(max_points=4)  # 9 bins into at most 4: 3 wide
+    assert coarse["bin_s"] == 3.0 and coarse["t"] == [0.0, 3.0, 6.0]
+    assert coarse["running"] == [1.0, 4.0, 7.0] and coarse["waiting"] == [1.0, 1.0, 1.0]
+    assert sum(coarse["running"]) * 3.0 == sum(fine["running"])  # sequence-seconds kept
+    late = occ.timeline(since=3.0, max_points=2)  # 6 bins from t=3 into 2: 3 wide, edges on multiples of 3
+    assert late["t"] == [3.0, 6.0] and late["running"] == [4.0, 7.0]
