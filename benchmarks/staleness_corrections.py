@@ -8,8 +8,9 @@ skipped), then reports. Every run has the same seeded problem stream, so at a gi
 runs train the same problems: the difference between their pass rates is the policy's, not
 the draw's. With `forced_staleness=k` the batch trained at step s was sampled by policy s - k.
 
-Per setting (k, correction), over its seeds: the pass rate of the batches trained in the
-first and last third of the run, on all problems and on the 2-3 term ones (where the tiny
+Per setting (k, correction), over its seeds: the pass rate of the batches the initial policy
+sampled (steps 0..k: the same in every run of a seed, so their spread is the noise floor),
+of the batches trained in the first and last third of the run, on all problems and on the 2-3 term ones (where the tiny
 model's reward is: it fails the longer ones at first), wall time, and what the correction saw:
 ESS of the importance weights, the shares of tokens clipped, truncated and masked, the
 learner-behaviour KL and the number of versions a trajectory spans.
@@ -29,10 +30,12 @@ from itertools import islice
 from pathlib import Path
 
 CORRECTIONS = ["none", "tis_token", "mask_token", "decoupled"]
-# (k values, seeds) in the order they are trained: the most off-policy setting first, so a sweep
-# cut short still holds the comparison that matters most
+# (k values, seeds, corrections) in the order they are trained: the most off-policy setting first,
+# so a grid cut short still holds the comparison that matters most; k = 0 with a correction last
+# (one policy: the weights are 1 up to vLLM's numerics, a check that the corrections then agree)
 GRID = [([0], "0", ["none"]), ([8], "0", CORRECTIONS), ([2], "0", CORRECTIONS), ([0], "1", ["none"]),
-        ([8], "1", CORRECTIONS), ([4], "0", CORRECTIONS), ([1], "0", CORRECTIONS)]
+        ([8], "1", CORRECTIONS), ([4], "0", CORRECTIONS), ([1], "0", CORRECTIONS), ([2, 4, 1], "1", CORRECTIONS),
+        ([0], "0,1", CORRECTIONS[1:])]
 OFF_POLICY = ["learner/is_ess", "learner/clip_frac", "learner/tis_frac", "learner/mask_frac", "learner/behav_kl",
               "learner/version_span_mean", "learner/version_span_max"]
 SHORT = (2, 3)  # the term counts the warmed-up model solves at first (tiny-chain's pass_rate.json)
@@ -71,6 +74,9 @@ def run_summary(run_dir: Path) -> dict:
     third = max(1, len(rows) // 3)
     out = {"run": run_dir.name, "k": k, "correction": cfg["learner"]["correction"], "seed": cfg["seed"],
            "lr": cfg["learner"]["lr"], "steps": len(rows), "wall_s": rows[-1]["time_s"] if rows else math.nan,
+           # steps 0..k trained batches the initial policy sampled, identical in every run of a seed but
+           # for vLLM's scheduling: their spread across corrections is the noise floor of the comparison
+           "pass_v0": _mean(curve["pass_rate"][:k + 1]),
            "pass_first": _mean(curve["pass_rate"][:third]), "pass_last": _mean(curve["pass_rate"][-third:]),
            "short_first": _mean([x for s in steps[:third] for x in short_by_step.get(s, [])]),
            "short_last": _mean([x for s in steps[-third:] for x in short_by_step.get(s, [])]),
@@ -97,7 +103,7 @@ def by_setting(runs: list[dict]) -> dict[tuple, list[dict]]:
 
 
 def table(runs: list[dict]) -> str:
-    cols = ["k", "correction", "seeds", "pass_first", "pass_last", "short_first", "short_last", "wall_s",
+    cols = ["k", "correction", "seeds", "pass_v0", "pass_first", "pass_last", "short_first", "short_last", "wall_s",
             "is_ess", "clip_frac", "tis_frac", "mask_frac", "behav_kl", "version_span_mean", "version_span_max"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for (k, corr), rs in by_setting(runs).items():
@@ -165,8 +171,8 @@ def plot(runs: list[dict], out: Path) -> list[Path]:
         ax.set_xlabel("forced staleness k")
         ax.set_ylabel(key + " (mean over steps >= k)")
         ax.grid(alpha=0.3)
-    if axes[0].get_legend_handles_labels()[0]:
-        axes[0].legend(fontsize=8)
+    if axes[1].get_legend_handles_labels()[0]:  # clip_frac: the one panel every correction draws in
+        axes[1].legend(fontsize=8)
     fig.suptitle("what the importance weights looked like at each staleness")
     fig.tight_layout()
     files.append(out / "offpolicy.png")

@@ -7,6 +7,10 @@ from jury.protocol.messages import PromptTask
 
 pytestmark = pytest.mark.slow
 
+# tokens per sample: the sync lands half a second in, and the tiny model takes about 15 s for
+# 1000 tokens on these cores (the interrupted group's regeneration), so the group is far from done
+LONG = 1000
+
 
 @pytest.mark.parametrize("mode", ["interrupt", "inflight"])
 def test_a_sync_during_a_long_generation(tiny_model_path, mode):
@@ -17,7 +21,7 @@ def test_a_sync_during_a_long_generation(tiny_model_path, mode):
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        cfg = GeneratorConfig(group_size=2, max_new_tokens=2000, min_new_tokens=2000, sync_mode=mode)
+        cfg = GeneratorConfig(group_size=2, max_new_tokens=LONG, min_new_tokens=LONG, sync_mode=mode)
         gen = ray.remote(Generator).options(runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1"}}) \
             .remote(cfg, tiny_model_path, "g0", 0, 4096)
         ray.get(gen.pid.remote())
@@ -40,20 +44,20 @@ def test_a_sync_during_a_long_generation(tiny_model_path, mode):
             feed.send(PromptTask("long", 1, "Compute 2+2.\n", None, "t"))
         import time
 
-        time.sleep(0.5)  # the 2000-token group is under way
+        time.sleep(0.5)  # the LONG-token group is under way
         update = WeightSender.layout(list(weights.items()), version=1)
         ack = gen.update_weights.remote(update)
         sender.broadcast(update, weights)
         ray.get(ack)
         group = ray.get(running) if mode == "inflight" else sink.get(timeout=120)
-        assert all(len(s.token_ids) == 2000 for s in group.samples)
+        assert all(len(s.token_ids) == LONG for s in group.samples)
         if mode == "inflight":
             assert (group.version_start, group.version_end) == (0, 1)  # swapped under it
             for s in group.samples:  # each token stamped: a run of version 0, then of version 1
                 v = s.token_versions.tolist()
-                assert len(v) == 2000 and v[0] == 0 and v[-1] == 1 and v == sorted(v)
-                assert 0 < v.index(1) < 2000
-                assert len(s.logprobs) == 2000 and s.text and s.finish_reason == "length"
+                assert len(v) == LONG and v[0] == 0 and v[-1] == 1 and v == sorted(v)
+                assert 0 < v.index(1) < LONG
+                assert len(s.logprobs) == LONG and s.text and s.finish_reason == "length"
         else:
             assert (group.version_start, group.version_end) == (1, 1)  # started over on the new weights
             assert ray.get(gen.stats.remote())["interrupted"] == 1

@@ -29,10 +29,10 @@ def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch, max_stale
 
 
 @pytest.mark.parametrize("faults,extra", [
-    # -9 from outside; and the vLLM engine core under a live generator actor, which must notice and fail
-    ("kill:verifier0@1,kill_engine:generator0@3", []),
-    # the worker's own loop raises: the actor must fail at once (not live on doing nothing), saying why
-    ("raise:generator0@1,raise:verifier0@3", []),
+    # -9 from outside; the vLLM engine core under a live generator actor, which must notice and fail;
+    # and the worker's own loop raises: the actor must fail at once (not live on doing nothing), saying
+    # why. One run for the four (each run costs a Ray and engine start-up): a fault a step
+    ("kill:verifier0@1,raise:generator0@2,kill_engine:generator0@3,raise:verifier0@4", []),
     # the generator killed; a verifier's check process killed: the pool replaces it, nothing is unchecked
     ("kill:generator0@1,kill_pool:verifier0@2", []),
     # the engine core killed with a weight sync every 4 steps (the driver used to wait forever)

@@ -41,6 +41,7 @@ def test_a_run_summary_by_hand(tmp_path):
     assert (r["k"], r["correction"], r["seed"], r["steps"], r["wall_s"]) == (1, "mask_token", 0, 3, 30.0)
     # thirds of three steps are single steps
     assert (r["pass_first"], r["pass_last"]) == (0.0, 0.25)
+    assert r["pass_v0"] == 0.25  # steps 0 and 1 (k = 1) were sampled by the initial policy
     # the 2-3 term problems: index 1 at step 0 (pass 0.1), 6 at step 1 (0.2), 11 at step 2 (0.3)
     assert r["curve"]["short_pass_rate"] == pytest.approx([0.1, 0.2, 0.3])
     assert (r["short_first"], r["short_last"]) == pytest.approx((0.1, 0.3))
@@ -53,7 +54,7 @@ def test_the_table_groups_seeds_and_orders_settings(tmp_path):
     runs = [sc.run_summary(_run(tmp_path / n, k, c, seed)) for n, k, c, seed in
             [("c", 2, "decoupled", 0), ("b", 2, "none", 1), ("a", 2, "none", 0), ("d", 0, "none", 0)]]
     lines = sc.table(runs).splitlines()
-    assert lines[0].startswith("| k | correction | seeds | pass_first")
+    assert lines[0].startswith("| k | correction | seeds | pass_v0 | pass_first")
     assert [line.split(" | ")[:3] for line in lines[2:]] == [["| 0", "none", "0"], ["| 2", "none", "0,1"],
                                                              ["| 2", "decoupled", "0"]]
     files = sc.plot(runs, tmp_path)
@@ -69,5 +70,7 @@ def test_the_sweep_commands_cover_the_grid():
         cs = cmd[len(cmd) - cmd[::-1].index("--grid")].removeprefix("learner.correction=").split(",")
         settings += [(int(k), c, cmd[cmd.index("--seeds") + 1]) for k in ks for c in cs]
         assert "learner.lr=0.0001" in cmd and "steps=30" in cmd
-    assert {(k, c) for k, c, _ in settings} >= {(k, c) for k in (1, 2, 4, 8) for c in sc.CORRECTIONS}
+    settings = [(k, c, seed) for k, c, seeds in settings for seed in seeds.split(",")]
+    # the grid: k = 0, 1, 2, 4, 8 x the four corrections x two seeds
+    assert set(settings) == {(k, c, seed) for k in (0, 1, 2, 4, 8) for c in sc.CORRECTIONS for seed in "01"}
     assert len(settings) == len(set(settings))  # no setting trained twice
