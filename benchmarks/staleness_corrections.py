@@ -10,8 +10,9 @@ the draw's. With `forced_staleness=k` the batch trained at step s was sampled by
 
 Per setting (k, correction), over its seeds: the pass rate of the batches the initial policy
 sampled (steps 0..k: the same in every run of a seed, so their spread is the noise floor),
-of the batches trained in the first and last third of the run, on all problems and on the 2-3 term ones (where the tiny
-model's reward is: it fails the longer ones at first), wall time, and what the correction saw:
+of the batches trained in the first and last third of the run, on all problems and on the
+2-3 term ones (where the tiny model's reward is: it fails the longer ones at first), wall
+time, and what the correction saw:
 ESS of the importance weights, the shares of tokens clipped, truncated and masked, the
 learner-behaviour KL and the number of versions a trajectory spans.
 
@@ -44,7 +45,8 @@ SHORT = (2, 3)  # the term counts the warmed-up model solves at first (tiny-chai
 def sweep_commands(out: str, steps: int, lr: float) -> list[list[str]]:
     common = [f"steps={steps}", "learner.minibatches=2", "generator.sync_mode=drain", f"learner.lr={lr}",
               "progress=false"]
-    return [["jury", "sweep", "--config", "configs/chain.yaml", "--grid", f"forced_staleness={','.join(map(str, ks))}",
+    config = str(Path(__file__).resolve().parents[1] / "configs" / "chain.yaml")
+    return [[sys.executable, "-m", "jury.experiments.cli", "sweep", "--config", config, "--grid", f"forced_staleness={','.join(map(str, ks))}",
              "--grid", f"learner.correction={','.join(cs)}", "--seeds", seeds, "--out", out, *common]
             for ks, seeds, cs in GRID]
 
@@ -192,7 +194,7 @@ def main(argv=None) -> int:
     root = Path(args.dir or args.out)
     if args.run:
         for cmd in sweep_commands(str(root), args.steps, args.lr):
-            print("$ " + " ".join(cmd), flush=True)
+            print("$ jury " + " ".join(cmd[3:]), flush=True)
             subprocess.run(cmd, check=False)  # a failed run is in the sweep's summary; go on with the rest
     dirs = sorted(d.parent for d in root.glob("*/summary.yaml"))
     if not dirs:
