@@ -244,45 +244,44 @@ def plot_offpolicy(runs: list[Run], path: Path) -> Path:
     """What the off-policy correction saw at each step: ESS of the importance weights, the shares of
     tokens clipped, truncated and masked, and the learner-behaviour KL; a running mean per run.
     Runs without a correction have no such metrics (clip_frac aside) and draw only there."""
-    import matplotlib.pyplot as plt
-
-    colours = _colours([r.label for r in runs])
-    fig, axes = plt.subplots(1, len(OFF_POLICY_PANELS), figsize=(4 * len(OFF_POLICY_PANELS), 4))
-    for ax, y in zip(axes, OFF_POLICY_PANELS):
-        seen = set()
-        for r in runs:
-            xs, ys = _series(r.rows, "step", y)
-            if xs:
-                ax.plot(xs, running_mean(ys), color=colours[r.label], label=None if r.label in seen else r.label)
-                seen.add(r.label)
-        ax.set_xlabel("learner step")
-        ax.set_ylabel(y)
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    fig.suptitle("off-policy corrections: what the importance weights looked like (running mean over a tenth of the run)")
-    return _save(fig, path)
+    return _step_panels(runs, list(OFF_POLICY_PANELS), path, smooth=True,
+                        title="off-policy corrections: what the importance weights looked like "
+                              "(running mean over a tenth of the run)")
 
 
 def plot_eval(runs: list[Run], path: Path) -> Path:
     """Evaluation during training: pass@1, pass@k (k = eval.samples) and distinct answers per problem."""
-    import matplotlib.pyplot as plt
-
-    colours = _colours([r.label for r in runs])
     keys = ["eval/pass@1", next((k for r in runs for row in r.rows for k in row
                                  if k.startswith("eval/pass@") and k != "eval/pass@1"), "eval/pass@1"),
             "eval/distinct_answers"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    return _step_panels(runs, keys, path, smooth=False,
+                        title="evaluation during training (held-out problems, the run's own generators)")
+
+
+def _step_panels(runs: list[Run], keys: list[str], path: Path, smooth: bool, title: str) -> Path:
+    """A panel per metric against step, a colour per setting (seeds share it and one legend entry):
+    a running mean line (smooth) or each logged point (eval rows come every eval.every steps)."""
+    import matplotlib.pyplot as plt
+
+    colours = _colours([r.label for r in runs])
+    fig, axes = plt.subplots(1, len(keys), figsize=(4 * len(keys) if smooth else 5 * len(keys), 4))
     for ax, y in zip(axes, keys):
         seen = set()
         for r in runs:
             xs, ys = _series([row for row in r.rows if y in row], "step", y)
-            ax.plot(xs, ys, color=colours[r.label], marker="o", label=None if r.label in seen else r.label)
+            if not xs:
+                continue
+            label = None if r.label in seen else r.label
+            if smooth:
+                ax.plot(xs, running_mean(ys), color=colours[r.label], label=label)
+            else:
+                ax.plot(xs, ys, color=colours[r.label], marker="o", label=label)
             seen.add(r.label)
         ax.set_xlabel("learner step")
         ax.set_ylabel(y)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle("evaluation during training (held-out problems, the run's own generators)")
+    axes[0].legend(fontsize=7 if smooth else 8)
+    fig.suptitle(title)
     return _save(fig, path)
 
 
