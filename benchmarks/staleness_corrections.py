@@ -9,12 +9,12 @@ runs train the same problems: the difference between their pass rates is the pol
 the draw's. With `forced_staleness=k` the batch trained at step s was sampled by policy s - k.
 
 Per setting (k, correction), over its seeds: the pass rate of the batches the initial policy
-sampled (steps 0..k: the same in every run of a seed, so their spread is the noise floor),
-of the batches trained in the first and last third of the run, on all problems and on the
-2-3 term ones (where the tiny model's reward is: it fails the longer ones at first), wall
-time, and what the correction saw:
-ESS of the importance weights, the shares of tokens clipped, truncated and masked, the
-learner-behaviour KL and the number of versions a trajectory spans.
+sampled (steps 0..k: the same policy in every run of a seed, so their spread is sampling
+noise; so is the spread of k = 0's rows, whose corrections compute `none`'s update), of the
+batches trained in the first and last third of the run, on all problems and on the 2-3 term
+ones (where the tiny model's reward is: it fails the longer ones at first), wall time, and
+what the correction saw: ESS of the importance weights, the shares of tokens clipped,
+truncated and masked, the learner-behaviour KL and the number of versions a trajectory spans.
 
     corrections.png   pass rate (running mean) against step and wall time, a panel per k
     offpolicy.png     ESS, clip, mask, KL against k, a line per correction
