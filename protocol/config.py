@@ -154,7 +154,7 @@ class DerlConfig:
     # do ("pairs of numbers that multiply to give 50", App. 8.1; "(a^2 - b^2)^2", App. 8.3).
     allow_problem_numbers: bool = True
     forbidden_tactics: tuple[str, ...] = FORBIDDEN_TACTICS
-    # ── in a training run (cluster/diversify.py on the driver, verifiers/derl_scorer.py on the workers) ──
+    # ── in a training run (cluster/diversify.py on the driver, verifiers/derl/scorer.py on the workers) ──
     enabled: bool = False  # `jury train derl.enabled=true`: mix diversifying prompts into training
     model: str = "tiny"  # the planner's and the judge's LLM: a HF folder, or "tiny" for the local tiny model
     # the reward on diversifying prompts: the paper's judge (1 iff correct and judged dissimilar), or

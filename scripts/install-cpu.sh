@@ -15,6 +15,6 @@ python3 - <<'PY'
 import torch, vllm, deepspeed, ray, transformers  # noqa: F401  (fails loudly if the install is broken)
 print(f"jury-rl installed: torch {torch.__version__}, vllm {vllm.__version__}, ray {ray.__version__}")
 PY
-# The embedded default's tiny model, built here once (about 1.5 minutes on 2 cores; reused from
+# The embedded default's tiny model, built here once (about 2.5 minutes on 2 cores; reused from
 # ~/.cache/jury-rl after that), so that the first `jury train` goes straight to training.
 python3 -m jury.experiments.cli make-tiny-model
