@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shlex
 import typing
 from dataclasses import dataclass, field
@@ -260,9 +261,16 @@ class GeneratorConfig:
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {generator: 1}
 
     def __post_init__(self):
-        _require(self, ("group_size", self.group_size >= 1, ">= 1"),
-                 ("temperature", self.temperature >= 0, ">= 0 (0 is greedy)"),
+        _require(self, ("group_size", self.group_size >= 2, ">= 2 (a group of one sample has advantage 0: "
+                                                              "nothing would be trained)"),
+                 # the learner divides its logits by the temperature to score what was sampled;
+                 # greedy decoding is for evaluation (`jury eval --temperature 0`, eval.temperature)
+                 ("temperature", self.temperature > 0, "> 0 (training samples from the policy; greedy is for eval)"),
                  ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
+                 # vLLM's log-probs of a nucleus sample are renormalised over the nucleus, the
+                 # learner's are not: every ratio would start below 1, a bias no correction removes
+                 ("top_p", self.top_p == 1, "1 in training (below 1 the sampler's log-probs are over the nucleus, "
+                                            "the learner's over the vocabulary; `jury eval --top-p` may be lower)"),
                  ("max_new_tokens", self.max_new_tokens >= 1, ">= 1"),
                  ("min_new_tokens", 0 <= self.min_new_tokens <= self.max_new_tokens, "in [0, max_new_tokens]"),
                  ("dtype", self.dtype in ("auto", "float32", "bfloat16", "float16"),
@@ -353,6 +361,7 @@ class LearnerConfig:
                  ("is_cap", self.is_cap >= 1, ">= 1"),
                  ("mask_low", 0 <= self.mask_low <= 1, "in [0, 1]"),
                  ("mask_high", self.mask_high >= 1, ">= 1"),
+                 ("mask_high", self.mask_high > self.mask_low, "> mask_low (a band of one point masks every token)"),
                  ("micro_batch", self.micro_batch >= 1, ">= 1"),
                  ("minibatches", self.minibatches >= 1, ">= 1"), ("epochs", self.epochs >= 1, ">= 1"),
                  ("warmup_steps", self.warmup_steps >= 0, ">= 0"),
@@ -479,18 +488,25 @@ class RunConfig:
             # generators only see a new version every sync_every steps, so groups are
             # necessarily up to sync_every - 1 versions old; a tighter bound would deadlock
             raise ConfigError(f"max_staleness ({self.max_staleness}) must be >= sync_every - 1 ({self.sync_every - 1})")
-        if self.generator.group_size < 1:
-            raise ConfigError(f"generator.group_size must be >= 1, got {self.generator.group_size}")
         if self.max_prompt_tokens + self.generator.max_new_tokens > self.max_model_len:
             raise ConfigError(
                 f"max_prompt_tokens + generator.max_new_tokens ({self.max_prompt_tokens} + "
                 f"{self.generator.max_new_tokens}) exceeds max_model_len ({self.max_model_len})")
-        _require(self, ("seed", self.seed >= 0, ">= 0"), ("checkpoint_every", self.checkpoint_every >= 0, ">= 0"),
+        # generator i samples with seed + i, which vLLM hands to numpy (at most 2**32 - 1)
+        _require(self, ("seed", 0 <= self.seed <= 2**32 - self.num_generators,
+                        f"in [0, 2**32 - num_generators] ({2**32 - self.num_generators})"), ("checkpoint_every", self.checkpoint_every >= 0, ">= 0"),
                  ("max_restarts", self.max_restarts >= 0, ">= 0"), ("resend_after_s", self.resend_after_s > 0, "> 0"),
                  ("sync_timeout_s", self.sync_timeout_s > 0, "> 0"),
                  ("group_timeout_s", self.group_timeout_s > 0, "> 0"),
+                 ("resend_after_s", self.resend_after_s < self.group_timeout_s,
+                  f"< group_timeout_s ({self.group_timeout_s:g}): missing groups are re-sent before the run gives up"),
                  ("model", bool(self.model), '"tiny", "tiny-chat", "tiny-chain" or a Hugging Face model folder'),
                  ("dataset", bool(self.dataset), '"synthetic", "chain" or a path'))
+        rows = self.batch_groups * self.generator.group_size // self.learner.num_ranks
+        if self.learner.minibatches > rows:
+            raise ConfigError(f"learner.minibatches ({self.learner.minibatches}) exceeds a rank's samples per step "
+                              f"(batch_groups x group_size / num_ranks = {rows}): the extra optimizer steps would "
+                              "train on nothing")
         if self.eval.every and self.eval.max_new_tokens + self.max_prompt_tokens > self.max_model_len:
             raise ConfigError(f"eval.max_new_tokens + max_prompt_tokens ({self.eval.max_new_tokens} + "
                               f"{self.max_prompt_tokens}) exceeds max_model_len ({self.max_model_len})")
@@ -561,7 +577,10 @@ def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig
     data: dict = {}
     if path:
         with open(path, encoding="utf-8") as f:
-            loaded = yaml.safe_load(f)
+            try:
+                loaded = yaml.safe_load(f)
+            except yaml.YAMLError as e:
+                raise ConfigError(f"{path} is not valid YAML: {e}") from None
         if loaded is not None and not isinstance(loaded, dict):
             raise ConfigError(f"{path}: top level must be a mapping")
         data = loaded or {}
@@ -575,9 +594,23 @@ def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(f"override {item!r}: {p} is not a section")
-        node[leaf] = yaml.safe_load(raw) if raw else ""
+        node[leaf] = _override_value(item, raw)
     _migrate_tis_cap(data)
     return _build(RunConfig, data, "")
+
+
+def _override_value(item: str, raw: str):
+    """An override's value, parsed as YAML; refused where YAML would quietly drop part of it."""
+    if not raw:
+        return ""
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {item!r}: the value is not valid YAML ({e.problem}); quote it") from None
+    if "#" in raw and not ("#" in str(value)):  # `a #b` is a comment in YAML: the value would be "a"
+        raise ConfigError(f"override {item!r}: YAML reads ' #...' as a comment and would drop it; "
+                          f"quote the value: {item.partition('=')[0]}=\"{raw}\"")
+    return value
 
 
 def _migrate_tis_cap(data: dict):
@@ -647,9 +680,13 @@ def _value(hint, value, name):
         return float(value)
     if hint is float and isinstance(value, str):  # YAML 1.1 reads "1e-5" as a string
         try:
-            return float(value)
+            value = float(value)
         except ValueError:
             pass
+    if hint is float and isinstance(value, float) and not math.isfinite(value):
+        # inf and nan pass `x > 0`-style checks (or fail them silently) and break later: a timeout
+        # of inf overflows Ray's and multiprocessing's waits, an lr of inf makes the weights NaN
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
     if hint in (int, float, str, bool) and type(value) is hint:
         return value
     raise ConfigError(f"{name} must be {hint.__name__}, got {value!r}")

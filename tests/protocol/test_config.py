@@ -30,7 +30,7 @@ def test_defaults_and_overrides(tmp_path):
     (["generator.top_p=2"], r"generator\.top_p must be in \(0, 1\], got 2"),
     (["verifier.pool_workers=0"], r"verifier\.pool_workers must be >= 1"),
     (["learner.lr=-1"], r"learner\.lr must be > 0, got -1"),
-    (["generator.temperature=-1"], r"generator\.temperature must be >= 0"),
+    (["generator.temperature=-1"], r"generator\.temperature must be > 0"),
     (["learner.zero_stage=7"], r"learner\.zero_stage must be 0, 1, 2 or 3, got 7"),
     (["group_timeout_s=-5"], r"group_timeout_s must be > 0, got -5"),
     (["weight_backend=nccl"], r"weight_backend=nccl runs between GPUs only"),
@@ -54,6 +54,31 @@ def test_defaults_and_overrides(tmp_path):
     (["learner.mask_low=1.5"], r"learner\.mask_low must be in \[0, 1\]"),
     (["learner.mask_high=0.9"], r"learner\.mask_high must be >= 1"),
     (["learner.tis_cap=1.5", "learner.correction=tis_seq"], r"learner\.tis_cap is the old spelling"),
+    # accepted before, and each broke the run later or trained on nothing without a word
+    (["generator.group_size=1"], r"generator\.group_size must be >= 2 \(a group of one sample has advantage 0"),
+    (["generator.temperature=0"], r"generator\.temperature must be > 0 .*greedy is for eval"),
+    (["generator.top_p=0.9"], r"generator\.top_p must be 1 in training .*over the nucleus"),
+    (["learner.correction=mask_seq", "learner.mask_low=1", "learner.mask_high=1"],
+     r"learner\.mask_high must be > mask_low"),
+    (["seed=4294967295", "num_generators=2"], r"seed must be in \[0, 2\*\*32 - num_generators\] \(4294967294\)"),
+    (["seed=-1"], r"seed must be in \[0, 2\*\*32"),
+    (["resend_after_s=1200", "group_timeout_s=600"], r"resend_after_s must be < group_timeout_s \(600\)"),
+    (["batch_groups=1", "generator.group_size=2", "learner.minibatches=3"],
+     r"learner\.minibatches \(3\) exceeds a rank's samples per step .* = 2\)"),
+    (["batch_groups=2", "generator.group_size=2", "learner.num_ranks=2", "learner.minibatches=3"],
+     r"learner\.minibatches \(3\) exceeds .* = 2\)"),
+    # inf and nan, in every section: `x > 0` passes inf, `x < 0` passes nan
+    (["verifier.check_timeout_s=.inf"], r"verifier\.check_timeout_s must be a finite number, got inf"),
+    (["sync_timeout_s=inf"], r"sync_timeout_s must be a finite number, got inf"),
+    (["learner.lr=.inf"], r"learner\.lr must be a finite number"),
+    (["learner.lr=nan"], r"learner\.lr must be a finite number, got nan"),
+    (["lean.proof_timeout_s=.nan"], r"lean\.proof_timeout_s must be a finite number"),
+    (["lean.lean.start_timeout_s=.nan"], r"lean\.lean\.start_timeout_s must be a finite number"),
+    (["derl.plan_temperature=.nan"], r"derl\.plan_temperature must be a finite number"),
+    # YAML that does not parse, or that would quietly drop part of a value
+    (["generator.resources={a:"], r"override 'generator\.resources=\{a:': the value is not valid YAML"),
+    (["data.system_prompt=You are solver #1 of the team"], r"YAML reads ' #\.\.\.' as a comment .* quote the value"),
+    (["run_dir=runs/x #2"], r"run_dir=\"runs/x #2\""),
 ])
 def test_bad_values_are_refused_naming_the_field(overrides, field):
     with pytest.raises(ConfigError, match=field):
@@ -79,6 +104,18 @@ def test_data_section_reads_on_and_off_as_yaml_does(tmp_path):
     cfg = load_config(str(f))
     assert (cfg.dataset, cfg.data.answer_key, cfg.data.chat_template, cfg.data.epochs) == ("d.parquet", "solution",
                                                                                             True, 6)
+
+
+def test_values_with_a_hash_that_yaml_keeps(tmp_path):
+    cfg = load_config(None, ['data.system_prompt="You are solver #1."', "data.chat_template=on", "run_dir=runs/x#2"])
+    assert cfg.data.system_prompt == "You are solver #1." and cfg.run_dir == "runs/x#2"
+
+
+def test_a_config_file_that_is_not_yaml(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text("steps: 5\ngenerator:\n  group_size: [4\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml is not valid YAML"):
+        load_config(str(f))
 
 
 def test_bad_yaml_top_level(tmp_path):
