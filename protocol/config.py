@@ -494,7 +494,8 @@ class RunConfig:
                 f"{self.generator.max_new_tokens}) exceeds max_model_len ({self.max_model_len})")
         # generator i samples with seed + i, which vLLM hands to numpy (at most 2**32 - 1)
         _require(self, ("seed", 0 <= self.seed <= 2**32 - self.num_generators,
-                        f"in [0, 2**32 - num_generators] ({2**32 - self.num_generators})"), ("checkpoint_every", self.checkpoint_every >= 0, ">= 0"),
+                        f"in [0, 2**32 - num_generators] ({2**32 - self.num_generators})"),
+                 ("checkpoint_every", self.checkpoint_every >= 0, ">= 0"),
                  ("max_restarts", self.max_restarts >= 0, ">= 0"), ("resend_after_s", self.resend_after_s > 0, "> 0"),
                  ("sync_timeout_s", self.sync_timeout_s > 0, "> 0"),
                  ("group_timeout_s", self.group_timeout_s > 0, "> 0"),
@@ -606,7 +607,7 @@ def _override_value(item: str, raw: str):
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as e:
-        raise ConfigError(f"override {item!r}: the value is not valid YAML ({e.problem}); quote it") from None
+        raise ConfigError(f"override {item!r}: the value is not valid YAML ({getattr(e, 'problem', None) or e}); quote it") from None
     if "#" in raw and not ("#" in str(value)):  # `a #b` is a comment in YAML: the value would be "a"
         raise ConfigError(f"override {item!r}: YAML reads ' #...' as a comment and would drop it; "
                           f"quote the value: {item.partition('=')[0]}=\"{raw}\"")
