@@ -26,7 +26,7 @@ from jury.cluster.evaluation import Evaluator
 from jury.cluster.learner_group import LearnerDied
 from jury.cluster.pipeline import Pipeline
 from jury.cluster.run_data import RunData, check_data, check_prompts
-from jury.cluster.tiny_model import LOCAL_MODELS
+from jury.cluster.tiny_model import LOCAL_MODELS, TinyModelSpec
 from jury.cluster.tracking import Trackers, open_trackers
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
@@ -43,6 +43,10 @@ def preflight(cfg: RunConfig, resume: str | None = None):
             raise ConfigError(f"{field}: {value} is not a Hugging Face model folder (no config.json there)")
 
     hf_folder("model", cfg.model)
+    positions = model_positions(cfg.model)
+    if positions and cfg.max_model_len > positions:
+        raise ConfigError(f"max_model_len ({cfg.max_model_len}) exceeds the {positions} positions model {cfg.model} "
+                          "takes (its max_position_embeddings): vLLM would refuse it at engine start")
     if cfg.verifier.reward == "tinyv":
         hf_folder("verifier.tinyv_model", cfg.verifier.tinyv_model)
     if cfg.derl.enabled:
@@ -52,6 +56,25 @@ def preflight(cfg: RunConfig, resume: str | None = None):
             raise ConfigError(f"{field}: {value} is a file, not a folder")
     if resume and not Path(resume).is_dir():
         raise ConfigError(f"--resume: {resume} is not a run folder")
+
+
+def model_positions(model: str) -> int | None:
+    """The longest sequence `model` takes: a local model's spec, else its config.json's
+    max_position_embeddings; None where that is not the bound (rope_scaling stretches it) or unknown."""
+    if model == "tiny-chain":
+        from jury.cluster.tiny_chain import ChainModelSpec
+
+        return ChainModelSpec().max_positions
+    if model in LOCAL_MODELS:
+        return TinyModelSpec().max_positions
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict) or config.get("rope_scaling"):
+        return None
+    positions = config.get("max_position_embeddings")
+    return positions if isinstance(positions, int) and not isinstance(positions, bool) else None
 
 
 def resolve_model(cfg: RunConfig) -> str:

@@ -169,6 +169,32 @@ def test_a_model_path_that_does_not_exist_is_refused_before_a_run_folder_is_made
     assert not run.exists()
 
 
+def test_a_max_model_len_the_model_cannot_take_is_refused_before_a_run_folder_is_made(tmp_path, capsys):
+    """vLLM refuses max_model_len above the model's positions, but only at engine start, after
+    Ray is up; the preflight refuses it first (rope_scaling stretches the bound: not judged)."""
+    import json
+
+    from jury.cluster.driver import preflight
+    from jury.experiments.cli import main
+
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 128}))
+    run = tmp_path / "run"
+    assert main(["train", f"model={model}", "max_model_len=256", f"run_dir={run}"]) == 2
+    assert f"max_model_len (256) exceeds the 128 positions model {model} takes" in capsys.readouterr().err
+    assert not run.exists()
+    preflight(load_config(None, [f"model={model}", "max_model_len=128", "max_prompt_tokens=64",
+                                 "generator.max_new_tokens=64"]))
+    (model / "config.json").write_text(json.dumps({"max_position_embeddings": 128,
+                                                   "rope_scaling": {"type": "yarn", "factor": 4.0}}))
+    preflight(load_config(None, [f"model={model}", "max_model_len=256"]))
+    with pytest.raises(ConfigError, match=r"max_model_len \(2048\) exceeds the 1024 positions model tiny-chain"):
+        preflight(load_config(None, ["model=tiny-chain", "max_model_len=2048"]))
+    with pytest.raises(ConfigError, match=r"exceeds the 4096 positions model tiny"):
+        preflight(load_config(None, ["max_model_len=5000"]))
+
+
 def test_overrides_after_options_reach_the_command(tmp_path, capsys):
     """Overrides before and after an option (`jury replay RUN --out X k=v`, `jury train k=v
     --config X k=v`) all reach the command; a stray option is still refused."""
