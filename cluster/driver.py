@@ -36,8 +36,8 @@ log = logging.getLogger(__name__)
 
 def preflight(cfg: RunConfig, resume: str | None = None):
     """What can be checked before anything starts (no run folder, no Ray): the paths the config
-    names (the data files: cluster/run_data.py). A bad one is a ConfigError naming the field
-    (`jury train` exits 2)."""
+    names (the data files: cluster/run_data.py) and that the model takes max_model_len tokens.
+    A bad one is a ConfigError naming the field (`jury train` exits 2)."""
     def hf_folder(field: str, value: str):
         if value not in LOCAL_MODELS and not (Path(value) / "config.json").is_file():
             raise ConfigError(f"{field}: {value} is not a Hugging Face model folder (no config.json there)")
