@@ -71,7 +71,7 @@ def make_reward(tally: Tally):
 
     Called once per generation batch, so it also counts what each step generated.
     """
-    from jury.verifiers.math.boxed import extract_boxed
+    from jury.protocol.boxed import extract_boxed
 
     def boxed_match(prompts, completions, completion_ids, answer, **_):
         tally.completions_per_step.append(len(completions))

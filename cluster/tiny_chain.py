@@ -172,7 +172,7 @@ def sampled_pass_rates(model, tokenizer, sets: list[list[Problem]], temperature:
 
 def boxed_value(text: str) -> int | None:
     """The integer in the completion's last \\boxed{} (0078 is 78), or None."""
-    from jury.verifiers.math.boxed import extract_boxed
+    from jury.protocol.boxed import extract_boxed
 
     boxed = extract_boxed(text)
     return int(boxed) if boxed and boxed.isdigit() else None

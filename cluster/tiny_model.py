@@ -147,7 +147,7 @@ def sampled_rates(model, tokenizer, problems, temperature: float = 1.0) -> tuple
     and that state it at all (boxed or bare)."""
     import torch
 
-    from jury.verifiers.math.boxed import extract_boxed
+    from jury.protocol.boxed import extract_boxed
 
     tokenizer.padding_side = "left"
     prompts = [p.problem + PROMPT_SUFFIX for p in problems]

@@ -31,11 +31,12 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from jury.protocol.boxed import brace_group, group_end
+
 MAX_TEXT_CHARS = 1_000_000  # only this many trailing characters are read
 MAX_EXTRACTED_CHARS = 2_000  # an answer longer than this is not an answer
 
 _BOX = re.compile(r"\\(?:boxed|fbox)")
-_BRACES = re.compile(r"[{}]")
 _TOKEN = re.compile(r"[^\s$]+")
 # what may stand between two boxes (or two inline formulas) of one answer
 _JOINER = re.compile(
@@ -65,22 +66,6 @@ class _Span(NamedTuple):
     body: str
 
 
-def brace_group(text: str, start: int, limit: int | None = None) -> str | None:
-    """Content of the brace group opening at text[start] == '{', or None when it does
-    not close before `limit` (the end of the text by default)."""
-    end = _group_end(text, start, len(text) if limit is None else limit)
-    return None if end is None else text[start + 1 : end - 1]
-
-
-def _group_end(text: str, start: int, limit: int) -> int | None:
-    depth = 0
-    for m in _BRACES.finditer(text, start, limit):
-        depth += 1 if m.group(0) == "{" else -1
-        if depth == 0:
-            return m.end()
-    return None
-
-
 def _boxes_backwards(text: str):
     """Complete boxes, last first. A box that never closes means no earlier box closes
     past its start either, so later scans stop there: linear time overall."""
@@ -90,7 +75,7 @@ def _boxes_backwards(text: str):
         while pos < limit and text[pos] == " ":
             pos += 1
         if pos < limit and text[pos] == "{":
-            end = _group_end(text, pos, limit)
+            end = group_end(text, pos, limit)
             if end is None:
                 limit = m.start()
                 continue
