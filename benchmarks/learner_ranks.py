@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="runs/bench-learner")
     p.add_argument("--sync", action="store_true", help="also time a weight sync at each setting")
     args = p.parse_args(argv)
-    from jury.cluster.tiny_model import make_tiny_model
+    from jury.models.tiny import make_tiny_model
 
     model = str(make_tiny_model(progress=False))
     run = Path(args.out)

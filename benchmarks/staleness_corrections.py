@@ -55,7 +55,7 @@ def run_summary(run_dir: Path) -> dict:
     """One run: its setting, pass rates by thirds, off-policy means, and the curves to plot."""
     import yaml
 
-    from jury.cluster.data import chain_problems, chain_terms
+    from jury.data.tasks import chain_problems, chain_terms
     from jury.cluster.metrics import read_metrics
 
     cfg = yaml.safe_load((run_dir / "config.yaml").read_text())

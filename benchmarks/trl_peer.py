@@ -52,7 +52,8 @@ def make_dataset(n: int, seed: int, task: str = "synthetic"):
     """n problems of a built-in task (synthetic or chain), in the order our feeder draws them, as
     TRL's standard (non-chat) format: a "prompt" string and the label."""
     from datasets import Dataset
-    from jury.cluster.data import PROMPT_SUFFIX, problem_stream
+    from jury.data.problems import PROMPT_SUFFIX
+    from jury.data.tasks import problem_stream
 
     problems = list(islice(problem_stream(task, seed), n))
     return Dataset.from_dict({"prompt": [p.problem + PROMPT_SUFFIX for p in problems],
@@ -303,7 +304,7 @@ def main():
     a = ap.parse_args()
     model = a.model
     if not model:
-        from jury.cluster.tiny_model import make_tiny_model
+        from jury.models.tiny import make_tiny_model
 
         model = str(make_tiny_model(progress=False))
     r = run_trl_peer(model, steps=a.steps, prompts_per_step=a.prompts_per_step, group_size=a.group_size,

@@ -20,10 +20,11 @@ import logging
 import threading
 from dataclasses import replace
 
-from jury.cluster.data import Problem
+from jury.data.problems import Problem
 from jury.protocol.messages import PromptTask, StepResult
 from jury.protocol.config import DerlConfig
-from jury.verifiers.derl.plans import DerlTask, DiversifyingMixer, PlanRequest, PlanResult, make_proof_plans
+from jury.data.derl import DerlTask, DiversifyingMixer
+from jury.verifiers.derl.plans import PlanRequest, PlanResult, make_proof_plans
 from jury.verifiers.llm import LLMClient
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,8 @@ from jury.cluster.errors import RunFailed
 from jury.cluster.evaluation import Evaluator
 from jury.cluster.learner_group import LearnerDied
 from jury.cluster.pipeline import Pipeline
-from jury.cluster.run_data import RunData, check_data, check_prompts
-from jury.cluster.tiny_model import LOCAL_MODELS, TinyModelSpec
+from jury.data.checks import RunData, check_data, check_prompts
+from jury.models.registry import is_local, model_positions, resolve_model
 from jury.cluster.tracking import Trackers, open_trackers
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 
 def preflight(cfg: RunConfig, resume: str | None = None):
     """What can be checked before anything starts (no run folder, no Ray): the paths the config
-    names (the data files: cluster/run_data.py) and that the model takes max_model_len tokens.
+    names (the data files: data/checks.py) and that the model takes max_model_len tokens.
     A bad one is a ConfigError naming the field (`jury train` exits 2)."""
     def hf_folder(field: str, value: str):
-        if value not in LOCAL_MODELS and not (Path(value) / "config.json").is_file():
+        if not is_local(value) and not (Path(value) / "config.json").is_file():
             raise ConfigError(f"{field}: {value} is not a Hugging Face model folder (no config.json there)")
 
     hf_folder("model", cfg.model)
@@ -56,35 +56,6 @@ def preflight(cfg: RunConfig, resume: str | None = None):
             raise ConfigError(f"{field}: {value} is a file, not a folder")
     if resume and not Path(resume).is_dir():
         raise ConfigError(f"--resume: {resume} is not a run folder")
-
-
-def model_positions(model: str) -> int | None:
-    """The longest sequence `model` takes: a local model's spec, else its config.json's
-    max_position_embeddings; None where that is not the bound (rope_scaling stretches it) or unknown."""
-    if model == "tiny-chain":
-        from jury.cluster.tiny_chain import ChainModelSpec
-
-        return ChainModelSpec().max_positions
-    if model in LOCAL_MODELS:
-        return TinyModelSpec().max_positions
-    try:
-        config = json.loads((Path(model) / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(config, dict) or config.get("rope_scaling"):
-        return None
-    positions = config.get("max_position_embeddings")
-    return positions if isinstance(positions, int) and not isinstance(positions, bool) else None
-
-
-def resolve_model(cfg: RunConfig) -> str:
-    if cfg.model not in LOCAL_MODELS:
-        if not (Path(cfg.model) / "config.json").exists():
-            raise FileNotFoundError(f"model: {cfg.model} is not a Hugging Face model folder (no config.json)")
-        return cfg.model
-    from jury.cluster.tiny_model import make_local_model
-
-    return str(make_local_model(cfg.model, progress=cfg.progress))
 
 
 def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:
@@ -107,7 +78,7 @@ def train(cfg: RunConfig, resume: str | None = None, plots: Callable[[Path], lis
     with stage("checking the data", cfg.progress and cfg.dataset != "synthetic"):
         data = check_data(cfg)
     with stage(f"model {cfg.model}", cfg.progress):
-        model_path = resolve_model(cfg)
+        model_path = resolve_model(cfg.model, progress=cfg.progress)
     data = check_prompts(cfg, model_path, data)  # template and chat template on the tokenizer; lengths
     cfg = data.cfg  # steps capped by data.epochs
     state = read_checkpoint_state(resume) if resume else None

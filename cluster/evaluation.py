@@ -96,8 +96,8 @@ def load_problems(dataset: str, seed: int, count: int, data=None) -> list:
     dataset is read as `data` (a DataConfig: format, field names) says and checked first."""
     from itertools import islice
 
-    from jury.cluster.data import BUILTIN_DATASETS
-    from jury.cluster.dataset import check_dataset, read_problems
+    from jury.data.tasks import BUILTIN_DATASETS
+    from jury.data.files import check_dataset, read_problems
     from jury.protocol.config import DataConfig
 
     if dataset in BUILTIN_DATASETS:
@@ -112,7 +112,7 @@ def load_problems(dataset: str, seed: int, count: int, data=None) -> list:
 
 def default_dataset(run_cfg: dict, data) -> str:
     """The run's data.eval_path, else its dataset when that is a built-in task, else synthetic."""
-    from jury.cluster.data import BUILTIN_DATASETS
+    from jury.data.tasks import BUILTIN_DATASETS
 
     if data and data.eval_path:
         return data.eval_path

@@ -25,8 +25,9 @@ import random
 from dataclasses import replace
 from typing import Protocol
 
-from jury.cluster.data import Problem, problem_stream
-from jury.cluster.prompts import PromptFormat
+from jury.data.problems import Problem
+from jury.data.tasks import problem_stream
+from jury.data.prompts import PromptFormat
 from jury.protocol.config import DataConfig
 from jury.protocol.messages import PromptTask
 from jury.protocol.transport import Sender

@@ -51,7 +51,7 @@ def main(argv=None) -> int:
         return 2
     import ray
 
-    from jury.cluster.data import DataError
+    from jury.data.problems import DataError
     from jury.cluster.driver import train
 
     address = os.environ.get("RAY_ADDRESS") or "auto"

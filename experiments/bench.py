@@ -195,10 +195,10 @@ def planned_runs(staleness: list[int], sync_modes: list[str], config_mode: str) 
 def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_modes: list[str] = ()) -> dict:
     from dataclasses import replace
 
-    from jury.cluster.driver import resolve_model
+    from jury.models.registry import resolve_model
 
     out.mkdir(parents=True, exist_ok=True)
-    model_path = resolve_model(cfg)
+    model_path = resolve_model(cfg.model, progress=cfg.progress)
     cfg = replace(cfg, model=model_path)
     report: dict = {"config": {"steps": cfg.steps, "batch_groups": cfg.batch_groups,
                                "group_size": cfg.generator.group_size, "max_new_tokens": cfg.generator.max_new_tokens,

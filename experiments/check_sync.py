@@ -53,7 +53,7 @@ def check_sync(pipe) -> dict[str, float]:
 
 
 def _run(args) -> int:
-    from jury.cluster.driver import resolve_model
+    from jury.models.registry import resolve_model
     from jury.cluster.pipeline import Pipeline
     from jury.protocol.config import ConfigError, load_config
 
@@ -62,7 +62,7 @@ def _run(args) -> int:
     except (ConfigError, OSError) as e:
         print(f"jury check-sync: bad config: {e}", file=sys.stderr)
         return 2
-    pipe = Pipeline(cfg, resolve_model(cfg))
+    pipe = Pipeline(cfg, resolve_model(cfg.model, progress=cfg.progress))
     try:
         pipe.start()
         got = check_sync(pipe)

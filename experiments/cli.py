@@ -9,7 +9,7 @@ import sys
 
 def _train(args) -> int:
     from jury.protocol.config import ConfigError, load_config
-    from jury.cluster.data import DataError
+    from jury.data.problems import DataError
     from jury.cluster.driver import RunFailed, train
 
     config = args.config
@@ -49,11 +49,12 @@ def _run_plots(run_dir) -> list:
 
 
 def _make_tiny_model(args) -> int:
-    from jury.cluster.tiny_chain import make_tiny_chain_model
-    from jury.cluster.tiny_model import make_local_model, make_tiny_model
+    from jury.models.chain import make_tiny_chain_model
+    from jury.models.registry import build_local_model
+    from jury.models.tiny import make_tiny_model
 
     if not args.path:
-        print(make_local_model(args.model))
+        print(build_local_model(args.model))
         return 0
     builders = {"tiny": make_tiny_model, "tiny-chain": make_tiny_chain_model}
     if args.model not in builders:

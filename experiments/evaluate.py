@@ -67,13 +67,11 @@ def run_config_of(checkpoint: Path) -> dict:
 
 
 def resolve_model(checkpoint: str, tokenizer: str | None, run_cfg: dict) -> tuple[str, str]:
-    """(model folder, tokenizer folder); "tiny" and "tiny-chat" are the local tiny model."""
-    def local(name: str) -> str:
-        if name not in ("tiny", "tiny-chat"):
-            return name
-        from jury.cluster.tiny_model import make_tiny_chat_model, make_tiny_model
+    """(model folder, tokenizer folder); a local model's name (tiny, tiny-chat, tiny-chain) is its folder."""
+    from jury.models.registry import build_local_model, is_local
 
-        return str((make_tiny_chat_model if name == "tiny-chat" else make_tiny_model)(progress=False))
+    def local(name: str) -> str:
+        return str(build_local_model(name, progress=False)) if is_local(name) else name
 
     model = local(checkpoint)
     if not (Path(model) / "config.json").exists():
@@ -141,7 +139,7 @@ def evaluate(checkpoint: str, problems: list, sampling: Sampling, ks: list[int],
     """The summary (pass@k, distinct answers, verdicts, settings) and per-problem results.
     Prompts are made as the feeder makes them in training: `data` (the run's DataConfig) gives
     the template and chat template; without it, the problem and a newline."""
-    from jury.cluster.data import PROMPT_SUFFIX
+    from jury.data.problems import PROMPT_SUFFIX
 
     bad = [k for k in ks if not 1 <= k <= sampling.n]
     if bad:
@@ -152,7 +150,7 @@ def evaluate(checkpoint: str, problems: list, sampling: Sampling, ks: list[int],
     else:
         from transformers import AutoTokenizer
 
-        from jury.cluster.prompts import PromptFormat
+        from jury.data.prompts import PromptFormat
 
         fmt = PromptFormat.from_config(data, AutoTokenizer.from_pretrained(tok), model=tok)
         prompts = [fmt.render(p.problem) for p in problems]

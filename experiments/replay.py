@@ -45,7 +45,7 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
     import ray
     from tqdm import tqdm
 
-    from jury.cluster.driver import resolve_model
+    from jury.models.registry import resolve_model
     from jury.cluster.learner_group import LearnerGroup
     from jury.cluster.metrics import read_metrics
     from jury.protocol.config import load_config
@@ -61,7 +61,7 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
     if started:
         ray.init(include_dashboard=False, log_to_driver=True,
                  num_cpus=max(os.cpu_count() or 1, int(cfg.learner.num_ranks * cfg.learner.num_cpus) + 1))
-    group = LearnerGroup.create(cfg, resolve_model(cfg), env={"TOKENIZERS_PARALLELISM": "false"},
+    group = LearnerGroup.create(cfg, resolve_model(cfg.model, progress=cfg.progress), env={"TOKENIZERS_PARALLELISM": "false"},
                                 checkpoint=None, initial_version=0)
     diffs, train_s, tokens = [], 0.0, 0.0
     try:

@@ -14,7 +14,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from jury.cluster.data import iter_jsonl
+from jury.data.files import iter_jsonl
 from jury.verifiers.judges import SELECTION_METHODS, JudgeConfig, select_best
 from jury.verifiers.math.verify import check, extract_answer
 

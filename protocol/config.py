@@ -187,13 +187,13 @@ class DerlConfig:
             raise ValueError("DerlConfig.forbidden_tactics must not be empty")
 
 
-# ── the dataset and the prompt (cluster/dataset.py, cluster/prompts.py) ──
+# ── the dataset and the prompt (data/files.py, data/prompts.py) ──
 @dataclass(frozen=True)
 class DataConfig:
     """How the top-level `dataset` is read and what prompt each problem becomes.
 
     The dataset (and eval_path) is checked row by row before anything starts; a bad row
-    is one the run cannot train on as written (cluster/dataset.py says which).
+    is one the run cannot train on as written (data/files.py says which).
     """
 
     # jsonl, parquet (a file, or a folder of *.parquet shards) or hf (a `datasets` save_to_disk
@@ -210,7 +210,7 @@ class DataConfig:
     # this window (and its Parquet shards in a new order each epoch); memory grows with it
     shuffle_buffer: int = 100_000
     bad_rows: Literal["refuse", "skip"] = "refuse"  # skip: train without them, counted in data/bad_rows_skipped
-    # a named template (bare, boxed, jury-rl, derl, derl-lean: cluster/prompts.py) or a UTF-8 file
+    # a named template (bare, boxed, jury-rl, derl, derl-lean: data/prompts.py) or a UTF-8 file
     # whose text has {problem} where the problem goes; bare is today's "problem + newline"
     template: str = "bare"
     system_prompt: str = ""         # the chat's system message; needs a chat template
@@ -420,10 +420,10 @@ class WandbConfig:
 @dataclass(frozen=True)
 class RunConfig:
     # "tiny": build (or reuse) the local tiny model ("tiny-chat": with a chat template; "tiny-chain": the one
-    # warmed up on the chain task, cluster/tiny_chain.py); else a HF folder
+    # warmed up on the chain task, models/chain.py); else a HF folder
     model: str = "tiny"
     # a built-in task, "synthetic" (short arithmetic) or "chain" (sums of 2 to 40 terms worked step by step,
-    # long-tailed lengths: cluster/data.py), or a JSONL or Parquet file or a `datasets` folder (read as data.* says)
+    # long-tailed lengths: data/tasks.py), or a JSONL or Parquet file or a `datasets` folder (read as data.* says)
     dataset: str = "synthetic"
     seed: int = 0
     steps: int = 300               # learner steps

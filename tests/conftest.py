@@ -15,7 +15,7 @@ def shared_dir() -> pathlib.Path:
 
 @pytest.fixture(scope="session")
 def tiny_model_path():
-    from jury.cluster.tiny_model import make_tiny_model
+    from jury.models.tiny import make_tiny_model
 
     return str(make_tiny_model(progress=False))
 
@@ -71,7 +71,7 @@ def pytest_collection_modifyitems(config, items):
         return
     chosen = {id(it) for it in needs}
     items[:] = [it for it in items if id(it) not in chosen] + needs
-    from jury.cluster.tiny_chain import is_built
+    from jury.models.chain import is_built
 
     if is_built():
         return
@@ -82,7 +82,7 @@ def pytest_collection_modifyitems(config, items):
     log = tempfile.NamedTemporaryFile("w+", prefix="tiny-chain-build-", suffix=".log", delete=False)
     _chain_build["log"] = log.name
     _chain_build["proc"] = subprocess.Popen(
-        [sys.executable, "-c", "from jury.cluster.tiny_chain import make_tiny_chain_model as m; m()"],
+        [sys.executable, "-c", "from jury.models.chain import make_tiny_chain_model as m; m()"],
         stdout=log, stderr=subprocess.STDOUT, preexec_fn=lambda: os.nice(19))
 
 
@@ -96,7 +96,7 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture(scope="session")
 def tiny_chain_model_path():
     """The tiny model warmed up on the chain task (`model: tiny-chain`; built once, minutes)."""
-    from jury.cluster.tiny_chain import make_tiny_chain_model
+    from jury.models.chain import make_tiny_chain_model
 
     proc = _chain_build.get("proc")
     if proc is not None:

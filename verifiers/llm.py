@@ -17,10 +17,11 @@ And the prompt plumbing they share: the papers' prompts live in prompts/*.txt
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
+
+from jury.protocol.prompt_files import fill, read_prompt_file  # noqa: F401  (fill: re-exported)
 
 
 @dataclass(frozen=True)
@@ -48,26 +49,7 @@ PROMPT_DIR = Path(__file__).parent / "prompts"
 @functools.cache
 def load_prompt(name: str) -> str:
     """The text of prompts/<name>.txt without its leading `#` lines, which cite the source."""
-    lines = (PROMPT_DIR / f"{name}.txt").read_text(encoding="utf-8").splitlines(keepends=True)
-    start = 0
-    while start < len(lines) and lines[start].startswith("#"):
-        start += 1
-    return "".join(lines[start:])
-
-
-_FIELD = re.compile(r"\{(\w+)\}")
-
-
-def fill(template: str, **fields: str) -> str:
-    """Substitute `{name}` for the given fields, in one pass.
-
-    Not str.format: the papers' prompts carry LaTeX braces (`\\boxed{final answer}`), and a
-    single pass never re-expands a placeholder that happens to appear inside a solution.
-    """
-    missing = [k for k in fields if "{" + k + "}" not in template]
-    if missing:
-        raise KeyError(f"template has no placeholder for {missing}")
-    return _FIELD.sub(lambda m: fields.get(m.group(1), m.group(0)), template)
+    return read_prompt_file(PROMPT_DIR / f"{name}.txt")
 
 
 def strip_reasoning(text: str) -> str:

@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_tiny_chain_pass_rate_is_in_range_and_falls_with_length(tiny_chain_model_path):
-    from jury.cluster.data import CHAIN_BUCKETS
-    from jury.cluster.tiny_chain import falls_with_length, make_tiny_chain_model
+    from jury.data.tasks import CHAIN_BUCKETS
+    from jury.models.chain import falls_with_length, make_tiny_chain_model
 
     record = json.loads((Path(tiny_chain_model_path) / "pass_rate.json").read_text())
     assert 0.1 <= record["sampled_pass_rate"] <= 0.6, record

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from jury.cluster.data import PROMPT_SUFFIX, Problem
+from jury.data.problems import PROMPT_SUFFIX, Problem
 from jury.cluster.diversify import Diversifier, problem_id
 from jury.cluster.feeder import Feeder
 from jury.protocol.config import ConfigError, DerlConfig, RunConfig, VerifierConfig, load_config, to_dict

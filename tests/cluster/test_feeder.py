@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from jury.cluster.data import load_jsonl, synthetic_problems
+from jury.data.files import load_jsonl
+from jury.data.tasks import synthetic_problems
 from jury.cluster.feeder import Feeder
 from jury.protocol.transport import Receiver
 

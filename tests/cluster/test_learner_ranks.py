@@ -90,7 +90,7 @@ def test_two_ranks_make_the_update_of_one(recorded, one_rank, tmp_path, zero):
 
 
 def _tiny():
-    from jury.cluster.tiny_model import make_tiny_model
+    from jury.models.tiny import make_tiny_model
 
     return str(make_tiny_model(progress=False))
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from jury.cluster.data import synthetic_problems
+from jury.data.tasks import synthetic_problems
 from jury.cluster.metrics import read_metrics
 
 from test_tracking import assert_scalars_match_metrics, read_wandb_run, same, scalars, tensorboard_events

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from jury.experiments import evaluate as ev
-from jury.cluster.data import Problem
+from jury.data.problems import Problem
 
 
 def test_pass_at_k_hand_worked():
@@ -99,7 +99,7 @@ def test_a_runs_eval_file_field_names_and_prompt_format_are_used(tmp_path, tiny_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from jury.cluster.tiny_model import make_tiny_chat_model
+    from jury.models.tiny import make_tiny_chat_model
     from jury.protocol.config import DataConfig
 
     evalf = tmp_path / "eval.parquet"

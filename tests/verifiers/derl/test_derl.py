@@ -5,15 +5,8 @@ from __future__ import annotations
 import pytest
 
 from jury.protocol.config import FORBIDDEN_TACTICS, DerlConfig
-from jury.verifiers.derl.plans import (
-    DerlTask,
-    DiversifyingMixer,
-    PlanRequest,
-    extract_plan,
-    make_proof_plans,
-    plan_leak,
-    refresh_plans,
-)
+from jury.data.derl import DerlTask, DiversifyingMixer, StoredCoT
+from jury.verifiers.derl.plans import extract_plan, make_proof_plans, plan_leak, refresh_plans
 from jury.verifiers.derl.reward import (
     DiversityItem,
     DiversityVerdict,
@@ -95,7 +88,7 @@ def test_extract_plan_takes_the_last_summary():
 def test_make_proof_plans_uses_first_clean_attempt():
     replies = {0: "$$$Pair the divisors: there are 6.$$$", 1: "$$$Use the prime factorisation and count exponents.$$$"}
     client = Scripted(lambda p, j: replies[j] if "divide 50" in p else "$$$It is 7.$$$")
-    reqs = [PlanRequest(DIVISORS, "1*50, 2*25, 5*10: 6 divisors.", "6"), PlanRequest("What is 3+4?", "7", "7")]
+    reqs = [StoredCoT(DIVISORS, "1*50, 2*25, 5*10: 6 divisors.", "6"), StoredCoT("What is 3+4?", "7", "7")]
     clean, refused = make_proof_plans(client, reqs, DerlConfig(plan_attempts=2))
     assert clean.plan == "Use the prime factorisation and count exponents." and clean.reason is None
     assert refused.plan is None and "answer" in refused.reason

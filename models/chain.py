@@ -1,6 +1,6 @@
 """`jury make-tiny-model --model tiny-chain`: the tiny Llama for the long chain-of-thought task.
 
-The same 4-layer, 128-wide Llama as `tiny` (cluster/tiny_model.py; head_dim 64 for vLLM's
+The same 4-layer, 128-wide Llama as `tiny` (models/tiny.py; head_dim 64 for vLLM's
 CPU attention), in a folder of its own (~/.cache/jury-rl/tiny-chain), with:
 
 - a tokenizer trained on the chain corpus and the synthetic one, every digit its own
@@ -30,10 +30,10 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jury.cluster.data import (CHAIN_BUCKETS, CHAIN_HIGH, CHAIN_LOW, CHAIN_TAIL, CHAIN_TERMS, CHAIN_WEIGHTS, CHAIN_WIDTH,
-                               PROMPT_SUFFIX, Problem, chain_problem, chain_solution, synthetic_problem,
-                               synthetic_solution)
-from jury.cluster.tiny_model import build_model, default_path, train_tokenizer
+from jury.data.problems import PROMPT_SUFFIX, Problem
+from jury.data.tasks import (CHAIN_BUCKETS, CHAIN_HIGH, CHAIN_LOW, CHAIN_TAIL, CHAIN_TERMS, CHAIN_WEIGHTS, CHAIN_WIDTH,
+                             chain_problem, chain_solution, synthetic_problem, synthetic_solution)
+from jury.models.build import build_model, default_path, train_tokenizer
 
 STAMP = "jury_tiny_chain.json"
 

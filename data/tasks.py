@@ -1,4 +1,4 @@
-"""Problems: two seeded built-in tasks, and the stream the feeder draws from.
+"""The built-in tasks, and the stream of problems the feeder draws from.
 
 - `synthetic`, what the embedded default trains on: short closed-form arithmetic whose
   answers are written in `\\boxed{}`.
@@ -7,30 +7,15 @@
   are harder (more steps to get right, each sampled). See `chain_problem`.
 
 Both tasks' statements contain exactly one expression, so the label-free arithmetic proof
-gate can formalise them. Real datasets (JSONL, Parquet, `datasets` folders) are read and
-checked in cluster/dataset.py.
+gate can formalise them. Dataset files (JSONL, Parquet, `datasets` folders) are read and
+checked in data/files.py; `problem_stream` draws from either.
 """
 from __future__ import annotations
 
-import json
 import random
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator
 
-PROMPT_SUFFIX = "\n"  # the model answers on the next line
-
-
-class DataError(ValueError):
-    """A dataset or prompt template a run cannot use; the message names the file, the row and the field."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    problem: str
-    answer: str  # ground truth; only reward schemes that are allowed to read it do
-    source: str
-
+from jury.data.problems import Problem
 
 MAX_OPERAND = 30  # small enough for a 1M-parameter model to learn in minutes
 
@@ -67,7 +52,7 @@ CHAIN_TAIL = 1.5            # P(n terms) ∝ n^-CHAIN_TAIL: median 4 terms, mean
 CHAIN_WEIGHTS = tuple(n ** -CHAIN_TAIL for n in CHAIN_TERMS)
 CHAIN_LOW, CHAIN_HIGH = 10, 98  # every term has two digits
 CHAIN_WIDTH = 4                 # running totals are written with four digits (the largest sum is 3,140)
-# term-count buckets: tiny-chain's pass_rate.json has a pass rate per bucket (cluster/tiny_chain.py)
+# term-count buckets: tiny-chain's pass_rate.json has a pass rate per bucket (models/chain.py)
 CHAIN_BUCKETS = ((2, 3), (4, 7), (8, 15), (16, 40))
 
 
@@ -135,39 +120,13 @@ def chain_problems(seed: int) -> Iterator[Problem]:
 BUILTIN_DATASETS = {"synthetic": synthetic_problems, "chain": chain_problems}
 
 
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
-    """(line number, value) for each non-empty line; a line that is not JSON is refused with its number."""
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield lineno, json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not JSON ({e.msg})") from None
-
-
-def load_jsonl(path: str | Path) -> list[Problem]:
-    """Every problem of a JSONL file with "problem" and "answer" fields, in file order.
-
-    Any bad line refuses the whole file, naming its line numbers: a half-read dataset would
-    silently change what an experiment trains on.
-    """
-    from jury.cluster.dataset import check_dataset, read_problems
-    from jury.protocol.config import DataConfig
-
-    data = DataConfig(format="jsonl")
-    check_dataset(str(path), data)
-    return list(read_problems(str(path), data))
-
-
 def problem_stream(dataset: str, seed: int, data=None) -> Iterator[Problem]:
     """A built-in task (`synthetic`, `chain`: endless), or a dataset read as `data` (a
     DataConfig) says, epoch after epoch, each reshuffled by (seed, epoch)."""
     if dataset in BUILTIN_DATASETS:
         yield from BUILTIN_DATASETS[dataset](seed)
         return
-    from jury.cluster.dataset import epoch_stream
+    from jury.data.files import epoch_stream
     from jury.protocol.config import DataConfig
 
     yield from epoch_stream(dataset, data or DataConfig(), seed)

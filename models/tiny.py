@@ -17,9 +17,9 @@ is checked and a matching folder is reused.
 chat template added: for testing prompts that go through one. `tiny` itself has none, so
 its plain prompts, and everything that asks it questions, stay as they were.
 
-`tiny-chain` (cluster/tiny_chain.py) is a model of the same shape for the long
+`tiny-chain` (models/chain.py) is a model of the same shape for the long
 chain-of-thought task (`dataset: chain`), with its own tokenizer, warm-up and folder.
-`make_local_model(name)` builds any of the three by its `model:` name.
+models/registry.py builds any of the three by its `model:` name.
 """
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from jury.cluster.data import PROMPT_SUFFIX, synthetic_problem, synthetic_solution
+from jury.data.problems import PROMPT_SUFFIX
+from jury.data.tasks import synthetic_problem, synthetic_solution
+from jury.models.build import build_model, default_path, train_tokenizer
 
 STAMP = "jury_tiny_model.json"
 CHAT_STAMP = "jury_tiny_chat.json"
@@ -61,66 +63,12 @@ class TinyModelSpec:
     version: int = 3  # bump when the recipe changes, so caches rebuild
 
 
-def default_path() -> Path:
-    root = os.environ.get("JURY_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "jury-rl"))
-    return Path(root) / "tiny-model"
-
-
 def build_tokenizer(spec: TinyModelSpec, rng: random.Random):
     corpus = []
     for _ in range(20000):
         p = synthetic_problem(rng)
         corpus.append(p.problem + PROMPT_SUFFIX + synthetic_solution(p))
     return train_tokenizer(corpus, spec.vocab)
-
-
-def train_tokenizer(corpus: list[str], vocab: int, split_digits: bool = False):
-    """A byte-level BPE tokenizer trained on `corpus`, with <pad>, <s> (prepended) and </s>.
-    `split_digits`: every digit its own token (the BPE never merges numbers)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    if split_digits:
-        tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab,
-        special_tokens=["<pad>", "<s>", "</s>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),  # any text stays encodable
-        show_progress=False,
-    )
-    tok.train_from_iterator(corpus, trainer)
-    tok.post_processor = processors.TemplateProcessing(
-        single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))]
-    )
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>"
-    )
-
-
-def build_model(spec: TinyModelSpec, tokenizer):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    torch.manual_seed(spec.seed)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=spec.hidden,
-        intermediate_size=spec.intermediate,
-        num_hidden_layers=spec.layers,
-        num_attention_heads=spec.heads,
-        num_key_value_heads=spec.heads,
-        max_position_embeddings=spec.max_positions,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=False,
-        torch_dtype="float32",
-    )
-    return LlamaForCausalLM(config)
 
 
 def _batch(tokenizer, problems, rng: random.Random, boxed_share: float):
@@ -246,18 +194,3 @@ def make_tiny_chat_model(path: str | Path | None = None, progress=True) -> Path:
     except OSError:  # another process put it there first
         shutil.rmtree(tmp, ignore_errors=True)
     return path
-
-
-LOCAL_MODELS = ("tiny", "tiny-chat", "tiny-chain")  # `model:` names built here rather than read from a folder
-
-
-def make_local_model(name: str, progress=True) -> Path:
-    """Build (or reuse) the local model `name` (one of LOCAL_MODELS) in its cache folder."""
-    if name == "tiny-chain":
-        from jury.cluster.tiny_chain import make_tiny_chain_model  # it imports this module
-
-        return make_tiny_chain_model(progress=progress)
-    builders = {"tiny": make_tiny_model, "tiny-chat": make_tiny_chat_model}
-    if name not in builders:
-        raise ValueError(f"no local model {name!r}; local models: {', '.join(LOCAL_MODELS)}")
-    return builders[name](progress=progress)

@@ -17,7 +17,7 @@ Named templates:
   own: it uses each model's official chat format and trains with VeRL, whose MATH recipe
   appends "Let's think step by step and output the final answer within \\boxed{}." to the
   problem; that is this template, meant with data.chat_template on;
-- derl, derl-lean: DeRL's original RL prompts (§3.1; verifiers/prompts/derl_original.txt and
+- derl, derl-lean: DeRL's original RL prompts (§3.1; data/templates/derl_original.txt and
   derl_lean_original.txt, the Lean statement as {problem}).
 """
 from __future__ import annotations
@@ -25,9 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from jury.cluster.data import PROMPT_SUFFIX, DataError
+from jury.data.problems import PROMPT_SUFFIX, DataError
 from jury.protocol.config import DataConfig
-from jury.verifiers.llm import load_prompt
+from jury.protocol.prompt_files import read_prompt_file
+
+TEMPLATE_DIR = Path(__file__).parent / "templates"
 
 PLACEHOLDER = "{problem}"
 
@@ -35,10 +37,15 @@ _TEMPLATES = {
     "bare": lambda: PLACEHOLDER + PROMPT_SUFFIX,
     "boxed": lambda: PLACEHOLDER + "\nPut your final answer in \\boxed{}.\n",
     "jury-rl": lambda: PLACEHOLDER + " Let's think step by step and output the final answer within \\boxed{}.",
-    "derl": lambda: load_prompt("derl_original"),
-    "derl-lean": lambda: load_prompt("derl_lean_original").replace("{statement}", PLACEHOLDER),
+    "derl": lambda: load_template("derl_original"),
+    "derl-lean": lambda: load_template("derl_lean_original").replace("{statement}", PLACEHOLDER),
 }
 NAMES = tuple(_TEMPLATES)
+
+
+def load_template(name: str) -> str:
+    """The text of templates/<name>.txt (a training prompt of a paper) without its `#` citation lines."""
+    return read_prompt_file(TEMPLATE_DIR / f"{name}.txt")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from jury.cluster.data import DataError, Problem
+from jury.data.problems import DataError, Problem
 from jury.protocol.config import DataConfig
 
 log = logging.getLogger(__name__)
@@ -294,3 +294,26 @@ def buffered_shuffle(items: Iterator, size: int, rng: random.Random) -> Iterator
         buf[i] = item
     rng.shuffle(buf)
     yield from buf
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
+    """(line number, value) for each non-empty line; a line that is not JSON is refused with its number."""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: not JSON ({e.msg})") from None
+
+
+def load_jsonl(path: str | Path) -> list[Problem]:
+    """Every problem of a JSONL file with "problem" and "answer" fields, in file order.
+
+    Any bad line refuses the whole file, naming its line numbers: a half-read dataset would
+    silently change what an experiment trains on.
+    """
+    data = DataConfig(format="jsonl")
+    check_dataset(str(path), data)
+    return list(read_problems(str(path), data))

@@ -55,7 +55,7 @@ def test_a_bad_dataset_is_refused_before_anything_starts(tmp_path, no_cluster, c
 
 def test_skipped_rows_are_counted_and_the_prompt_is_written_to_the_run_folder(tmp_path, no_cluster):
     from jury.cluster.driver import train
-    from jury.cluster.run_data import check_data
+    from jury.data.checks import check_data
 
     bad, run, template = _bad_jsonl(tmp_path / "bad.jsonl"), tmp_path / "run", tmp_path / "t.txt"
     template.write_text("Solve: {problem}\n", encoding="utf-8")
@@ -72,7 +72,7 @@ def test_skipped_rows_are_counted_and_the_prompt_is_written_to_the_run_folder(tm
 
 
 def test_metrics_count_skipped_rows(tmp_path, tiny_model_path):
-    from jury.cluster.run_data import check_data, check_prompts
+    from jury.data.checks import check_data, check_prompts
 
     bad = _bad_jsonl(tmp_path / "bad.jsonl")
     cfg = load_config(None, [f"dataset={bad}", "data.bad_rows=skip"])
@@ -84,8 +84,8 @@ def test_metrics_count_skipped_rows(tmp_path, tiny_model_path):
 
 
 def test_epochs_cap_the_steps_by_the_prompts_that_fit(tmp_path, tiny_model_path):
-    from jury.cluster.data import DataError
-    from jury.cluster.run_data import check_data, check_prompts
+    from jury.data.problems import DataError
+    from jury.data.checks import check_data, check_prompts
 
     path = tmp_path / "d.jsonl"
     rows = [{"problem": f"Compute {i}+1.", "answer": str(i + 1)} for i in range(9)] + \
@@ -133,7 +133,7 @@ def test_evaluation_during_training_scores_as_hand_counted():
     """Two problems, 4 samples each: 12 with samples right, wrong, unparsable, right (c = 2);
     7 with one right of four (c = 1). pass@1 = mean(c/n) = (2/4 + 1/4)/2 = 0.375;
     pass@4 = 1 for both (a right sample among the four); distinct answers: {12, 13} and {7, 8, 9}."""
-    from jury.cluster.data import Problem
+    from jury.data.problems import Problem
     from jury.cluster.evaluation import Evaluator
     from jury.protocol.config import EvalConfig
 

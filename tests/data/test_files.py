@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from jury.cluster.data import DataError, load_jsonl
-from jury.cluster.dataset import (buffered_shuffle, check_dataset, detect_format, epoch_stream,
-                                  read_problems)
+from jury.data.problems import DataError
+from jury.data.files import load_jsonl
+from jury.data.files import buffered_shuffle, check_dataset, detect_format, epoch_stream, read_problems
 from jury.protocol.config import DataConfig
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jury.cluster.data import (CHAIN_BUCKETS, CHAIN_HIGH, CHAIN_LOW, PROMPT_SUFFIX, Problem, chain_bucket,
-                               chain_problem, chain_problems, chain_solution, chain_terms, problem_stream)
+from jury.data.tasks import CHAIN_BUCKETS, CHAIN_HIGH, CHAIN_LOW, chain_bucket, chain_problem, chain_problems, chain_solution, chain_terms, problem_stream
+from jury.data.problems import PROMPT_SUFFIX, Problem
 from jury.protocol.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def chain_tokenizer():
     """tiny-chain's tokenizer, built alone (seconds; no model, no warm-up)."""
-    from jury.cluster.tiny_chain import ChainModelSpec, build_chain_tokenizer
+    from jury.models.chain import ChainModelSpec, build_chain_tokenizer
 
     spec = ChainModelSpec()
     return build_chain_tokenizer(spec, random.Random(spec.seed))
@@ -33,7 +33,7 @@ def test_a_worked_solution_by_hand():
 
 
 def test_answers_are_the_sums_and_every_line_adds_the_next_term():
-    from jury.cluster.tiny_chain import boxed_value
+    from jury.models.chain import boxed_value
     from jury.verifiers.arith_gate import arith_gate
     from jury.verifiers.math.verify import check, extract_answer
 
@@ -89,7 +89,7 @@ def test_same_seed_same_problems_other_seed_others():
 def test_chain_config_covers_the_longest_problems(chain_tokenizer):
     """configs/chain.yaml's prompt and completion budgets hold the worst case: 40 terms, the
     largest ones (the longest box)."""
-    from jury.cluster.tiny_chain import ChainModelSpec
+    from jury.models.chain import ChainModelSpec
 
     cfg = load_config(str(ROOT / "configs" / "chain.yaml"))
     assert (cfg.model, cfg.dataset, cfg.verifier.reward) == ("tiny-chain", "chain", "ground_truth")
@@ -103,8 +103,8 @@ def test_chain_config_covers_the_longest_problems(chain_tokenizer):
 
 
 def test_a_run_on_the_chain_task_is_checked_like_the_synthetic_one():
-    from jury.cluster.data import DataError
-    from jury.cluster.run_data import check_data
+    from jury.data.problems import DataError
+    from jury.data.checks import check_data
     from jury.experiments.evaluate import default_dataset, load_problems
 
     assert check_data(load_config(None, ["dataset=chain"])).train is None  # built in: nothing to read
@@ -116,7 +116,7 @@ def test_a_run_on_the_chain_task_is_checked_like_the_synthetic_one():
 
 
 def test_warm_up_stops_only_where_the_pass_rate_falls_with_length():
-    from jury.cluster.tiny_chain import ChainModelSpec, acceptable, bucket_weights, eval_sets, falls_with_length
+    from jury.models.chain import ChainModelSpec, acceptable, bucket_weights, eval_sets, falls_with_length
 
     assert falls_with_length([0.7, 0.4, 0.1, 0.0]) and falls_with_length([0.5, 0.5, 0.2, 0.2])
     assert not falls_with_length([0.3, 0.4, 0.1, 0.0])   # a longer bucket passes more often
@@ -135,9 +135,10 @@ def test_warm_up_stops_only_where_the_pass_rate_falls_with_length():
 
 def test_local_model_names_include_tiny_chain():
     from jury.cluster.driver import preflight
-    from jury.cluster.tiny_model import LOCAL_MODELS, TinyModelSpec
+    from jury.models.registry import LOCAL_MODELS
+    from jury.models.tiny import TinyModelSpec
 
-    assert LOCAL_MODELS == ("tiny", "tiny-chat", "tiny-chain")
+    assert tuple(LOCAL_MODELS) == ("tiny", "tiny-chat", "tiny-chain")
     preflight(load_config(str(ROOT / "configs" / "chain.yaml")))  # a local name, not a folder: accepted
     # the tiny model and its default run stay as they were
     assert (TinyModelSpec().version, TinyModelSpec().max_positions, TinyModelSpec().vocab) == (3, 4096, 384)

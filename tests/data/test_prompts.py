@@ -4,12 +4,12 @@ from dataclasses import replace
 
 import pytest
 
-from jury.cluster.data import PROMPT_SUFFIX, DataError, synthetic_problems
+from jury.data.problems import PROMPT_SUFFIX, DataError
+from jury.data.tasks import synthetic_problems
 from jury.cluster.feeder import Feeder
-from jury.cluster.prompts import NAMES, PromptFormat, resolve_template
+from jury.data.prompts import NAMES, PromptFormat, load_template, resolve_template
 from jury.protocol.config import DataConfig
 from jury.protocol.transport import Receiver
-from jury.verifiers.llm import load_prompt
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def tiny_tok(tiny_model_path):
 def chat_tok(tiny_model_path):
     from transformers import AutoTokenizer
 
-    from jury.cluster.tiny_model import make_tiny_chat_model
+    from jury.models.tiny import make_tiny_chat_model
 
     return AutoTokenizer.from_pretrained(make_tiny_chat_model(progress=False))
 
@@ -34,7 +34,7 @@ def test_named_templates():
     assert fill["bare"] == q + PROMPT_SUFFIX == "Compute 2+3.\n"  # the embedded task's prompt, unchanged
     assert fill["boxed"] == "Compute 2+3.\nPut your final answer in \\boxed{}.\n"
     assert fill["jury-rl"] == "Compute 2+3. Let's think step by step and output the final answer within \\boxed{}."
-    assert fill["derl"] == load_prompt("derl_original").replace("{problem}", q)
+    assert fill["derl"] == load_template("derl_original").replace("{problem}", q)
     assert fill["derl"].startswith("Compute 2+3.\nsolve the problem step by step and put the final answer in the box")
     assert fill["derl-lean"] == "Complete the lean code\nCompute 2+3.\n"
 

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from jury.cluster.data import BUILTIN_DATASETS, DataError, Problem
-from jury.cluster.dataset import BATCH, DataReport, check_dataset, read_problems
-from jury.cluster.prompts import PromptFormat
+from jury.data.files import BATCH, DataReport, check_dataset, read_problems
+from jury.data.problems import DataError, Problem
+from jury.data.prompts import PromptFormat
+from jury.data.tasks import BUILTIN_DATASETS
 from jury.protocol.config import RunConfig
 
 log = logging.getLogger(__name__)

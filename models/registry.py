@@ -1,0 +1,94 @@
+"""The local models, by their `model:` name: the one place where "tiny" is resolved.
+
+    resolve_model("tiny")          # its folder, built (minutes) or reused from the cache
+    resolve_model("/models/qwen")  # a Hugging Face folder, checked, returned as is
+    model_positions(name_or_path)  # the longest sequence it takes (max_model_len's bound)
+
+Nothing can be downloaded here, so these are built on the machine (models/build.py):
+`tiny` for the synthetic task, `tiny-chat` the same with a chat template, `tiny-chain`
+for the long chain-of-thought task.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    build: Callable[[bool], Path]  # progress -> the model's folder
+    positions: Callable[[], int]   # its max_position_embeddings
+
+
+def _tiny(progress: bool) -> Path:
+    from jury.models.tiny import make_tiny_model
+
+    return make_tiny_model(progress=progress)
+
+
+def _tiny_chat(progress: bool) -> Path:
+    from jury.models.tiny import make_tiny_chat_model
+
+    return make_tiny_chat_model(progress=progress)
+
+
+def _tiny_chain(progress: bool) -> Path:
+    from jury.models.chain import make_tiny_chain_model
+
+    return make_tiny_chain_model(progress=progress)
+
+
+def _tiny_positions() -> int:
+    from jury.models.tiny import TinyModelSpec
+
+    return TinyModelSpec().max_positions
+
+
+def _chain_positions() -> int:
+    from jury.models.chain import ChainModelSpec
+
+    return ChainModelSpec().max_positions
+
+
+LOCAL_MODELS: dict[str, LocalModel] = {
+    "tiny": LocalModel(_tiny, _tiny_positions),
+    "tiny-chat": LocalModel(_tiny_chat, _tiny_positions),
+    "tiny-chain": LocalModel(_tiny_chain, _chain_positions),
+}
+
+
+def is_local(model: str) -> bool:
+    return model in LOCAL_MODELS
+
+
+def build_local_model(name: str, progress: bool = True) -> Path:
+    """Build (or reuse) the local model `name` in its cache folder."""
+    if name not in LOCAL_MODELS:
+        raise ValueError(f"no local model {name!r}; local models: {', '.join(LOCAL_MODELS)}")
+    return LOCAL_MODELS[name].build(progress)
+
+
+def resolve_model(model: str, progress: bool = True) -> str:
+    """The folder of `model`: a local model built or reused, else a Hugging Face folder."""
+    if is_local(model):
+        return str(build_local_model(model, progress))
+    if not (Path(model) / "config.json").exists():
+        raise FileNotFoundError(f"model: {model} is not a Hugging Face model folder (no config.json)")
+    return model
+
+
+def model_positions(model: str) -> int | None:
+    """The longest sequence `model` takes: a local model's spec, else its config.json's
+    max_position_embeddings; None where that is not the bound (rope_scaling stretches it) or unknown."""
+    if is_local(model):
+        return LOCAL_MODELS[model].positions()
+    try:
+        config = json.loads((Path(model) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict) or config.get("rope_scaling"):
+        return None
+    positions = config.get("max_position_embeddings")
+    return positions if isinstance(positions, int) and not isinstance(positions, bool) else None
