@@ -26,7 +26,7 @@ CONFIGS = [(1, 0), (2, 0), (1, 3), (2, 3)]
 
 def record(run: Path, steps: int, groups: int, g: int, seed: int = 0):
     """A run folder with a config and `steps` recorded batches of varied completion lengths."""
-    from jury.protocol.config import load_config, to_dict
+    from jury.protocol.config_load import load_config, to_dict
     from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup, Verdict
     from jury.protocol.record import write_record
 
@@ -67,7 +67,7 @@ def learner_only(run: Path, ranks: int, zero: int, warmup: int = 1) -> dict:
 def sync(ranks: int, zero: int, model: str) -> dict:
     from jury.cluster.pipeline import Pipeline
     from jury.experiments.check_sync import check_sync
-    from jury.protocol.config import load_config
+    from jury.protocol.config_load import load_config
 
     cfg = load_config(None, ["steps=1", "batch_groups=1", "progress=false", f"learner.num_ranks={ranks}",
                              f"learner.zero_stage={zero}", "bucket_mb=1"])

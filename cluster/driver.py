@@ -19,14 +19,16 @@ from pathlib import Path
 
 import yaml
 
-from jury.protocol.config import ConfigError, RunConfig, parse_faults, to_dict
+from jury.protocol.config import ConfigError, RunConfig
+from jury.protocol.config_load import dump_config
+from jury.protocol.plan import RunPlan, make_plan
 from jury.cluster.metrics import MetricsLog, stage
 from jury.cluster.errors import RunFailed
 from jury.cluster.evaluation import Evaluator
 from jury.cluster.learner_group import LearnerDied
 from jury.cluster.pipeline import Pipeline
 from jury.data.checks import RunData, check_data, check_prompts
-from jury.models.registry import is_local, model_positions, resolve_model
+from jury.models.registry import is_local, model_folder, model_positions, resolve_model
 from jury.cluster.tracking import Trackers, open_trackers
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
@@ -61,7 +63,7 @@ def preflight(cfg: RunConfig, resume: str | None = None):
 def make_run_dir(cfg: RunConfig, path: str | None = None) -> Path:
     path = Path(path or cfg.run_dir or f"runs/{time.strftime('%Y%m%d-%H%M%S')}")
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    (path / "config.yaml").write_text(dump_config(cfg))
     return path
 
 
@@ -81,6 +83,8 @@ def train(cfg: RunConfig, resume: str | None = None, plots: Callable[[Path], lis
         model_path = resolve_model(cfg.model, progress=cfg.progress)
     data = check_prompts(cfg, model_path, data)  # template and chat template on the tokenizer; lengths
     cfg = data.cfg  # steps capped by data.epochs
+    # the config resolved once: the window, faults, sampling, each LLM role's server
+    plan = make_plan(cfg, resolve=lambda model: model_folder(model, progress=cfg.progress), positions=model_positions)
     state = read_checkpoint_state(resume) if resume else None
     run_dir = make_run_dir(cfg, resume)  # a resumed run records its (possibly changed) config again
     data.write(run_dir)
@@ -89,7 +93,7 @@ def train(cfg: RunConfig, resume: str | None = None, plots: Callable[[Path], lis
     except ImportError as e:
         raise RunFailed(str(e)) from None
     try:
-        summary = _train(cfg, run_dir, state, trackers, model_path, data)
+        summary = _train(cfg, plan, run_dir, state, trackers, data)
         trackers.summary(summary)
         if trackers and plots:
             trackers.files(_plots(plots, run_dir))
@@ -111,16 +115,15 @@ def _plots(plots: Callable[[Path], list], run_dir: Path) -> list:
         return []
 
 
-def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers, model_path: str,
+def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, trackers: Trackers,
            data: RunData) -> dict:
     if state:  # steps after the checkpoint are trained again: drop their old rows
         for name in ("metrics.jsonl", "ledger.jsonl"):
             truncate_steps(run_dir / name, state["version"])
     t_start = time.time()
-    pipe = Pipeline(cfg, state["path"] if state else model_path,
+    pipe = Pipeline(cfg, state["path"] if state else plan.policy_model, plan=plan,
                     learner_checkpoint=str(Path(state["path"]) / "engine") if state else None,
                     initial_version=state["version"] if state else 0)
-    faults = parse_faults(cfg.faults, cfg.num_generators, cfg.num_verifiers, cfg.learner.num_ranks)
     total = cfg.steps * cfg.batch_groups
     metrics, interrupted = None, False
     summary: dict = {"run_dir": str(run_dir)}
@@ -138,9 +141,9 @@ def _train(cfg: RunConfig, run_dir: Path, state: dict | None, trackers: Trackers
         pipe.feeder.admit(pipe.version, stop_at=total)
         last = time.perf_counter()
         for step in range(first, cfg.steps):
-            for f in faults:
+            for f in plan.faults:
                 if f.step == step:
-                    pipe.inject(f.action, f.target, f.seconds)
+                    pipe.inject(f)
             result = _learner_step(pipe, step)
             row = result.row()
             for entry in result.ledger:

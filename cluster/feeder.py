@@ -2,9 +2,10 @@
 
 Batch s of the learner is the tasks with admission index in [s·B, (s+1)·B). A task
 of batch s is admitted only while the generators' policy version v satisfies
-s - v <= max_staleness, so no sample can be more than max_staleness versions older
-than the learner that consumes it. With max_staleness 0 only the current batch is
-ever in flight: synchronous on-policy training.
+s < v + window, with the run plan's window = max_staleness + 1 (protocol/plan.py), so no
+sample can be more than max_staleness versions older than the learner that consumes it.
+With max_staleness 0 only the current batch is ever in flight: synchronous on-policy
+training.
 
 Forced staleness (`forced`, k -> probability) makes staleness an independent variable:
 task i of batch b = i // B draws its own k_i and is *released* to the generators only
@@ -49,16 +50,14 @@ def draw_staleness(forced: dict[int, float], seed: int, index: int) -> int:
 
 
 class Feeder:
-    def __init__(self, dataset: str, seed: int, batch_groups: int, max_staleness: int, host: str,
+    def __init__(self, dataset: str, seed: int, batch_groups: int, window: int, host: str,
                  *, tokenizer=None, max_prompt_tokens: int = 0, curve=None, forced: dict[int, float] | None = None,
                  mixer: PromptMixer | None = None, data: DataConfig | None = None):
         data = data or DataConfig()
         self.problems = problem_stream(dataset, seed, data)
         self.prompts = PromptFormat.from_config(data, tokenizer)  # template, then the chat template
-        self.forced = dict(forced or {})
-        if self.forced:  # the window must reach the stalest batch a task can be released for
-            max_staleness = max(self.forced)
-        self.seed, self.batch_groups, self.max_staleness = seed, batch_groups, max_staleness
+        self.forced = dict(forced or {})  # k -> probability; the plan's window reaches the largest k
+        self.seed, self.batch_groups, self.window = seed, batch_groups, window
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
         self.admitted = 0
         self.refused_too_long = 0
@@ -67,15 +66,15 @@ class Feeder:
         self.pending: dict[int, PromptTask] = {}  # the ledger: admitted, not yet consumed
         self.positions: dict[int, int] = {}      # task index -> stream position it was drawn at
         self.held: dict[int, PromptTask] = {}    # admitted, not yet released
-        # the bound admits at most (max_staleness + 1) · B tasks ahead, so this HWM never blocks
-        cap = (max_staleness + 2) * batch_groups
+        # the bound admits at most window · B tasks ahead, so this HWM never blocks
+        cap = (window + 1) * batch_groups
         self.sender = Sender(bind_host=host, hwm=cap, maxsize=cap, name="feeder", curve=curve)
         self.endpoint = self.sender.endpoint
         self.mixer = mixer
 
     def limit(self, version: int) -> int:
         """Tasks that may have been admitted in total while the generators hold `version`."""
-        return (version + self.max_staleness + 1) * self.batch_groups
+        return (version + self.window) * self.batch_groups
 
     def admit(self, version: int, stop_at: int) -> int:
         """Admit every task the budget allows (never past `stop_at` tasks in total); returns how many."""

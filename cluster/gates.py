@@ -7,7 +7,6 @@ Lean gate owns a pool of REPL processes and LLM clients, so the driver ships a r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from jury.protocol.config import RunConfig
 from jury.verifiers.gate import ProofGate
 
 
@@ -27,10 +26,3 @@ class GateFactory:
 
         cfg = self.lean_config
         return LeanGate(cfg, backend=load_gate_backend(cfg), **self.clients)
-
-
-def lean_model_paths(cfg: RunConfig, policy_path: str) -> dict[str, str]:
-    """Model folder per Lean-gate role; "tiny" means the policy's own tiny model."""
-    resolve = lambda p: policy_path if p == "tiny" else p  # noqa: E731
-    return {"formalizer": resolve(cfg.lean.formalizer_model), "checker": resolve(cfg.lean.checker_model),
-            "prover": resolve(cfg.lean.prover_model)}

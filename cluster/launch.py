@@ -18,7 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from jury.protocol.config import ConfigError, RunConfig, load_config
+from jury.protocol.config import ConfigError, RunConfig
+from jury.protocol.config_load import load_config
 
 
 def project_root() -> Path:

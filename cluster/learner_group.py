@@ -21,6 +21,7 @@ import logging
 
 from jury.cluster.errors import RunFailed
 from jury.protocol.config import RunConfig
+from jury.protocol.plan import RunPlan
 from jury.protocol.messages import StepResult
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,8 @@ class LearnerGroup:
         self.ranks, self.placement_group = ranks, placement_group
 
     @classmethod
-    def create(cls, cfg: RunConfig, model_path: str, *, env: dict, checkpoint: str | None, initial_version: int):
+    def create(cls, cfg: RunConfig, plan: RunPlan, model_path: str, *, env: dict, checkpoint: str | None,
+               initial_version: int):
         import ray
 
         lc, cpu = cfg.learner, cfg.learner.num_gpus == 0
@@ -60,9 +62,8 @@ class LearnerGroup:
             placement = ({"scheduling_strategy": at(rank)} if pg else {"resources": lc.resources})
             actor = ray.remote(Learner).options(num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, **placement, **options)
             ranks.append(actor.remote(
-                lc, model_path, cfg.batch_groups, max_new_tokens=cfg.generator.max_new_tokens,
-                temperature=cfg.generator.temperature, seed=cfg.seed, device="cpu" if cpu else "cuda",
-                checkpoint=checkpoint, initial_version=initial_version, window_batches=cfg.admission_window,
+                lc, model_path, cfg.batch_groups, sampling=plan.sampling, seed=cfg.seed, device="cpu" if cpu else "cuda",
+                checkpoint=checkpoint, initial_version=initial_version, window_batches=plan.window,
                 rank=rank, master=master, total_steps=cfg.steps))
         return cls(ranks, pg)
 

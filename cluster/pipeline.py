@@ -17,7 +17,9 @@ import os
 import signal
 import time
 
-from jury.protocol.config import RunConfig, parse_staleness
+from jury.protocol.config import Fault, RunConfig
+from jury.protocol.plan import LLMRole, RunPlan, make_plan
+from jury.models.registry import model_folder, model_positions
 from jury.cluster.diversify import Diversifier
 from jury.cluster.errors import RunFailed, SyncTimeout
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
@@ -30,16 +32,19 @@ log = logging.getLogger(__name__)
 
 
 class Pipeline:
-    def __init__(self, cfg: RunConfig, model_path: str, *, learner_checkpoint: str | None = None,
-                 initial_version: int = 0):
+    def __init__(self, cfg: RunConfig, model_path: str, *, plan: RunPlan | None = None,
+                 learner_checkpoint: str | None = None, initial_version: int = 0):
+        """`model_path`: the weights the policy starts from (plan.policy_model, or a checkpoint's).
+        `plan`: the run plan the driver resolved (default: resolved here, models through the registry)."""
         self.cfg, self.model_path = cfg, model_path
+        self.plan = plan or make_plan(cfg, resolve=model_folder, positions=model_positions)
         self.learner_checkpoint, self.version = learner_checkpoint, initial_version
         self.learner = None
         self.generators: list = []
         self.verifiers: list = []
         self.verifier_endpoints: list[str] = []
         self.feeder = None
-        self.llm_servers: dict = {}  # model path -> LLMServer actor (TinyV, Lean-gate roles, DeRL)
+        self.llm_servers: dict = {}  # model -> LLMServer actor (plan.servers: TinyV, Lean-gate roles, DeRL)
         self.derl = None  # cluster.diversify.Diversifier when derl.enabled
         self.started_ray = False
         self.host = None
@@ -67,7 +72,7 @@ class Pipeline:
                     "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
         multi_node = sum(1 for n in ray.nodes() if n["Alive"]) > 1
         self.curve = CurveKeys.generate() if cfg.curve is True or (cfg.curve == "auto" and multi_node) else None
-        self.learner = LearnerGroup.create(cfg, self.model_path, env=self.env, checkpoint=self.learner_checkpoint,
+        self.learner = LearnerGroup.create(cfg, self.plan, self.model_path, env=self.env, checkpoint=self.learner_checkpoint,
                                            initial_version=self.version)
         self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
         self.verifiers = [self._make_verifier(i) for i in range(cfg.num_verifiers)]
@@ -79,11 +84,11 @@ class Pipeline:
         self.learner_endpoint = learner_ep
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         if cfg.derl.enabled:  # the prompt mix and plan store, on this (the driver's) process
-            self.derl = Diversifier(cfg.derl, self._llm_client(self._derl_path()), tokenizer=tokenizer,
+            self.derl = Diversifier(cfg.derl, self._llm_client("derl"), tokenizer=tokenizer,
                                     max_prompt_tokens=cfg.max_prompt_tokens)
-        self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, cfg.max_staleness, feeder_host,
+        self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, self.plan.window, feeder_host,
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve,
-                             forced=parse_staleness(cfg.forced_staleness), mixer=self.derl, data=cfg.data)
+                             forced=self.plan.forced, mixer=self.derl, data=cfg.data)
         with self.stage(f"{cfg.num_generators} generator(s): vLLM engine"):
             ray.get([self._start_generator(g) for g in self.generators])
         with self.stage(f"weight group ({cfg.weight_backend})"):
@@ -112,7 +117,7 @@ class Pipeline:
 
         cfg = self.cfg
         gate = self._gate_factory()
-        llm = self._llm_client(self._tinyv_path()) if cfg.verifier.reward == "tinyv" else None
+        llm = self._llm_client("tinyv") if cfg.verifier.reward == "tinyv" else None
         return ray.remote(VerifierWorker).options(
             num_cpus=cfg.verifier.num_cpus, resources=cfg.verifier.resources, max_restarts=cfg.max_restarts,
             runtime_env={"env_vars": self.env},
@@ -125,11 +130,7 @@ class Pipeline:
         d = self.cfg.derl
         if not d.enabled:
             return None
-        return DerlScorer(d, self._llm_client(self._derl_path()) if d.reward == "judge" else None, d.seed + 1 + i)
-
-    def _derl_path(self) -> str:
-        m = self.cfg.derl.model
-        return self.model_path if m == "tiny" else m
+        return DerlScorer(d, self._llm_client("derl") if d.reward == "judge" else None, d.seed + 1 + i)
 
     def _make_generator(self, i: int):
         import ray
@@ -146,33 +147,31 @@ class Pipeline:
     def _start_generator(self, g):
         return g.start.remote(self.feeder.endpoint, self.verifier_endpoints, self.curve)
 
-    def _tinyv_path(self) -> str:
-        v = self.cfg.verifier.tinyv_model
-        return self.model_path if v == "tiny" else v
-
-    def _llm_client(self, path: str):
-        """A client of the LLM server for `path`, starting it on first use (one engine per model)."""
+    def _llm_client(self, role: LLMRole):
+        """A client of the LLM server of `role` (its plan.servers entry), starting the server on
+        first use: one engine per model, sized for every role it serves."""
         import ray
 
         from jury.actors.llm_server import LLMServer
         from jury.cluster.llm_client import RayLLMClient
 
-        if path not in self.llm_servers:
-            self.llm_servers[path] = ray.remote(LLMServer).options(
+        spec = self.plan.server_of(role)
+        if spec.model not in self.llm_servers:
+            self.llm_servers[spec.model] = ray.remote(LLMServer).options(
                 num_cpus=0, runtime_env={"env_vars": {**self.env, "VLLM_CPU_KVCACHE_SPACE": "1"}},
-            ).remote(path, max_model_len=self.cfg.verifier.tinyv_max_model_len, seed=self.cfg.seed)
-        return RayLLMClient(self.llm_servers[path])
+            ).remote(spec.model, max_model_len=spec.max_model_len, seed=self.cfg.seed)
+        return RayLLMClient(self.llm_servers[spec.model])
 
     def _gate_factory(self):
-        from jury.cluster.gates import GateFactory, lean_model_paths
+        from jury.cluster.gates import GateFactory
 
         kind = self.cfg.verifier.gate
         if kind == "none":
             return None
         if kind == "arith":
             return GateFactory("arith")
-        paths = lean_model_paths(self.cfg, self.model_path)
-        return GateFactory("lean", self.cfg.lean, {role: self._llm_client(p) for role, p in paths.items()})
+        return GateFactory("lean", self.cfg.lean,
+                           {role: self._llm_client(role) for role in ("formalizer", "checker", "prover")})
 
     # ── the weight plane ──
     def _init_weight_plane(self):
@@ -263,24 +262,24 @@ class Pipeline:
                 self.sync_weights()
             return {"sync/total_s": time.perf_counter() - t0, "sync/recovered": 1.0}
 
-    def inject(self, action: str, target: str, seconds: float = 0.0):
+    def inject(self, fault: Fault):
         """Fault injection: kill -9 a worker's process (kill), the vLLM engine core under a generator
         (kill_engine), or a verifier's check process (kill_pool); slow a worker down; make its loop raise."""
         import psutil
         import ray
 
-        role, index = target.rstrip("0123456789"), int(target[len(target.rstrip("0123456789")):])
-        actor = {"generator": self.generators, "verifier": self.verifiers, "learner": self.learner.ranks}[role][index]
-        if action.startswith("kill"):
+        actors = {"generator": self.generators, "verifier": self.verifiers, "learner": self.learner.ranks}
+        actor = actors[fault.role][fault.index]
+        if fault.action.startswith("kill"):
             pid = ray.get(actor.pid.remote())
-            if action != "kill":  # a process under the actor: the engine core, or a check process
-                marker = {"kill_engine": "EngineCore", "kill_pool": "spawn_main"}[action]
+            if fault.action != "kill":  # a process under the actor: the engine core, or a check process
+                marker = {"kill_engine": "EngineCore", "kill_pool": "spawn_main"}[fault.action]
                 children = psutil.Process(pid).children(recursive=True)
                 pid = next(c.pid for c in children if marker in " ".join(c.cmdline()) + c.name())
-            log.warning("fault injection: %s %s (kill -9 pid %d)", action, target, pid)
+            log.warning("fault injection: %s %s (kill -9 pid %d)", fault.action, fault.target, pid)
             os.kill(pid, signal.SIGKILL)
         else:
-            ray.get(actor.fault.remote(action, seconds))
+            ray.get(actor.fault.remote(fault.action, fault.seconds))
 
     # ── reading and closing ──
     def role_stats(self) -> dict:

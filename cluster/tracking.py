@@ -34,7 +34,8 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from jury.protocol.config import RunConfig, to_dict
+from jury.protocol.config import RunConfig
+from jury.protocol.config_load import to_dict
 
 log = logging.getLogger(__name__)
 

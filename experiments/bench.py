@@ -40,7 +40,7 @@ def generator_only(cfg, model_path: str, tasks: int) -> dict:
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     sink = Receiver("127.0.0.1", hwm=1024, maxsize=1024, name="sink", accept=(RolloutGroup,))
     # one "batch" of every task: the feeder's staleness bound never holds the generator back here
-    feeder = Feeder(cfg.dataset, cfg.seed, tasks + 8, 0, "127.0.0.1")
+    feeder = Feeder(cfg.dataset, cfg.seed, tasks + 8, 1, "127.0.0.1")
     gen = ray.remote(Generator).options(
         num_cpus=1, runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib)}}
     ).remote(cfg.generator, model_path, "generator0", cfg.seed, cfg.max_model_len)
@@ -343,7 +343,8 @@ def add_command(sub):
 def _main(args) -> int:
     import typing
 
-    from jury.protocol.config import ConfigError, GeneratorConfig, load_config
+    from jury.protocol.config import ConfigError, GeneratorConfig
+    from jury.protocol.config_load import load_config
 
     known = typing.get_args(typing.get_type_hints(GeneratorConfig)["sync_mode"])
     try:

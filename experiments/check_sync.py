@@ -55,7 +55,8 @@ def check_sync(pipe) -> dict[str, float]:
 def _run(args) -> int:
     from jury.models.registry import resolve_model
     from jury.cluster.pipeline import Pipeline
-    from jury.protocol.config import ConfigError, load_config
+    from jury.protocol.config import ConfigError
+    from jury.protocol.config_load import load_config
 
     try:
         cfg = load_config(args.config, ["steps=1", "batch_groups=1", "progress=false", *args.overrides])

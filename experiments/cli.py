@@ -8,18 +8,16 @@ import sys
 
 
 def _train(args) -> int:
-    from jury.protocol.config import ConfigError, load_config
+    from jury.protocol.config import ConfigError
+    from jury.protocol.config_load import load_config, load_run_config
     from jury.data.problems import DataError
     from jury.cluster.driver import RunFailed, train
 
-    config = args.config
-    if args.resume:
-        if args.config:
-            print("jury train: --resume uses the run's own config.yaml; give changes as key=value", file=sys.stderr)
-            return 2
-        config = os.path.join(args.resume, "config.yaml")
+    if args.resume and args.config:
+        print("jury train: --resume uses the run's own config.yaml; give changes as key=value", file=sys.stderr)
+        return 2
     try:
-        cfg = load_config(config, args.overrides)
+        cfg = load_run_config(args.resume, args.overrides) if args.resume else load_config(args.config, args.overrides)
     except (ConfigError, OSError) as e:
         print(f"jury train: bad config: {e}", file=sys.stderr)
         return 2

@@ -48,10 +48,11 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
     from jury.models.registry import resolve_model
     from jury.cluster.learner_group import LearnerGroup
     from jury.cluster.metrics import read_metrics
-    from jury.protocol.config import load_config
+    from jury.protocol.config_load import load_run_config
+    from jury.protocol.plan import make_plan
 
     run = Path(run_dir)
-    cfg = load_config(str(run / "config.yaml"), list(overrides))
+    cfg = load_run_config(str(run), list(overrides))
     files = record_steps(run)[: steps or None]
     original = {r["step"]: r for r in read_metrics(run)} if (run / "metrics.jsonl").exists() else {}
     _read(files[0])  # a broken record is refused before a learner is built
@@ -61,7 +62,8 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
     if started:
         ray.init(include_dashboard=False, log_to_driver=True,
                  num_cpus=max(os.cpu_count() or 1, int(cfg.learner.num_ranks * cfg.learner.num_cpus) + 1))
-    group = LearnerGroup.create(cfg, resolve_model(cfg.model, progress=cfg.progress), env={"TOKENIZERS_PARALLELISM": "false"},
+    plan = make_plan(cfg)  # the learner needs the window and the sampling, no LLM server
+    group = LearnerGroup.create(cfg, plan, resolve_model(cfg.model, progress=cfg.progress), env={"TOKENIZERS_PARALLELISM": "false"},
                                 checkpoint=None, initial_version=0)
     diffs, train_s, tokens = [], 0.0, 0.0
     try:

@@ -102,7 +102,8 @@ def run_name(setting: dict[str, str]) -> str:
 def plan(grid: dict[str, list[str]], overrides: list[str], out: str | Path,
          config_path: str | None = None) -> list[PlannedRun]:
     """Every run's config, built and checked now; refuses clashes before anything starts."""
-    from jury.protocol.config import ConfigError, load_config
+    from jury.protocol.config import ConfigError
+    from jury.protocol.config_load import load_config
 
     clash = sorted({o.partition("=")[0] for o in overrides} & (set(grid) | {"run_dir"}))
     if clash:
@@ -129,7 +130,7 @@ def _check_finished_matches(run: PlannedRun) -> None:
     """A finished run is only reused when it was trained with this very config."""
     import yaml
 
-    from jury.protocol.config import to_dict
+    from jury.protocol.config_load import to_dict
     from jury.experiments.plots import flatten
 
     if not (run.run_dir / "summary.yaml").exists():

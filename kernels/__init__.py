@@ -82,7 +82,9 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
       pg *= f(w)                                               (if behav_logp)
       l   = pg + kl_coef * k3,  k3 = exp(ref - logp) - (ref - logp) - 1
     loss = sum over tokens with mask != 0 of l * s_b, s_b set by agg:
-      "token-mean" 1/tokens, "seq-mean" mean of per-sequence means, "drgrpo" 1/agg_const.
+      "token-mean" 1/tokens, "seq-mean" mean of per-sequence means, "drgrpo" 1/agg_const;
+      for token-mean and seq-mean, agg_const (if given) is the tokens / sequences to divide by
+      (a whole mini-batch's, when this call holds one micro-batch of it).
 
     Importance weight, with behav_logp: w is the ratio pi_old / pi_behav of the policy the
     ratio r is taken against to the one that sampled, taken per is_level:

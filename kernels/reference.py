@@ -102,23 +102,28 @@ def check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
         raise ValueError("is_level='sequence' needs tis_cap or mask_band to bound the weight")
     if agg not in AGGREGATIONS:
         raise ValueError(f"agg={agg!r}; expected one of {AGGREGATIONS}")
-    if agg == "drgrpo" and (agg_const is None or agg_const <= 0):
-        raise ValueError(f"agg='drgrpo' needs a positive agg_const (e.g. max_len * num_seqs), got {agg_const}")
+    if agg == "drgrpo" and agg_const is None:
+        raise ValueError("agg='drgrpo' needs agg_const (e.g. max_len * num_seqs)")
+    if agg_const is not None and not agg_const > 0:
+        raise ValueError(f"agg_const must be positive, got {agg_const}")
 
 
 def aggregation_row_scale(mask, agg, agg_const, dtype=torch.float32):
     """Per-sequence factor s_b such that loss = sum_bt [mask_bt != 0] * s_b * loss_bt. (B,)
 
-    token-mean: 1 / total tokens; seq-mean: 1 / (len_b * sequences with a token);
-    drgrpo: 1 / agg_const. Empty batches and empty rows get 0, never NaN.
+    token-mean: 1 / tokens; seq-mean: 1 / (len_b * sequences with a token); drgrpo: 1 / agg_const.
+    For token-mean and seq-mean, agg_const (when given) is the count to divide by instead of this
+    call's own: the whole mini-batch's tokens or sequences, when this call holds one micro-batch of
+    it on one rank, so that the calls' losses add up to the mini-batch's. Empty batches and empty
+    rows get 0, never NaN.
     """
     lens = (mask != 0).sum(dim=1).to(dtype)
     if agg == "drgrpo":
         return torch.full_like(lens, 1.0 / agg_const)
     if agg == "token-mean":
-        total = lens.sum().expand_as(lens)
+        total = lens.sum().expand_as(lens) if agg_const is None else torch.full_like(lens, agg_const)
         return torch.where(total > 0, 1.0 / total.clamp_min(1e-30), 0.0)
-    nonempty = (lens > 0).sum()
+    nonempty = (lens > 0).sum() if agg_const is None else torch.tensor(agg_const, dtype=dtype)
     return torch.where(lens > 0, 1.0 / (lens * nonempty).clamp_min(1e-30), 0.0)
 
 

@@ -13,6 +13,7 @@ import torch
 from jury import kernels
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup
+from jury.protocol.plan import Sampling
 
 
 @dataclass
@@ -144,40 +145,36 @@ def importance_args(cfg: LearnerConfig) -> dict:
 
 
 def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
-               total_tokens: float, total_seqs: float, max_new_tokens: int, temperature: float = 1.0,
-               proximal: torch.Tensor | None = None):
+               total_tokens: float, total_seqs: float, sampling: Sampling, proximal: torch.Tensor | None = None):
     """Loss of the samples `idx` (a slice or row indices), scaled so the micro-batch losses add up
     to the batch loss. Rows are right-padded, so the columns past the micro-batch's longest row
     are padding only and are cut off: causal attention never looks right, the result is the same.
     `proximal` (any cfg.correction but none): the proximal policy's log-probs of the batch's rows,
     aligned with `completion` (the learner computes them before the batch's first update). Rows are
-    whole sequences, so a sequence-level weight sees all of its row's tokens in one micro-batch."""
+    whole sequences, so a sequence-level weight sees all of its row's tokens in one micro-batch.
+    `total_tokens`, `total_seqs`: the whole mini-batch's (over every micro-batch and rank), the
+    denominators of cfg.loss_agg, so that the micro-batch losses add up to the mini-batch's."""
     attn = batch.attention[idx]
     width = int(attn.sum(1).max())
     ids, attn, comp = batch.input_ids[idx][:, :width], attn[:, :width], batch.completion[idx][:, : width - 1]
-    logp, entropy = token_logprobs(model, ids, attn, comp, temperature)
+    logp, entropy = token_logprobs(model, ids, attn, comp, sampling.temperature)
     behav = batch.behav_logp[idx][:, : width - 1]
     ref = None
     if ref_model is not None:
         with torch.no_grad():
-            ref, _ = token_logprobs(ref_model, ids, attn, comp, temperature)
+            ref, _ = token_logprobs(ref_model, ids, attn, comp, sampling.temperature)
     if cfg.recompute_proximal:  # ratio against the proximal policy; the behaviour's gap gets an importance weight
         if proximal is None:
             raise ValueError(f"learner.correction={cfg.correction} needs the proximal log-probs")
         old, behav_arg, weighting = proximal[idx][:, : width - 1], behav, importance_args(cfg)
     else:                       # none: the ratio is taken against the behaviour policy that sampled
         old, behav_arg, weighting = behav, None, {}
-    n_seq = ids.shape[0]
-    if cfg.loss_agg == "token-mean":
-        agg, const, scale = "drgrpo", float(total_tokens), 1.0
-    elif cfg.loss_agg == "seq-mean":
-        agg, const, scale = "seq-mean", None, n_seq / total_seqs
-    else:
-        agg, const, scale = "drgrpo", float(max_new_tokens * total_seqs), 1.0
+    denominator = {"token-mean": total_tokens, "seq-mean": total_seqs,
+                   "drgrpo": sampling.max_new_tokens * total_seqs}[cfg.loss_agg]
     loss, stats = kernels.policy_loss(
         logp, old, batch.advantages[idx], comp, behav_logp=behav_arg, ref_logp=ref,
         clip_low=cfg.clip_low, clip_high=cfg.clip_high, kl_coef=cfg.kl_coef, **weighting,
-        agg=agg, agg_const=const)
+        agg=cfg.loss_agg, agg_const=float(denominator))
     tokens = comp.sum().clamp(min=1)
     stats = dict(stats, entropy=((entropy * comp).sum() / tokens).detach())
-    return loss * scale, stats
+    return loss, stats

@@ -36,6 +36,7 @@ from jury.learner.update import OFF_POLICY_STATS, STATS, step_stats, train_shard
 from jury.learner.weight_sender import WeightSender
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
+from jury.protocol.plan import Sampling
 from jury.protocol.record import write_record
 from jury.protocol.transport import Receiver
 
@@ -72,8 +73,8 @@ def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[st
 
 
 class Learner:
-    def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, max_new_tokens: int,
-                 temperature: float, seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
+    def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, sampling: Sampling,
+                 seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
                  initial_version: int = 0, window_batches: int = 2, rank: int = 0,
                  master: tuple[str, int] | None = None, total_steps: int = 0):
         """`master`: rank 0's address and port for the learner's process group (None: this machine,
@@ -88,7 +89,7 @@ class Learner:
         # the feeder admits at most window_batches batches past the learner's version (max_staleness
         # + 1): a group with a later index was never admitted, whoever sent it, and is refused
         self.window_batches = window_batches
-        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.sampling = sampling  # how the generators sampled: the loss scores tokens the same way
         self.device = torch.device(device)
         _init_distributed("gloo" if device == "cpu" else "nccl", rank, cfg.num_ranks, master)
         self.world = dist.get_world_size()
@@ -187,8 +188,8 @@ class Learner:
         if shard is None:
             return {"learner/skipped_step": 1} if self.rank == 0 else {}
         timers: dict[str, float] = {}
-        sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, max_new_tokens=self.max_new_tokens,
-                           temperature=self.temperature, pad_id=self.pad_id, timers=timers)
+        sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, sampling=self.sampling,
+                           pad_id=self.pad_id, timers=timers)
         self.version += 1
         keys = ["loss", "weight", *STATS, *OFF_POLICY_STATS]
         totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
@@ -350,7 +351,7 @@ class Learner:
         self.engine.eval()
         with torch.no_grad():
             lp, _ = token_logprobs(self.engine.module, ids.to(self.device), torch.ones_like(ids).to(self.device),
-                                   comp.to(self.device), self.temperature)
+                                   comp.to(self.device), self.sampling.temperature)
         return lp[0, len(prompt_ids) - 1:].tolist()
 
     def stop(self):

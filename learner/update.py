@@ -25,6 +25,7 @@ import torch.distributed as dist
 from jury.learner.grpo import Batch, length_sorted_chunks, micro_loss, token_logprobs
 from jury.learner.shard import Shard
 from jury.protocol.config import LearnerConfig
+from jury.protocol.plan import Sampling
 
 STATS = ("clip_frac", "approx_kl", "ratio_mean", "entropy")
 # About the importance weight f(w), w = π_prox / π_behav (kernels.policy_loss's stats); logged with
@@ -75,7 +76,7 @@ def proximal_logprobs(model, shard: Shard, micro_batch: int, temperature: float,
     return out
 
 
-def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_tokens: int, temperature: float,
+def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling: Sampling,
                 pad_id: int, timers: dict[str, float]) -> dict[str, float]:
     """All updates of one batch on this rank; returns this rank's sums (loss, stats weighted by
     tokens), to be added over ranks. `timers` collects forward+backward and optimizer seconds."""
@@ -84,7 +85,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_
     engine.train()
     prox = None
     if cfg.recompute_proximal:
-        prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, temperature, pad_id)
+        prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling.temperature, pad_id)
     counts = chunks_per_minibatch(shard, cfg.micro_batch, device)
     dummy = stand_in(device, pad_id)
     sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS}}
@@ -101,7 +102,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_
                     idx = chunks[i]
                     loss, stats = micro_loss(engine.module, b, idx, cfg, ref_model=ref_model,
                                              total_tokens=max(1.0, tokens), total_seqs=max(1.0, seqs),
-                                             max_new_tokens=max_new_tokens, temperature=temperature, proximal=prox)
+                                             sampling=sampling, proximal=prox)
                     w = float(b.completion[idx].sum())
                     sums["loss"] += float(loss.detach())
                     sums["weight"] += w
@@ -110,7 +111,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, max_new_
                             sums[k] += float(stats[k]) * w
                 else:  # this rank is out of rows: a zero-weight pass keeps the collectives in step
                     loss, _ = micro_loss(engine.module, dummy, slice(0, 1), cfg, ref_model=ref_model, total_tokens=1.0,
-                                         total_seqs=1.0, max_new_tokens=max_new_tokens, temperature=temperature,
+                                         total_seqs=1.0, sampling=sampling,
                                          proximal=torch.zeros_like(dummy.completion))
                     loss = loss * 0.0
                 engine.backward(loss * world, scale_wrt_gas=False)

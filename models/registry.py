@@ -2,6 +2,7 @@
 
     resolve_model("tiny")          # its folder, built (minutes) or reused from the cache
     resolve_model("/models/qwen")  # a Hugging Face folder, checked, returned as is
+    model_folder(name)             # the same for a local name; anything else as given (a hub name)
     model_positions(name_or_path)  # the longest sequence it takes (max_model_len's bound)
 
 Nothing can be downloaded here, so these are built on the machine (models/build.py):
@@ -77,6 +78,12 @@ def resolve_model(model: str, progress: bool = True) -> str:
     if not (Path(model) / "config.json").exists():
         raise FileNotFoundError(f"model: {model} is not a Hugging Face model folder (no config.json)")
     return model
+
+
+def model_folder(model: str, progress: bool = True) -> str:
+    """A local model's folder (built or reused); any other model as given: a folder, or a hub
+    name that vLLM resolves where it can download (the run plan's LLM roles)."""
+    return str(build_local_model(model, progress)) if is_local(model) else model
 
 
 def model_positions(model: str) -> int | None:

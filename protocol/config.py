@@ -8,16 +8,13 @@ the config loads no verifier.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import shlex
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-import yaml
 
 
 class ConfigError(ValueError):
@@ -25,10 +22,21 @@ class ConfigError(ValueError):
 
 
 def _require(obj, *rules: tuple[str, bool, str]):
-    """(field, ok, what it must be): the first rule that fails is refused, naming its field and value."""
+    """(field, ok, what it must be): the first rule that fails is refused, naming its field and value.
+    Every section checks itself this way; the loader prefixes the section's name (lean.pool_size)."""
     for name, ok, must in rules:
         if not ok:
             raise ConfigError(f"{name} must be {must}, got {getattr(obj, name)!r}")
+
+
+def _at_least(obj, low: int, *names: str) -> list[tuple[str, bool, str]]:
+    return [(name, getattr(obj, name) >= low, f">= {low}") for name in names]
+
+
+def _one_of(obj, name: str) -> tuple[str, bool, str]:
+    """A Literal field's value among its choices (YAML or a caller may hand in anything)."""
+    choices = typing.get_args(typing.get_type_hints(type(obj))[name])
+    return name, getattr(obj, name) in choices, f"one of {list(choices)}"
 
 
 # ── the Lean proof gate (verifier.gate=lean; verifiers/lean/) ──
@@ -56,17 +64,12 @@ class LeanReplConfig:
         try:
             argv = shlex.split(self.command)
         except ValueError as e:
-            raise ValueError(f"LeanReplConfig.command {self.command!r}: {e}") from None
-        if not argv:
-            raise ValueError("LeanReplConfig.command must not be empty")
-        for name in ("pool_size", "recycle_after"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"LeanReplConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.memory_limit_mb < 0 or self.start_timeout_s <= 0:
-            raise ValueError("LeanReplConfig.memory_limit_mb must be >= 0 and start_timeout_s > 0")
-        if self.isolate_network not in ("auto", "on", "off"):
-            raise ValueError(f"LeanReplConfig.isolate_network must be auto, on or off, "
-                             f"got {self.isolate_network!r}")
+            raise ConfigError(f"command must be a shell-quoted command line, got {self.command!r}: {e}") from None
+        _require(self, ("command", bool(argv), "a command line, not empty"),
+                 *_at_least(self, 1, "pool_size", "recycle_after"),
+                 ("memory_limit_mb", self.memory_limit_mb >= 0, ">= 0"),
+                 ("start_timeout_s", self.start_timeout_s > 0, "> 0"),
+                 _one_of(self, "isolate_network"))
 
     def identity(self) -> str:
         """What a verdict depends on besides the Lean text: the command and its toolchain."""
@@ -113,22 +116,16 @@ class LeanGateConfig:
     kernel_checks: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("num_statements", "checker_samples", "max_attempts", "attempts_per_round",
-                     "formalizer_max_tokens", "checker_max_tokens", "prover_max_tokens",
-                     "result_cache_size", "verdict_cache_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"LeanGateConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("formalizer_temperature", "checker_temperature", "prover_temperature"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"LeanGateConfig.{name} must be >= 0, got {getattr(self, name)}")
-        if self.proof_timeout_s <= 0:
-            raise ValueError(f"LeanGateConfig.proof_timeout_s must be > 0, got {self.proof_timeout_s}")
-        if self.backend not in ("repl", "kimina", "leandojo"):
-            raise ValueError(f"LeanGateConfig.backend must be repl, kimina or leandojo, got {self.backend!r}")
-        if self.backend == "kimina" and not self.kimina_url:
-            raise ValueError("LeanGateConfig.backend=kimina needs kimina_url")
-        if self.backend == "leandojo" and not (self.leandojo_repo and self.leandojo_file and self.leandojo_line > 0):
-            raise ValueError("LeanGateConfig.backend=leandojo needs leandojo_repo, leandojo_file and leandojo_line")
+        _require(self, *_at_least(self, 1, "num_statements", "checker_samples", "max_attempts", "attempts_per_round",
+                                  "formalizer_max_tokens", "checker_max_tokens", "prover_max_tokens",
+                                  "result_cache_size", "verdict_cache_size"),
+                 *_at_least(self, 0, "formalizer_temperature", "checker_temperature", "prover_temperature"),
+                 ("proof_timeout_s", self.proof_timeout_s > 0, "> 0"),
+                 _one_of(self, "backend"),
+                 ("kimina_url", self.backend != "kimina" or bool(self.kimina_url), "set when backend=kimina"),
+                 ("leandojo_repo", self.backend != "leandojo" or bool(
+                     self.leandojo_repo and self.leandojo_file and self.leandojo_line > 0),
+                  "set, with leandojo_file and leandojo_line > 0, when backend=leandojo"))
 
 
 # ── DeRL (derl.enabled; verifiers/derl/, cluster/diversify.py) ──
@@ -171,20 +168,13 @@ class DerlConfig:
         # YAML hands in lists; keep the config hashable and immutable.
         object.__setattr__(self, "ratio", tuple(self.ratio))
         object.__setattr__(self, "forbidden_tactics", tuple(self.forbidden_tactics))
-        if len(self.ratio) != 2 or self.ratio[0] < 0 or self.ratio[1] < 0 or sum(self.ratio) == 0:
-            raise ValueError(f"DerlConfig.ratio must be two non-negative ints, not both 0, got {self.ratio}")
-        for name, choices in (("reward", ("judge", "random_partial", "random_all")),
-                              ("original_prompt", ("paper", "dataset"))):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"DerlConfig.{name} must be one of {list(choices)}, got {getattr(self, name)!r}")
-        for name in ("store_size", "plan_attempts", "plan_max_tokens", "judge_max_tokens", "plans_per_step"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"DerlConfig.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("plan_temperature", "judge_temperature"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"DerlConfig.{name} must be >= 0, got {getattr(self, name)}")
-        if not self.forbidden_tactics:
-            raise ValueError("DerlConfig.forbidden_tactics must not be empty")
+        _require(self, ("ratio", len(self.ratio) == 2 and min(self.ratio) >= 0 and sum(self.ratio) > 0,
+                         "two non-negative ints, not both 0"),
+                 _one_of(self, "reward"), _one_of(self, "original_prompt"),
+                 *_at_least(self, 1, "store_size", "plan_attempts", "plan_max_tokens", "judge_max_tokens",
+                            "plans_per_step"),
+                 *_at_least(self, 0, "plan_temperature", "judge_temperature"),
+                 ("forbidden_tactics", bool(self.forbidden_tactics), "a list of at least one tactic"))
 
 
 # ── the dataset and the prompt (data/files.py, data/prompts.py) ──
@@ -219,23 +209,18 @@ class DataConfig:
     chat_template: Literal["auto", True, False] = "auto"
 
     def __post_init__(self) -> None:
-        for name, choices in (("format", ("auto", "jsonl", "parquet", "hf")), ("bad_rows", ("refuse", "skip"))):
-            if getattr(self, name) not in choices:
-                raise ValueError(f"{name} must be one of {list(choices)}, got {getattr(self, name)!r}")
-        if self.chat_template != "auto" and type(self.chat_template) is not bool:
-            raise ValueError(f"chat_template must be auto, true (on) or false (off), got {self.chat_template!r}")
-        for name in ("split", "problem_key", "answer_key", "template"):
-            if not getattr(self, name):
-                raise ValueError(f"{name} must not be empty")
         keys = [k for k in (self.problem_key, self.answer_key, self.id_key) if k]
-        if len(set(keys)) != len(keys):
-            raise ValueError(f"problem_key, answer_key and id_key must differ, got {keys}")
-        if self.epochs < 0:
-            raise ValueError(f"epochs must be >= 0, got {self.epochs}")
-        if self.shuffle_buffer < 1:
-            raise ValueError(f"shuffle_buffer must be >= 1, got {self.shuffle_buffer}")
+        _require(self, _one_of(self, "format"), _one_of(self, "bad_rows"),
+                 ("chat_template", self.chat_template == "auto" or type(self.chat_template) is bool,
+                  "auto, true (on) or false (off)"),
+                 *((name, bool(getattr(self, name)), "not empty") for name in ("split", "problem_key", "answer_key",
+                                                                                "template")),
+                 ("epochs", self.epochs >= 0, ">= 0"), ("shuffle_buffer", self.shuffle_buffer >= 1, ">= 1"))
+        # rules between fields, named by the fields they tie together
         if self.system_prompt and self.chat_template is False:
-            raise ValueError("system_prompt needs a chat template, but chat_template is off")
+            raise ConfigError("system_prompt needs a chat template, but chat_template is off")
+        if len(set(keys)) != len(keys):
+            raise ConfigError(f"problem_key, answer_key and id_key must differ, got {keys}")
 
 
 @dataclass(frozen=True)
@@ -294,8 +279,15 @@ class VerifierConfig:
     accept_rounded: bool = False   # accept 0.333 for 1/3 (a decimal answer that only rounds to the value); counted apart
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {verifier: 1}
     cache_size: int = 100_000
-    tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or "tiny" for the local tiny model
-    tinyv_max_model_len: int = 4096
+    tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or a local model's name (tiny)
+    tinyv_max_tokens: int = 8      # TinyV answers one word (True / False)
+    # Every LLM server (TinyV, the Lean gate's three roles, DeRL's planner and judge; one per
+    # distinct model) takes max_model_len = llm_prompt_tokens + the largest max tokens of the roles
+    # it serves, capped at the model's positions (with a warning). The run plan (protocol/plan.py)
+    # sizes them; llm_num_gpus and llm_gpu_memory_utilization are each server's share of GPUs.
+    llm_prompt_tokens: int = 4096
+    llm_num_gpus: float = 0.0
+    llm_gpu_memory_utilization: float = 0.9
     num_cpus: float = 0.5
 
     def __post_init__(self):
@@ -303,7 +295,10 @@ class VerifierConfig:
                  ("pool_workers", self.pool_workers >= 1, ">= 1 (checks run in these processes)"),
                  ("check_timeout_s", self.check_timeout_s > 0, "> 0"),
                  ("cache_size", self.cache_size >= 0, ">= 0"),
-                 ("tinyv_max_model_len", self.tinyv_max_model_len >= 1, ">= 1"),
+                 ("tinyv_max_tokens", self.tinyv_max_tokens >= 1, ">= 1"),
+                 ("llm_prompt_tokens", self.llm_prompt_tokens >= 1, ">= 1"),
+                 ("llm_num_gpus", self.llm_num_gpus >= 0, ">= 0"),
+                 ("llm_gpu_memory_utilization", 0 < self.llm_gpu_memory_utilization <= 1, "in (0, 1]"),
                  ("num_cpus", self.num_cpus >= 0, ">= 0"))
 
 
@@ -411,10 +406,7 @@ class WandbConfig:
     mode: Literal["auto", "offline", "online"] = "auto"
 
     def __post_init__(self) -> None:
-        if self.mode not in ("auto", "offline", "online"):
-            raise ValueError(f"WandbConfig.mode must be one of ['auto', 'offline', 'online'], got {self.mode!r}")
-        if not self.project.strip():
-            raise ValueError("WandbConfig.project must not be empty")
+        _require(self, _one_of(self, "mode"), ("project", bool(self.project.strip()), "not empty"))
 
 
 @dataclass(frozen=True)
@@ -528,19 +520,28 @@ class RunConfig:
         if any(t not in TRACKERS for t in self.tracking) or len(set(self.tracking)) != len(self.tracking):
             raise ConfigError(f"tracking must list each of {list(TRACKERS)} at most once, got {list(self.tracking)}")
 
-    @property
-    def admission_window(self) -> int:
-        """Batches the feeder may have admitted past the generators' version: max_staleness + 1, or
-        the largest forced k + 1 (a task is admitted in order and held until its release version)."""
-        return (max(self.forced_staleness) if self.forced_staleness else self.max_staleness) + 1
+
+
+FaultAction = Literal["kill", "kill_engine", "kill_pool", "slow", "raise"]
+FaultRole = Literal["generator", "verifier", "learner"]
+# what each role's faults may be: kill -9 from outside, kill -9 of the vLLM engine core under a
+# generator or of a verifier's check process, a slowdown per item, the worker's own loop raising
+FAULT_ACTIONS: dict[str, tuple[str, ...]] = {"generator": ("kill", "kill_engine", "slow", "raise"),
+                                             "verifier": ("kill", "kill_pool", "slow", "raise"),
+                                             "learner": ("kill",)}
 
 
 @dataclass(frozen=True)
 class Fault:
-    action: str   # kill | slow | raise
-    target: str   # generator<i> | verifier<i>
-    step: int     # applied before this learner step
+    action: FaultAction
+    role: FaultRole
+    index: int        # generator<index>, verifier<index>, learner rank <index>
+    step: int         # applied before this learner step
     seconds: float = 0.0
+
+    @property
+    def target(self) -> str:
+        return f"{self.role}{self.index}"
 
 
 def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1, num_learners: int = 1) -> list[Fault]:
@@ -552,155 +553,13 @@ def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1, num
             target, when = rest.split("@", 1)
             step, _, seconds = when.partition(":")
             role = target.rstrip("0123456789")
-            index = int(target[len(role):])
-            fault = Fault(action, target, int(step), float(seconds or 0))
+            fault = Fault(action, role, int(target[len(role):]), int(step), float(seconds or 0))
         except ValueError:
             raise ConfigError(f"faults: {item!r} is not action:target@step[:seconds]") from None
         limit = {"generator": num_generators, "verifier": num_verifiers, "learner": num_learners}.get(role)
-        allowed = {"generator": ("kill", "kill_engine", "slow", "raise"),
-                   "verifier": ("kill", "kill_pool", "slow", "raise"), "learner": ("kill",)}.get(role, ())
-        if action not in allowed or limit is None or not 0 <= index < limit or fault.step < 0:
+        if action not in FAULT_ACTIONS.get(role, ()) or limit is None or not 0 <= fault.index < limit or fault.step < 0:
             raise ConfigError(f"faults: {item!r}: action kill|slow|raise (kill_engine for a generator, kill_pool "
                               f"for a verifier), target generator<i>|verifier<i>|learner<rank> that exists (a learner rank "
                               f"can only be killed), step >= 0")
         faults.append(fault)
     return faults
-
-
-def parse_staleness(weights: dict[int, float]) -> dict[int, float]:
-    """{0: 1, 4: 3} -> {0: 0.25, 4: 0.75} (k -> probability); {} -> {} (not forced)."""
-    total = sum(weights.values())
-    return {k: w / total for k, w in sorted(weights.items())}
-
-
-def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig:
-    """YAML file (optional) then `a.b=value` overrides; refuses unknown keys and bad values."""
-    data: dict = {}
-    if path:
-        with open(path, encoding="utf-8") as f:
-            try:
-                loaded = yaml.safe_load(f)
-            except yaml.YAMLError as e:
-                raise ConfigError(f"{path} is not valid YAML: {e}") from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: top level must be a mapping")
-        data = loaded or {}
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"override {item!r} is not key=value")
-        node = data
-        *parents, leaf = key.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: {p} is not a section")
-        node[leaf] = _override_value(item, raw)
-    _migrate_tis_cap(data)
-    return _build(RunConfig, data, "")
-
-
-def _override_value(item: str, raw: str):
-    """An override's value, parsed as YAML; refused where YAML would quietly drop part of it."""
-    if not raw:
-        return ""
-    try:
-        value = yaml.safe_load(raw)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"override {item!r}: the value is not valid YAML ({getattr(e, 'problem', None) or e}); quote it") from None
-    if "#" in raw and not ("#" in str(value)):  # `a #b` is a comment in YAML: the value would be "a"
-        raise ConfigError(f"override {item!r}: YAML reads ' #...' as a comment and would drop it; "
-                          f"quote the value: {item.partition('=')[0]}=\"{raw}\"")
-    return value
-
-
-def _migrate_tis_cap(data: dict):
-    """learner.tis_cap (before learner.correction) in an old config file or run folder (--resume):
-    0 meant no correction, X > 0 decoupled PPO with cap X, now correction=decoupled is_cap=X."""
-    learner = data.get("learner")
-    if not isinstance(learner, dict) or "tis_cap" not in learner:
-        return
-    cap = learner.pop("tis_cap")
-    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap == 0:
-        return
-    if "correction" in learner or "is_cap" in learner:
-        raise ConfigError("learner.tis_cap is the old spelling of learner.correction=decoupled with learner.is_cap; "
-                          "give one or the other")
-    learner.update(correction="decoupled", is_cap=cap)
-
-
-def _build(cls, data: dict, prefix: str):
-    if not isinstance(data, dict):
-        raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {data!r}")
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(f"unknown config key {prefix}{unknown[0]} (known: {', '.join(sorted(fields))})")
-    kwargs = {}
-    for name, value in data.items():
-        kwargs[name] = _value(hints[name], value, prefix + name)
-    try:
-        return cls(**kwargs)
-    except (ConfigError, ValueError) as e:  # a section's own checks raise ValueError
-        raise ConfigError(f"{prefix}{e}" if prefix else str(e)) from None
-
-
-def _value(hint, value, name):
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, name + ".")
-    if typing.get_args(hint) == (int, float):  # forced_staleness: k, or {k: weight}
-        if type(value) is int:
-            value = {value: 1.0}
-        if not isinstance(value, dict) or not all(
-                type(k) is int and isinstance(w, (int, float)) and not isinstance(w, bool) for k, w in value.items()):
-            raise ConfigError(f"{name} must be k or {{k: weight}} with integer k, got {value!r}")
-        return {k: float(w) for k, w in value.items()}
-    if typing.get_origin(hint) is dict:  # custom resources: names to amounts
-        if not isinstance(value, dict) or not all(
-                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-                for k, v in value.items()):
-            raise ConfigError(f"{name} must map names to amounts >= 0, got {value!r}")
-        return {k: float(v) for k, v in value.items()}
-    if typing.get_origin(hint) is tuple:  # derl.ratio (int, int), derl.forbidden_tactics (str, ...)
-        args = typing.get_args(hint)
-        if isinstance(value, str) and args[-1] is Ellipsis:  # tracking=wandb: a list of one; tracking= none
-            value = [value] if value else []
-        if not isinstance(value, list):
-            raise ConfigError(f"{name} must be a list, got {value!r}")
-        arms = (args[0],) * len(value) if len(args) == 2 and args[1] is Ellipsis else args
-        if len(value) != len(arms):
-            raise ConfigError(f"{name} must be a list of {len(arms)} values, got {value!r}")
-        return tuple(_value(arm, v, f"{name}[{i}]") for i, (arm, v) in enumerate(zip(arms, value)))
-    if typing.get_origin(hint) is Literal:
-        choices = typing.get_args(hint)
-        if value not in choices:
-            raise ConfigError(f"{name} must be one of {list(choices)}, got {value!r}")
-        return value
-    if hint is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if hint is float and isinstance(value, str):  # YAML 1.1 reads "1e-5" as a string
-        try:
-            value = float(value)
-        except ValueError:
-            pass
-    if hint is float and isinstance(value, float) and not math.isfinite(value):
-        # inf and nan pass `x > 0`-style checks (or fail them silently) and break later: a timeout
-        # of inf overflows Ray's and multiprocessing's waits, an lr of inf makes the weights NaN
-        raise ConfigError(f"{name} must be a finite number, got {value!r}")
-    if hint in (int, float, str, bool) and type(value) is hint:
-        return value
-    raise ConfigError(f"{name} must be {hint.__name__}, got {value!r}")
-
-
-def to_dict(cfg) -> dict:
-    """The config as plain YAML-safe data (tuples become lists)."""
-    return _plain(dataclasses.asdict(cfg))
-
-
-def _plain(value):
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value

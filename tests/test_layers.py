@@ -151,6 +151,7 @@ def test_the_rule_catches_an_inversion(tmp_path):
 
 @pytest.mark.parametrize("module", [
     "jury.protocol.messages", "jury.protocol.transport", "jury.protocol.config", "jury.protocol.record",
+    "jury.protocol.config_load", "jury.protocol.plan", "jury.protocol.boxed", "jury.protocol.prompt_files",
 ])
 def test_the_protocol_loads_no_engine_trainer_ray_or_verifier(module):
     code = (f"import sys, {module}; print(','.join(m for m in sys.modules "

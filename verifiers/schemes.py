@@ -88,10 +88,10 @@ class TinyV:
     """TinyV add-on mode: only what the rules call incorrect goes to the LLM; if the LLM fails,
     the rules' verdicts stand (a failure never wipes them)."""
 
-    def __init__(self, llm: LLMClient | None):
+    def __init__(self, llm: LLMClient | None, max_tokens: int = 8):
         if llm is None:
             raise ValueError("reward=tinyv needs an LLM client (verifier.tinyv_model)")
-        self.llm = llm
+        self.llm, self.max_tokens = llm, max_tokens
         self.counts = {"tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_failed": 0, "tinyv_s": 0.0, "groups": 0}
 
     def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
@@ -102,7 +102,7 @@ class TinyV:
         t0 = time.perf_counter()
         self.counts["groups"] += 1
         try:
-            accepted = tinyv_verify(self.llm, items)
+            accepted = tinyv_verify(self.llm, items, max_tokens=self.max_tokens)
         except Exception as e:
             log.warning("TinyV call failed, rules only for task %s: %s", group.task.task_id, e)
             self.counts["tinyv_failed"] += 1
@@ -126,5 +126,5 @@ def make_scheme(cfg: VerifierConfig, *, gate: ProofGate | None = None, llm: LLMC
     if cfg.reward == "jury":
         return Jury(gate, cfg.fallback, cfg.reszero_c)
     if cfg.reward == "tinyv":
-        return TinyV(llm)
+        return TinyV(llm, cfg.tinyv_max_tokens)
     return Pure(cfg.reward)

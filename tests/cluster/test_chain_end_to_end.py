@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 
 pytestmark = pytest.mark.slow
 

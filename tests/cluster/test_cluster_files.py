@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from jury.cluster import launch
-from jury.protocol.config import RunConfig, load_config
+from jury.protocol.config import RunConfig
+from jury.protocol.config_load import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER_YAML = ROOT / "cluster" / "cluster.yaml"

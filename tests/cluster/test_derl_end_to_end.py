@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 from jury.cluster.metrics import read_metrics
 from jury.verifiers.math.verify import check, extract_answer
 

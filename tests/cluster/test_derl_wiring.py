@@ -12,7 +12,8 @@ import yaml
 from jury.data.problems import PROMPT_SUFFIX, Problem
 from jury.cluster.diversify import Diversifier, problem_id
 from jury.cluster.feeder import Feeder
-from jury.protocol.config import ConfigError, DerlConfig, RunConfig, VerifierConfig, load_config, to_dict
+from jury.protocol.config import ConfigError, DerlConfig, RunConfig, VerifierConfig
+from jury.protocol.config_load import load_config, to_dict
 from jury.protocol.messages import (CorrectSample, DecodeError, LedgerRow, PromptTask, RolloutGroup, Sample,
                                     ScoredGroup, StepResult, Verdict, decode, encode)
 from jury.protocol.transport import Receiver
@@ -354,7 +355,7 @@ def test_feeder_mixes_through_the_diversifier_and_sends_what_it_keeps():
     d.mixer.record_correct(problem_id(P), P.problem, "\\boxed{12}", "12")
     d.mixer.set_plan(problem_id(P), PLAN)
     data_problem = P
-    feeder = Feeder("synthetic", 0, batch_groups=4, max_staleness=0, host="127.0.0.1", mixer=d)
+    feeder = Feeder("synthetic", 0, batch_groups=4, window=1, host="127.0.0.1", mixer=d)
     feeder.problems = iter([data_problem] * 8)
     recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
     try:

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 from jury.cluster.metrics import read_metrics
 
 from conftest import descendants, live_pids

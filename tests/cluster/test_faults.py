@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 from jury.cluster.metrics import read_metrics
 
 pytestmark = pytest.mark.slow

@@ -5,6 +5,8 @@ import pytest
 
 from jury.data.files import load_jsonl
 from jury.data.tasks import synthetic_problems
+from jury.protocol.config_load import load_config
+from jury.protocol.plan import make_plan
 from jury.cluster.feeder import Feeder
 from jury.protocol.transport import Receiver
 
@@ -37,7 +39,7 @@ def _drain(recv, n):
 
 
 def test_admission_follows_the_staleness_budget():
-    feeder = Feeder("synthetic", 0, batch_groups=4, max_staleness=2, host="127.0.0.1")
+    feeder = Feeder("synthetic", 0, batch_groups=4, window=3, host="127.0.0.1")
     recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
     try:
         # at version v, tasks of batches s <= v + max_staleness may be out: (v + 3) * 4 in total
@@ -55,7 +57,7 @@ def test_admission_follows_the_staleness_budget():
 
 
 def test_synchronous_budget_admits_one_batch_per_version():
-    feeder = Feeder("synthetic", 0, batch_groups=3, max_staleness=0, host="127.0.0.1")
+    feeder = Feeder("synthetic", 0, batch_groups=3, window=1, host="127.0.0.1")
     recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
     try:
         assert [feeder.admit(v, stop_at=100) for v in (0, 0, 1, 2)] == [3, 0, 3, 3]
@@ -73,7 +75,7 @@ def test_prompts_over_the_limit_are_skipped_and_counted(tmp_path, tiny_model_pat
             {"problem": "Compute 2+2.", "answer": "4"}]
     data.write_text("\n".join(json.dumps(r) for r in rows))
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
-    feeder = Feeder(str(data), 0, batch_groups=2, max_staleness=1, host="127.0.0.1",
+    feeder = Feeder(str(data), 0, batch_groups=2, window=2, host="127.0.0.1",
                     tokenizer=tok, max_prompt_tokens=64)
     recv = Receiver(connect=[feeder.endpoint], name="gen")
     try:
@@ -87,7 +89,7 @@ def test_prompts_over_the_limit_are_skipped_and_counted(tmp_path, tiny_model_pat
 
 
 def test_forced_staleness_releases_each_task_exactly_k_versions_before_its_batch():
-    feeder = Feeder("synthetic", 0, batch_groups=4, max_staleness=0, host="127.0.0.1", forced={0: 0.5, 3: 0.5})
+    feeder = Feeder("synthetic", 0, batch_groups=4, window=4, host="127.0.0.1", forced={0: 0.5, 3: 0.5})
     recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
     try:
         ks = [feeder.staleness_of(i) for i in range(40)]
@@ -110,9 +112,11 @@ def test_forced_staleness_releases_each_task_exactly_k_versions_before_its_batch
 
 
 def test_forced_staleness_window_admits_the_stalest_batch():
-    feeder = Feeder("synthetic", 1, batch_groups=2, max_staleness=0, host="127.0.0.1", forced={5: 1.0})
+    # the plan's window reaches the largest forced k, whatever max_staleness says
+    assert make_plan(load_config(None, ["forced_staleness=5", "max_staleness=0"])).window == 6
+    feeder = Feeder("synthetic", 1, batch_groups=2, window=6, host="127.0.0.1", forced={5: 1.0})
     try:
-        assert feeder.max_staleness == 5 and feeder.limit(0) == 12
+        assert feeder.window == 6 and feeder.limit(0) == 12
         feeder.admit(0, stop_at=100)
         # batches 0..5 may only come from version 0; from batch 5 on, k = 5 holds exactly
         assert feeder.released_at(0) == list(range(12)) and feeder.release_version(14) == 2

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import yaml
 
-from jury.protocol.config import load_config, to_dict
+from jury.protocol.config import Fault
+from jury.protocol.config_load import load_config, to_dict
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup, Verdict
 from jury.protocol.record import write_record
 
@@ -153,7 +154,7 @@ def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_
         sync = check_sync(pipe)
         assert sync["gap_before"] <= 1e-4 and sync["gap_after"] <= 1e-4, sync
         assert sync["change"] > 1e-3, "the sync changed nothing"
-        pipe.inject("kill", "learner1")
+        pipe.inject(Fault("kill", "learner", 1, step=1))
         with pytest.raises(LearnerDied, match="learner rank 1 died during step 1"):
             pipe.learner.step(1, 30)
     finally:

@@ -1,7 +1,7 @@
 """Roles placed by resources on a local multi-node Ray cluster (several raylets on this machine)."""
 import pytest
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 
 pytestmark = pytest.mark.slow
 

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from jury.protocol.config import load_config, parse_staleness
+from jury.protocol.config_load import load_config
+from jury.protocol.plan import parse_staleness
 from jury.cluster.feeder import draw_staleness
 from jury.cluster.metrics import read_metrics
 

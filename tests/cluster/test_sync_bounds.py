@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 
 
 def test_a_sync_that_waits_past_its_bound_names_the_role(tmp_path):

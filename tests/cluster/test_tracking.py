@@ -12,7 +12,7 @@ import pytest
 
 from jury.cluster.metrics import MetricsLog, read_metrics
 from jury.cluster.tracking import open_trackers, scalars, wandb_mode
-from jury.protocol.config import load_config, to_dict
+from jury.protocol.config_load import load_config, to_dict
 
 # three learner steps as the driver logs them: histograms nested, a NaN loss, a string
 ROWS = [

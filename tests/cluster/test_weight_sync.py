@@ -1,7 +1,7 @@
 """The weight plane: after a learner step and a sync, vLLM scores a completion as the learner does."""
 import pytest
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 
 pytestmark = pytest.mark.slow
 

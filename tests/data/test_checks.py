@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 
 
 class ClusterStarted(Exception):

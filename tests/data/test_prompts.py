@@ -99,7 +99,7 @@ def test_the_default_feeder_sends_todays_prompts(tiny_tok):
     """`jury train` with no arguments: the synthetic problem and a newline, the tiny tokenizer has no chat template."""
     expected = [p.problem + "\n" for _, p in zip(range(4), synthetic_problems(0))]
     for tok in (None, tiny_tok):
-        feeder = Feeder("synthetic", 0, batch_groups=4, max_staleness=0, host="127.0.0.1", tokenizer=tok,
+        feeder = Feeder("synthetic", 0, batch_groups=4, window=1, host="127.0.0.1", tokenizer=tok,
                         max_prompt_tokens=128, data=DataConfig())
         assert [t.prompt for t in _sent(feeder, 4)] == expected
 
@@ -109,7 +109,7 @@ def test_the_feeder_sends_chat_prompts_and_wraps_what_a_mixer_wrote(chat_tok):
         def mix(self, task, problem):
             return task if task.index % 2 else replace(task, prompt="PLAN " + problem.problem)
 
-    feeder = Feeder("synthetic", 0, batch_groups=4, max_staleness=0, host="127.0.0.1", tokenizer=chat_tok,
+    feeder = Feeder("synthetic", 0, batch_groups=4, window=1, host="127.0.0.1", tokenizer=chat_tok,
                     max_prompt_tokens=128, data=DataConfig(template="jury-rl"), mixer=Mixer())
     tasks = _sent(feeder, 4)
     problems = [p.problem for _, p in zip(range(4), synthetic_problems(0))]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from jury.experiments import plots
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 
 
 def _write_run(path, overrides, steps=6, hist=None, tps=None):

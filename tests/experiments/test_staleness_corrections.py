@@ -8,7 +8,7 @@ from dataclasses import asdict
 import pytest
 import yaml
 
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 import staleness_corrections as sc  # noqa: E402

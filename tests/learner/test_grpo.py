@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from jury import kernels
+from jury.protocol.plan import Sampling
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
 from jury.learner.grpo import collate, micro_loss
@@ -95,7 +96,7 @@ def test_micro_batches_add_up_to_the_whole_batch(agg):
                       list(rng.random(4))) for i in range(2)]
     cfg = LearnerConfig(loss_agg=agg)
     b = collate(groups, cfg, pad_id=0)
-    kw = dict(total_tokens=b.num_tokens, total_seqs=8, max_new_tokens=4)
+    kw = dict(total_tokens=b.num_tokens, total_seqs=8, sampling=Sampling(1.0, 1.0, 4))
     whole, _ = micro_loss(model, b, slice(0, 8), cfg, **kw)
     whole.backward()
     g_whole = [p.grad.clone() for p in model.parameters()]
@@ -133,7 +134,7 @@ def test_sequence_level_weights_add_up_over_micro_batches(correction, stat):
     cfg = LearnerConfig(correction=correction, is_cap=1.2, mask_low=0.8, mask_high=1.25)
     b = collate(groups, cfg, pad_id=0)
     prox = b.behav_logp + 0.3 * torch.randn(b.behav_logp.shape, generator=torch.Generator().manual_seed(0))
-    kw = dict(total_tokens=b.num_tokens, total_seqs=8, max_new_tokens=4, proximal=prox * b.completion)
+    kw = dict(total_tokens=b.num_tokens, total_seqs=8, sampling=Sampling(1.0, 1.0, 4), proximal=prox * b.completion)
     whole, stats = micro_loss(model, b, slice(0, 8), cfg, **kw)
     assert 0 < stats[stat].item() < 1, stats  # some sequences corrected, not all
     whole.backward()

@@ -9,6 +9,7 @@ from jury.learner.grpo import Batch
 from jury.learner.schedule import lr_factor
 from jury.learner.shard import Shard
 from jury.learner.update import step_stats, train_shard
+from jury.protocol.plan import Sampling
 from jury.protocol.config import LearnerConfig
 
 
@@ -67,8 +68,7 @@ def _shard(behav_p: float, minibatches: int = 2) -> Shard:
 
 def _train(cfg, behav_p):
     model = LogitsAreWeights()
-    sums = train_shard(SgdEngine(model, lr=1.0), _shard(behav_p, cfg.minibatches), cfg, ref_model=None, max_new_tokens=1,
-                       temperature=1.0, pad_id=0, timers={})
+    sums = train_shard(SgdEngine(model, lr=1.0), _shard(behav_p, cfg.minibatches), cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1), pad_id=0, timers={})
     return model.head.weight[:, 0].tolist(), {k: v / sums["weight"] for k, v in sums.items() if k != "weight"}
 
 
@@ -111,7 +111,7 @@ def test_two_epochs_repeat_the_mini_batches():
     engine = SgdEngine(model, lr=1.0)
     steps = []
     engine.step = (lambda step: lambda: (steps.append(1), step())[1])(engine.step)
-    train_shard(engine, _shard(0.25), cfg, ref_model=None, max_new_tokens=1, temperature=1.0, pad_id=0, timers={})
+    train_shard(engine, _shard(0.25), cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1), pad_id=0, timers={})
     assert len(steps) == 4  # epochs x mini-batches optimizer steps
 
 
@@ -141,7 +141,7 @@ def test_each_correction_by_hand(correction, bounds, f, truncated, masked):
     cfg = LearnerConfig(correction=correction, **bounds, micro_batch=1, advantage="grpo")
     model = LogitsAreWeights()
     sums = train_shard(SgdEngine(model, lr=1.0), _two_token_shard((0.25, 0.125)), cfg, ref_model=None,
-                       max_new_tokens=2, temperature=1.0, pad_id=0, timers={})
+                       sampling=Sampling(1.0, 1.0, 2), pad_id=0, timers={})
     step = (f[0] + f[1]) / 4
     assert model.head.weight[:, 0].tolist() == pytest.approx([step, -step], abs=1e-6)
     stats = step_stats(sums, cfg)
@@ -164,8 +164,7 @@ def test_mask_drops_a_sample_outside_the_band_and_its_gradient_is_zero():
     for high, expected, masked in ((1.5, [0.25, -0.25], 0.5), (2.5, [0.75, -0.75], 0.0)):
         cfg = LearnerConfig(correction="mask_token", mask_low=0.5, mask_high=high, micro_batch=2, advantage="grpo")
         model = LogitsAreWeights()
-        sums = train_shard(SgdEngine(model, lr=1.0), shard, cfg, ref_model=None, max_new_tokens=1,
-                           temperature=1.0, pad_id=0, timers={})
+        sums = train_shard(SgdEngine(model, lr=1.0), shard, cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1), pad_id=0, timers={})
         assert model.head.weight[:, 0].tolist() == pytest.approx(expected, abs=1e-6)
         assert step_stats(sums, cfg)["mask_frac"] == pytest.approx(masked)
     # A alone, masked: not a single step anywhere
@@ -174,15 +173,14 @@ def test_mask_drops_a_sample_outside_the_band_and_its_gradient_is_zero():
                   torch.tensor([0]), torch.tensor([1.0], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64))
     model = LogitsAreWeights()
     cfg = LearnerConfig(correction="mask_token", mask_low=0.5, mask_high=1.5, micro_batch=1, advantage="grpo")
-    train_shard(SgdEngine(model, lr=1.0), alone, cfg, ref_model=None, max_new_tokens=1, temperature=1.0,
+    train_shard(SgdEngine(model, lr=1.0), alone, cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1),
                 pad_id=0, timers={})
     assert model.head.weight[:, 0].tolist() == [0.0, 0.0]
 
 
 def test_without_a_correction_no_importance_metrics_are_logged():
     cfg = LearnerConfig(minibatches=2, micro_batch=1, advantage="grpo")
-    sums = train_shard(SgdEngine(LogitsAreWeights(), lr=1.0), _shard(0.25), cfg, ref_model=None, max_new_tokens=1,
-                       temperature=1.0, pad_id=0, timers={})
+    sums = train_shard(SgdEngine(LogitsAreWeights(), lr=1.0), _shard(0.25), cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1), pad_id=0, timers={})
     assert set(step_stats(sums, cfg)) == {"clip_frac", "approx_kl", "ratio_mean", "entropy"}
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from jury.data.tasks import CHAIN_BUCKETS, CHAIN_HIGH, CHAIN_LOW, chain_bucket, chain_problem, chain_problems, chain_solution, chain_terms, problem_stream
 from jury.data.problems import PROMPT_SUFFIX, Problem
-from jury.protocol.config import load_config
+from jury.protocol.config_load import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 

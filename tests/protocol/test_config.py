@@ -1,7 +1,8 @@
 """Config: defaults load, overrides apply, bad keys and values are refused by name."""
 import pytest
 
-from jury.protocol.config import ConfigError, load_config
+from jury.protocol.config import ConfigError
+from jury.protocol.config_load import load_config
 
 
 def test_defaults_and_overrides(tmp_path):
@@ -133,7 +134,7 @@ def test_cli_refuses_a_bad_key_before_starting_anything(capsys):
 
 
 def test_forced_staleness_is_parsed_and_checked():
-    from jury.protocol.config import parse_staleness
+    from jury.protocol.plan import parse_staleness
 
     assert load_config(None, []).forced_staleness == {}
     assert load_config(None, ["forced_staleness=2"]).forced_staleness == {2: 1.0}
@@ -209,3 +210,28 @@ def test_overrides_after_options_reach_the_command(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["train", "--config", str(cfg), "steps=2", "--bogus"])
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_a_run_folder_records_its_config_version_and_reads_back_the_same(tmp_path):
+    from jury.protocol.config_load import CONFIG_VERSION, dump_config, load_run_config
+
+    cfg = load_config(None, ["steps=7", "learner.correction=tis_token"])
+    (tmp_path / "config.yaml").write_text(dump_config(cfg))
+    assert (tmp_path / "config.yaml").read_text().startswith(f"config_version: {CONFIG_VERSION}\n")
+    assert load_run_config(str(tmp_path)) == cfg
+    assert load_config(str(tmp_path / "config.yaml")) == cfg  # a run's config.yaml as --config
+
+
+def test_an_old_run_folder_is_migrated_and_a_new_file_with_a_removed_key_is_refused(tmp_path):
+    from jury.protocol.config_load import load_run_config
+
+    # written before versions: verifier.tinyv_max_model_len sized the LLM servers, nothing trained
+    (tmp_path / "config.yaml").write_text("steps: 3\nverifier:\n  tinyv_max_model_len: 2048\n")
+    assert load_run_config(str(tmp_path)).steps == 3
+    user = tmp_path / "mine.yaml"
+    user.write_text("verifier:\n  tinyv_max_model_len: 2048\n")
+    with pytest.raises(ConfigError, match=r"tinyv_max_model_len is gone: .*llm_prompt_tokens"):
+        load_config(str(user))
+    user.write_text("config_version: 99\n")
+    with pytest.raises(ConfigError, match="config_version 99 is not one this jury-rl reads"):
+        load_config(str(user))

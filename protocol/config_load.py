@@ -1,0 +1,204 @@
+"""Loading the run's config: a YAML file, then `key=value` overrides, into `RunConfig`.
+
+    cfg = load_config("configs/chain.yaml", ["learner.lr=1e-4", "steps=50"])
+    cfg = load_run_config("runs/x")     # a run folder's config.yaml, migrated from its version
+    text = dump_config(cfg)             # what a run folder records (with CONFIG_VERSION)
+
+Overrides are dotted paths, values parsed as YAML. Every key and value is checked (the
+dataclasses of config.py check their own ranges): a bad one is refused with its field's
+name, never half-applied. Standard library and PyYAML only.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from typing import Literal
+
+import yaml
+
+from jury.protocol.config import ConfigError, RunConfig
+
+# The version of the settings' meanings. A run folder records it (dump_config); a config.yaml
+# without it was written before versions existed (1). load_run_config and load_config migrate an
+# older file to the settings that reproduce what it ran, or refuse it saying why: never silently
+# under a new meaning. A user's own config file without a version is read as current.
+CONFIG_VERSION = 2
+
+
+def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig:
+    """YAML file (optional) then `a.b=value` overrides; refuses unknown keys and bad values."""
+    data = read_yaml(path) if path else {}
+    version = data.pop("config_version", CONFIG_VERSION)
+    return _from_data(data, overrides, version, path or "config")
+
+
+def load_run_config(run_dir: str, overrides: list[str] = ()) -> RunConfig:
+    """A run folder's config.yaml (what `--resume` and `jury replay` read), migrated from the
+    version it was written at (none: before versions, 1)."""
+    path = f"{run_dir}/config.yaml"
+    data = read_yaml(path)
+    return _from_data(data, overrides, data.pop("config_version", 1), path)
+
+
+def dump_config(cfg: RunConfig) -> str:
+    """The config as a run folder records it: YAML, its version first."""
+    return yaml.safe_dump({"config_version": CONFIG_VERSION, **to_dict(cfg)}, sort_keys=False)
+
+
+def read_yaml(path: str) -> dict:
+    with open(path, encoding="utf-8") as f:
+        try:
+            loaded = yaml.safe_load(f)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{path} is not valid YAML: {e}") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    return loaded or {}
+
+
+def _from_data(data: dict, overrides: list[str], version, where: str) -> RunConfig:
+    if type(version) is not int or not 1 <= version <= CONFIG_VERSION:
+        raise ConfigError(f"{where}: config_version {version!r} is not one this jury-rl reads "
+                          f"(1 to {CONFIG_VERSION}); a newer jury-rl wrote it?")
+    for v in range(version, CONFIG_VERSION):
+        MIGRATIONS[v](data, where)
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} is not key=value")
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override {item!r}: {p} is not a section")
+        node[leaf] = _override_value(item, raw)
+    _migrate_tis_cap(data)
+    _refuse_removed(data)
+    return _build(RunConfig, data, "")
+
+
+def _v1_to_v2(data: dict, where: str):
+    """verifier.tinyv_max_model_len sized every LLM server; now each server is sized by
+    verifier.llm_prompt_tokens + its role's max tokens. It never changed what was trained."""
+    verifier = data.get("verifier")
+    if isinstance(verifier, dict):
+        verifier.pop("tinyv_max_model_len", None)
+
+
+MIGRATIONS = {1: _v1_to_v2}  # from version v to v + 1
+
+
+def _refuse_removed(data: dict):
+    """Keys that settings of this version no longer have, named with what replaced them."""
+    verifier = data.get("verifier")
+    if isinstance(verifier, dict) and "tinyv_max_model_len" in verifier:
+        raise ConfigError("verifier.tinyv_max_model_len is gone: every LLM server (TinyV, the Lean gate's roles, "
+                          "DeRL's) is sized by verifier.llm_prompt_tokens + that role's max tokens")
+
+
+def _override_value(item: str, raw: str):
+    """An override's value, parsed as YAML; refused where YAML would quietly drop part of it."""
+    if not raw:
+        return ""
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override {item!r}: the value is not valid YAML ({getattr(e, 'problem', None) or e}); quote it") from None
+    if "#" in raw and not ("#" in str(value)):  # `a #b` is a comment in YAML: the value would be "a"
+        raise ConfigError(f"override {item!r}: YAML reads ' #...' as a comment and would drop it; "
+                          f"quote the value: {item.partition('=')[0]}=\"{raw}\"")
+    return value
+
+
+def _migrate_tis_cap(data: dict):
+    """learner.tis_cap (before learner.correction) in an old config file or run folder (--resume):
+    0 meant no correction, X > 0 decoupled PPO with cap X, now correction=decoupled is_cap=X."""
+    learner = data.get("learner")
+    if not isinstance(learner, dict) or "tis_cap" not in learner:
+        return
+    cap = learner.pop("tis_cap")
+    if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap == 0:
+        return
+    if "correction" in learner or "is_cap" in learner:
+        raise ConfigError("learner.tis_cap is the old spelling of learner.correction=decoupled with learner.is_cap; "
+                          "give one or the other")
+    learner.update(correction="decoupled", is_cap=cap)
+
+
+def _build(cls, data: dict, prefix: str):
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix.rstrip('.') or 'config'} must be a mapping, got {data!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"unknown config key {prefix}{unknown[0]} (known: {', '.join(sorted(fields))})")
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _value(hints[name], value, prefix + name)
+    try:
+        return cls(**kwargs)
+    except (ConfigError, ValueError) as e:  # a section's own checks raise ValueError
+        raise ConfigError(f"{prefix}{e}" if prefix else str(e)) from None
+
+
+def _value(hint, value, name):
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, name + ".")
+    if typing.get_args(hint) == (int, float):  # forced_staleness: k, or {k: weight}
+        if type(value) is int:
+            value = {value: 1.0}
+        if not isinstance(value, dict) or not all(
+                type(k) is int and isinstance(w, (int, float)) and not isinstance(w, bool) for k, w in value.items()):
+            raise ConfigError(f"{name} must be k or {{k: weight}} with integer k, got {value!r}")
+        return {k: float(w) for k, w in value.items()}
+    if typing.get_origin(hint) is dict:  # custom resources: names to amounts
+        if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                for k, v in value.items()):
+            raise ConfigError(f"{name} must map names to amounts >= 0, got {value!r}")
+        return {k: float(v) for k, v in value.items()}
+    if typing.get_origin(hint) is tuple:  # derl.ratio (int, int), derl.forbidden_tactics (str, ...)
+        args = typing.get_args(hint)
+        if isinstance(value, str) and args[-1] is Ellipsis:  # tracking=wandb: a list of one; tracking= none
+            value = [value] if value else []
+        if not isinstance(value, list):
+            raise ConfigError(f"{name} must be a list, got {value!r}")
+        arms = (args[0],) * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if len(value) != len(arms):
+            raise ConfigError(f"{name} must be a list of {len(arms)} values, got {value!r}")
+        return tuple(_value(arm, v, f"{name}[{i}]") for i, (arm, v) in enumerate(zip(arms, value)))
+    if typing.get_origin(hint) is Literal:
+        choices = typing.get_args(hint)
+        if value not in choices:
+            raise ConfigError(f"{name} must be one of {list(choices)}, got {value!r}")
+        return value
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):  # YAML 1.1 reads "1e-5" as a string
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+    if hint is float and isinstance(value, float) and not math.isfinite(value):
+        # inf and nan pass `x > 0`-style checks (or fail them silently) and break later: a timeout
+        # of inf overflows Ray's and multiprocessing's waits, an lr of inf makes the weights NaN
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    if hint in (int, float, str, bool) and type(value) is hint:
+        return value
+    raise ConfigError(f"{name} must be {hint.__name__}, got {value!r}")
+
+
+def to_dict(cfg) -> dict:
+    """The config as plain YAML-safe data (tuples become lists)."""
+    return _plain(dataclasses.asdict(cfg))
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

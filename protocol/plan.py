@@ -1,0 +1,113 @@
+"""The run plan: the config resolved once into what the roles are handed.
+
+    plan = make_plan(cfg, resolve=resolve_model, positions=model_positions)   # the driver
+    plan = make_plan(cfg)              # a tool that never starts Ray: model names stay names
+
+    plan.window          batches the feeder may admit past the generators' version (the learner
+                         refuses indices beyond it): max_staleness + 1, or the largest forced k + 1
+    plan.forced          forced staleness as k -> probability ({} = not forced)
+    plan.faults          the fault injections, typed (role, index, action, step)
+    plan.sampling        how the generators sample: what the learner needs to score it
+    plan.policy_model    the policy's model folder
+    plan.servers         one ServerSpec per LLM server (one per distinct model), each sized for
+                         the roles it serves; plan.server_of(role) names a role's
+
+Every value derived from the config is derived here, once, and handed on under the same
+name. Imports only the standard library and the config: nothing heavy, so the simulator and
+the experiment tools build the same plan the driver does.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from jury.protocol.config import Fault, RunConfig, parse_faults
+
+log = logging.getLogger(__name__)
+
+LLMRole = Literal["tinyv", "formalizer", "checker", "prover", "derl"]
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How the generators sample a completion: the learner scores each token under the same
+    distribution (logits / temperature)."""
+
+    temperature: float
+    top_p: float
+    max_new_tokens: int
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One LLM server for the verifier roles (actors/llm_server.py): a vLLM engine in a Ray actor."""
+
+    model: str                # its folder (a name, in a plan built without resolving models)
+    max_model_len: int        # the longest prompt + completion it takes
+    num_gpus: float           # Ray GPUs of its actor (0 on the CPU)
+    gpu_memory_utilization: float  # vLLM's share of each of its GPUs
+    roles: tuple[str, ...]    # the LLM roles it serves
+    url: str = ""             # an OpenAI-compatible endpoint to ask instead of a local engine ("" = local)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    window: int
+    forced: dict[int, float]
+    faults: tuple[Fault, ...]
+    sampling: Sampling
+    policy_model: str
+    servers: tuple[ServerSpec, ...] = ()
+    role_models: dict[str, str] = field(default_factory=dict)  # LLM role -> its server's model
+
+    def server_of(self, role: LLMRole) -> ServerSpec:
+        model = self.role_models[role]
+        return next(s for s in self.servers if s.model == model)
+
+
+def parse_staleness(weights: dict[int, float]) -> dict[int, float]:
+    """{0: 1, 4: 3} -> {0: 0.25, 4: 0.75} (k -> probability); {} -> {} (not forced)."""
+    total = sum(weights.values())
+    return {k: w / total for k, w in sorted(weights.items())}
+
+
+def llm_roles(cfg: RunConfig) -> dict[str, tuple[str, int]]:
+    """The LLM roles this run asks: role -> (model as configured, the most tokens it generates)."""
+    roles: dict[str, tuple[str, int]] = {}
+    if cfg.verifier.reward == "tinyv":
+        roles["tinyv"] = (cfg.verifier.tinyv_model, cfg.verifier.tinyv_max_tokens)
+    if cfg.verifier.gate == "lean":
+        lean = cfg.lean
+        roles.update(formalizer=(lean.formalizer_model, lean.formalizer_max_tokens),
+                     checker=(lean.checker_model, lean.checker_max_tokens),
+                     prover=(lean.prover_model, lean.prover_max_tokens))
+    if cfg.derl.enabled:  # the planner and the judge share derl.model
+        roles["derl"] = (cfg.derl.model, max(cfg.derl.plan_max_tokens, cfg.derl.judge_max_tokens))
+    return roles
+
+
+def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
+              positions: Callable[[str], int | None] = lambda model: None) -> RunPlan:
+    """`resolve`: a model as configured (a local model's name, or a folder) -> its folder;
+    `positions`: a model -> the longest sequence it takes (None: unknown)."""
+    forced = parse_staleness(cfg.forced_staleness)
+    window = (max(forced) if forced else cfg.max_staleness) + 1
+    g = cfg.generator
+    roles = {role: (resolve(model), tokens) for role, (model, tokens) in llm_roles(cfg).items()}
+    servers = []
+    for model in dict.fromkeys(m for m, _ in roles.values()):  # one server per model, in role order
+        served = tuple(r for r, (m, _) in roles.items() if m == model)
+        wanted = cfg.verifier.llm_prompt_tokens + max(roles[r][1] for r in served)
+        limit = positions(model)
+        if limit is not None and wanted > limit:
+            log.warning("LLM server for %s (%s): verifier.llm_prompt_tokens + the roles' max tokens is %d, "
+                        "more than the model's %d positions; it is capped there, and a prompt and answer "
+                        "longer than that are cut", model, ", ".join(served), wanted, limit)
+            wanted = limit
+        servers.append(ServerSpec(model, wanted, cfg.verifier.llm_num_gpus, cfg.verifier.llm_gpu_memory_utilization,
+                                  served))
+    return RunPlan(window=window, forced=forced,
+                   faults=tuple(parse_faults(cfg.faults, cfg.num_generators, cfg.num_verifiers, cfg.learner.num_ranks)),
+                   sampling=Sampling(g.temperature, g.top_p, g.max_new_tokens), policy_model=resolve(cfg.model),
+                   servers=tuple(servers), role_models={r: m for r, (m, _) in roles.items()})
