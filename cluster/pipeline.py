@@ -113,15 +113,16 @@ class Pipeline:
     def _make_verifier(self, i: int):
         import ray
 
+        from jury.cluster.recipes import CheckerRecipe, SchemeRecipe
         from jury.verifiers.worker import VerifierWorker
 
         cfg = self.cfg
-        gate = self._gate_factory()
         llm = self._llm_client("tinyv") if cfg.verifier.reward == "tinyv" else None
+        scheme = SchemeRecipe(cfg.verifier, self._gate_factory(), llm, self._derl_scorer(i))
         return ray.remote(VerifierWorker).options(
             num_cpus=cfg.verifier.num_cpus, resources=cfg.verifier.resources, max_restarts=cfg.max_restarts,
             runtime_env={"env_vars": self.env},
-        ).remote(cfg.verifier, f"verifier{i}", gate, llm, self._derl_scorer(i))
+        ).remote(cfg.verifier, f"verifier{i}", checker=CheckerRecipe(cfg.verifier), scheme=scheme)
 
     def _derl_scorer(self, i: int):
         """Verifier i's DeRL reward; its coin (random control) is seeded derl.seed + 1 + i."""
@@ -163,7 +164,7 @@ class Pipeline:
         return RayLLMClient(self.llm_servers[spec.model])
 
     def _gate_factory(self):
-        from jury.cluster.gates import GateFactory
+        from jury.cluster.recipes import GateFactory
 
         kind = self.cfg.verifier.gate
         if kind == "none":

@@ -136,21 +136,23 @@ def verifier_only(cfg, run_dir: Path) -> dict:
     """The recorded rollout groups through one worker (its process pool included), in this process."""
     from jury.experiments.replay import record_steps
     from jury.protocol.record import read_record
-    from jury.verifiers.worker import VerdictCache, VerifierWorker
+    from jury.verifiers.math.checker import VerdictCache
+    from jury.verifiers.worker import VerifierWorker
 
     if cfg.verifier.reward == "tinyv" or cfg.verifier.gate == "lean":
         return {"skipped": f"verifier-only needs its LLMs (reward {cfg.verifier.reward}, gate {cfg.verifier.gate})"}
-    from jury.cluster.gates import GateFactory
+    from jury.cluster.recipes import CheckerRecipe, GateFactory, SchemeRecipe
 
     groups = [g.group for f in record_steps(run_dir) for g in read_record(str(f))]
     for g in groups:
         for s in g.samples:
             s.answer = None  # as a generator sends it
-    worker = VerifierWorker(cfg.verifier, "bench", GateFactory(cfg.verifier.gate) if cfg.verifier.gate != "none"
-                            else None)
+    gate = GateFactory(cfg.verifier.gate) if cfg.verifier.gate != "none" else None
+    worker = VerifierWorker(cfg.verifier, "bench", checker=CheckerRecipe(cfg.verifier),
+                            scheme=SchemeRecipe(cfg.verifier, gate))
     try:
         worker.score(groups[0])  # start the pool's processes outside the timing
-        worker.cache = VerdictCache(cfg.verifier.cache_size)  # and nothing cached by that call
+        worker.checker.cache = VerdictCache(cfg.verifier.cache_size)  # and nothing cached by that call
         t0 = time.perf_counter()
         for g in groups:
             worker.score(g)

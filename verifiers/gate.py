@@ -6,7 +6,7 @@
     result.metrics()                             # its cost record (tokens, attempts, time), summed per call
     gate.close()                                 # processes it owns (Lean REPLs)
 
-A gate is built inside the verifier worker's own process (cluster/gates.py ships a recipe),
+A gate is built inside the verifier worker's own process (cluster/recipes.py ships a recipe),
 because it may own processes that cannot travel.
 """
 from __future__ import annotations

@@ -5,6 +5,7 @@
         view = GroupView(...)                         # answer keys, label verdicts, log-probs
         result = scheme.score(group, view)            # RewardResult: rewards, facts, counts
     scheme.stats()                                    # the scheme's own counters, for metrics
+    scheme.close()                                    # what it owns (a proof gate's Lean REPLs)
 
 The arithmetic of every scheme is a pure function in `rewards.py`; an object here adds
 what that function needs from outside the group: the proof gate (JURY-RL), the TinyV
@@ -23,7 +24,6 @@ from jury.protocol.messages import RolloutGroup
 from jury.verifiers import rewards
 from jury.verifiers.gate import ProofGate
 from jury.verifiers.llm import LLMClient
-from jury.verifiers.math.verify import answer_key
 from jury.verifiers.rewards import GroupView, RewardResult
 from jury.verifiers.tinyv import TinyVItem, tinyv_verify
 
@@ -39,6 +39,10 @@ class Scheme(Protocol):
         """Counters since the start, named as metrics (e.g. verifier/gate_calls)."""
         ...
 
+    def close(self) -> None:
+        """Release what it owns (a proof gate's processes)."""
+        ...
+
 
 class Pure:
     """A scheme that needs nothing but the group: ground truth, majority vote, self-certainty, entropy."""
@@ -52,6 +56,9 @@ class Pure:
     def stats(self) -> dict[str, float]:
         return {}
 
+    def close(self) -> None:
+        pass
+
 
 class Jury:
     """JURY-RL: the proof gate is asked about the majority answer only (rewards.jury)."""
@@ -63,7 +70,7 @@ class Jury:
 
     def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
         # the gate reads the answer as written, not its vote key
-        answers = {answer_key(s.answer): s.answer for s in group.samples if s.answer is not None}
+        answers = {key: s.answer for key, s in zip(view.answer_keys, group.samples) if key is not None}
         result = rewards.jury(view, gate=lambda problem, key: self._ask(problem, answers.get(key, key)),
                               fallback=self.fallback, c=self.c)
         return replace(result, scheme="jury")
@@ -82,6 +89,10 @@ class Jury:
         calls = max(1, self.calls)
         return {"verifier/gate_calls": self.calls, "verifier/gate_proved": self.proved,
                 **{f"{k}_per_call": v / calls for k, v in self.totals.items()}}
+
+    def close(self) -> None:
+        if self.gate is not None:
+            self.gate.close()
 
 
 class TinyV:
@@ -119,6 +130,9 @@ class TinyV:
         out = {f"verifier/{k}": v for k, v in self.counts.items() if k != "groups"}
         out["verifier/tinyv_s_per_group"] = self.counts["tinyv_s"] / max(1, self.counts["groups"])
         return out
+
+    def close(self) -> None:
+        pass
 
 
 def make_scheme(cfg: VerifierConfig, *, gate: ProofGate | None = None, llm: LLMClient | None = None) -> Scheme:

@@ -1,9 +1,14 @@
-"""Verifier worker: RolloutGroups in, ScoredGroups out.
+"""Verifier worker: RolloutGroups in, ScoredGroups out. Its loop, a label checker and a scheme.
 
-    loop:  group = rollouts.get()               # ZeroMQ PULL, bound here; generators connect
-           verdicts = check(samples vs label)   # cache, then a process pool with a hard timeout
-           result = scheme.score(group, view)   # verifiers/schemes.py: ground truth, vote, JURY-RL, ...
-           scored.send(ScoredGroup)             # ZeroMQ PUSH to the learner
+    loop:  group = rollouts.get()                     # ZeroMQ PULL, bound here; generators connect
+           answers, keys = checker.extract, .key      # verifiers/checker.py (math: verifiers/math/checker.py)
+           verdicts = checker.check(answers, label)   # cache, then a process pool with a hard timeout
+           result = scheme.score(group, view)         # verifiers/schemes.py: ground truth, vote, JURY-RL, ...
+           scored.send(ScoredGroup)                   # ZeroMQ PUSH to the learner
+
+The checker and the scheme are built here, in this process, from recipes the wiring ships
+(cluster/recipes.py): they may own processes (the check pool, Lean REPLs) that cannot travel,
+and the wiring composes them (DeRL wraps the run's scheme). A new domain is a new checker.
 
 Verdicts against the label are always computed when a label exists, because the pass
 rate is a metric every run wants; whether the reward may read them is the scheme's
@@ -17,7 +22,7 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
+from typing import Callable
 
 import numpy as np
 
@@ -25,53 +30,22 @@ from jury.protocol.config import VerifierConfig
 from jury.protocol.messages import RolloutGroup, ScoredGroup, Shutdown, Verdict
 from jury.protocol.transport import Receiver, Sender
 from jury.verifiers import rewards as reward_schemes
-from jury.verifiers.derl.scorer import DerlScheme
-from jury.verifiers.math.verify import Judgement, answer_key, extract_answer, normalize, quick_check
-from jury.verifiers.pool import CheckPool
-from jury.verifiers.schemes import make_scheme
+from jury.verifiers.checker import LabelChecker
+from jury.verifiers.schemes import Scheme
 
 log = logging.getLogger(__name__)
-CHECK_FN = "jury.verifiers.math.verify:judge"
 SCORE_ATTEMPTS = 3
-NAME = "math"
-
-
-class VerdictCache:
-    """(normalised answer, normalised reference, accept_rounded) -> Judgement, least recently used out first."""
-
-    def __init__(self, size: int):
-        self.size, self._d = size, OrderedDict()
-        self.hits = self.misses = 0
-
-    def get(self, key):
-        kind = self._d.get(key)
-        if kind is None:
-            self.misses += 1
-            return None
-        self._d.move_to_end(key)
-        self.hits += 1
-        return kind
-
-    def put(self, key, kind: Judgement):
-        self._d[key] = kind
-        if len(self._d) > self.size:
-            self._d.popitem(last=False)
 
 
 class VerifierWorker:
-    def __init__(self, cfg: VerifierConfig, worker_id: str, gate_factory=None, llm=None, derl=None):
-        """`llm`: an LLMClient for TinyV; `derl`: a derl.scorer.DerlScorer when derl.enabled (its
-        scheme then wraps the run's). A gate is built here, in this process: it may own processes
-        (Lean REPLs) that cannot be shipped."""
+    def __init__(self, cfg: VerifierConfig, worker_id: str, *, checker: Callable[[], LabelChecker],
+                 scheme: Callable[[], Scheme]):
+        """`checker`, `scheme`: recipes called here, in this process (cluster/recipes.py)."""
         self.cfg, self.worker_id = cfg, worker_id
-        self.gate = gate_factory() if gate_factory else None
-        self.scheme = make_scheme(cfg, gate=self.gate, llm=llm)
-        if derl is not None:
-            self.scheme = DerlScheme(derl, self.scheme)
-        self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
-        self.cache = VerdictCache(cfg.cache_size)
+        self.checker = checker()
+        self.scheme = scheme()
         self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "score_retries": 0,
-                                         "verify_s": 0.0, "pool_checks": 0, "rounded_accepts": 0}
+                                         "verify_s": 0.0}
         self.kinds: dict[str, int] = {}
         self.rollouts = self.scored = None
         self._thread = None
@@ -99,7 +73,7 @@ class VerifierWorker:
         except BaseException:
             log.critical("%s: the verifier loop died; the actor exits so that Ray restarts it", self.worker_id,
                          exc_info=True)
-            self.pool.close()
+            self.checker.close()
             logging.shutdown()
             os._exit(70)
 
@@ -131,7 +105,7 @@ class VerifierWorker:
         else:
             self.counts["failed_groups"] += 1
             g = len(group.samples)
-            scored = ScoredGroup(group=group, verdicts=[Verdict("error", NAME, 0.0)] * g,
+            scored = ScoredGroup(group=group, verdicts=[Verdict("error", self.checker.name, 0.0)] * g,
                                  rewards=np.zeros(g, np.float32), scheme=self.cfg.reward, majority_answer=None,
                                  vote_share=0.0, gate=None, num_distinct=0, verify_s=0.0,
                                  counts={"verifier/failed_groups": 1.0}, worker_id=self.worker_id, error=error)
@@ -146,15 +120,15 @@ class VerifierWorker:
 
     def _score(self, group: RolloutGroup) -> ScoredGroup:
         """Extract, check against the label (when there is one), then the run's scheme."""
-        for s in group.samples:
-            s.answer = extract_answer(s.text)
-        label = group.task.label
-        verdicts = self._verdicts([s.answer for s in group.samples], label) if label is not None else \
+        for sample in group.samples:
+            sample.answer = self.checker.extract(sample.text)
+        answers, label = [sample.answer for sample in group.samples], group.task.label
+        verdicts = self.checker.check(answers, label) if label is not None else \
             [Verdict("inconclusive", "none", 0.0) for _ in group.samples]
         view = reward_schemes.GroupView(
-            answer_keys=[answer_key(s.answer) for s in group.samples],
+            answer_keys=[self.checker.key(a) for a in answers],
             verdicts=[v.kind for v in verdicts] if label is not None else None,
-            token_logprobs=[s.logprobs.tolist() for s in group.samples],
+            token_logprobs=[sample.logprobs.tolist() for sample in group.samples],
             problem=group.task.prompt,
         )
         result = self.scheme.score(group, view)
@@ -165,49 +139,14 @@ class VerifierWorker:
                            verify_s=0.0, worker_id=self.worker_id, counts=dict(result.counts),
                            pass_rate=correct / len(verdicts) if verdicts and label is not None else float("nan"))
 
-    def _verdicts(self, answers: list[str | None], label: str) -> list[Verdict]:
-        """Cache, then the cheap in-process check, then the pool for what is left."""
-        out: list[Verdict | None] = [None] * len(answers)
-        ref = normalize(label)
-        todo = []
-        for i, a in enumerate(answers):
-            t0 = time.perf_counter()
-            if a is None:
-                out[i] = Verdict("no_answer", NAME, 0.0)
-                continue
-            key = (normalize(a), ref, self.cfg.accept_rounded)  # verdicts depend on the rounding setting
-            hit = self.cache.get(key)
-            if hit is not None:
-                out[i] = Verdict(hit.verdict, NAME, time.perf_counter() - t0, cache_hit=True)
-                self.counts["rounded_accepts"] += hit.rounded
-                continue
-            kind = quick_check(a, label)
-            if kind is not None:
-                self.cache.put(key, Judgement(kind, False))
-                out[i] = Verdict(kind, NAME, time.perf_counter() - t0)
-                continue
-            todo.append((i, key))
-        if todo:
-            results = self.pool.map(CHECK_FN, [(answers[i], label, self.cfg.accept_rounded) for i, _ in todo])
-            self.counts["pool_checks"] += len(todo)
-            for (i, key), r in zip(todo, results):
-                kind = r.value.verdict if r.status == "ok" else r.status  # "timeout" | "error" are verdicts too
-                if r.status == "ok":
-                    self.cache.put(key, r.value)
-                    self.counts["rounded_accepts"] += r.value.rounded
-                out[i] = Verdict(kind, NAME, r.latency_s)
-        return out
-
     # ── control ──
     def stats(self) -> dict:
-        c = self.cache
         out = {f"verifier/{k}": v for k, v in self.counts.items()}
         out.update({f"verifier/verdict_{k}": v for k, v in self.kinds.items()})
-        out["verifier/cache_hit_rate"] = c.hits / max(1, c.hits + c.misses)
+        out.update(self.checker.stats())
         out.update(self.scheme.stats())
         if "verifier/tinyv_asked" in out:
             out["verifier/tinyv_share"] = out["verifier/tinyv_asked"] / max(1, self.counts["samples"])
-        out["verifier/pool_restarts"] = self.pool.restarts
         if self.rollouts:
             out.update(self.rollouts.stats.as_dict("verifier/rollouts"))
             out["verifier/queue_depth"] = self.rollouts.depth()
@@ -219,9 +158,8 @@ class VerifierWorker:
             self._thread.join(timeout=30)
             self.rollouts.close()
             self.scored.close()
-        self.pool.close()
-        if self.gate is not None:
-            self.gate.close()
+        self.checker.close()
+        self.scheme.close()
 
     def is_started(self) -> bool:
         """False after Ray restarted this actor: the driver wires it in again."""

@@ -21,6 +21,7 @@ from jury.verifiers.arith_gate import ArithOutcome
 from jury.verifiers.derl.reward import RandomReward
 from jury.verifiers.derl.scorer import DerlScorer
 from jury.verifiers.llm import Completion
+from jury.cluster.recipes import CheckerRecipe, SchemeRecipe
 from jury.verifiers.worker import VerifierWorker
 
 PLAN = "Combine the quantities by counting on from the larger one."  # no number words: they leak
@@ -153,7 +154,9 @@ def test_scorer_refuses_what_it_cannot_score():
 
 def test_worker_scores_diversifying_groups_with_the_label_check():
     client = Scripted(similar=lambda s: "counting" in s)
-    w = VerifierWorker(VerifierConfig(reward="majority_vote"), "v0", derl=DerlScorer(DerlConfig(), client, seed=0))
+    cfg = VerifierConfig(reward="majority_vote")
+    w = VerifierWorker(cfg, "v0", checker=CheckerRecipe(cfg),
+                       scheme=SchemeRecipe(cfg, derl=DerlScorer(DerlConfig(), client, seed=0)))
     try:
         texts = ["\\boxed{12}", "counting on \\boxed{12}", "\\boxed{13}", "\\boxed{13}", "\\boxed{13}"]
         samples = [Sample(np.arange(3, dtype=np.int32), np.full(3, -0.5, np.float32), t, "stop") for t in texts]
@@ -181,8 +184,9 @@ def test_diversifying_groups_skip_the_runs_scheme_and_its_gate():
         def close(self):
             pass
 
-    w = VerifierWorker(VerifierConfig(reward="jury"), "v0", gate_factory=Gate,
-                       derl=DerlScorer(DerlConfig(), Scripted(), seed=0))
+    cfg = VerifierConfig(reward="jury")
+    w = VerifierWorker(cfg, "v0", checker=CheckerRecipe(cfg),
+                       scheme=SchemeRecipe(cfg, gate=Gate, derl=DerlScorer(DerlConfig(), Scripted(), seed=0)))
     try:
         texts = ["\\boxed{12}", "\\boxed{13}", "\\boxed{13}"]
         samples = [Sample(np.arange(3, dtype=np.int32), np.full(3, -0.5, np.float32), t, "stop") for t in texts]

@@ -5,10 +5,16 @@ import pytest
 from jury.protocol.config import VerifierConfig
 from conftest import push_frames
 
-from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup, encode
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup, Verdict, encode
 from jury.protocol.transport import Receiver
 from jury.verifiers.arith_gate import ArithGate
+from jury.cluster.recipes import CheckerRecipe, SchemeRecipe
 from jury.verifiers.worker import VerifierWorker
+
+
+def make_worker(cfg, name, gate=None, llm=None):
+    """A worker as the wiring builds one: the math checker and the run's scheme."""
+    return VerifierWorker(cfg, name, checker=CheckerRecipe(cfg), scheme=SchemeRecipe(cfg, gate, llm))
 
 
 def _group(texts, label="12", prompt="Compute 5+7.\n", index=0):
@@ -19,7 +25,7 @@ def _group(texts, label="12", prompt="Compute 5+7.\n", index=0):
 
 @pytest.fixture
 def worker():
-    w = VerifierWorker(VerifierConfig(reward="ground_truth", check_timeout_s=2.0), "v0", gate_factory=ArithGate)
+    w = make_worker(VerifierConfig(reward="ground_truth", check_timeout_s=2.0), "v0", gate=ArithGate)
     yield w
     w.stop()
 
@@ -37,7 +43,7 @@ def test_ground_truth_verdicts_rewards_and_cache(worker):
 
 @pytest.mark.parametrize("accept_rounded", [False, True])
 def test_rounded_answers_follow_the_setting_and_are_counted_apart(accept_rounded):
-    w = VerifierWorker(VerifierConfig(reward="ground_truth", accept_rounded=accept_rounded), "v3")
+    w = make_worker(VerifierConfig(reward="ground_truth", accept_rounded=accept_rounded), "v3")
     try:
         texts = ["\\boxed{0.333}", "\\boxed{\\frac{1}{3}}", "\\boxed{0.3}"]
         for _ in range(2):  # the second time from the cache, counted again
@@ -49,7 +55,7 @@ def test_rounded_answers_follow_the_setting_and_are_counted_apart(accept_rounded
 
 
 def test_jury_reward_with_the_arithmetic_gate():
-    w = VerifierWorker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate_factory=ArithGate)
+    w = make_worker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate=ArithGate)
     try:
         # majority 12 (4 of 6) is right: the gate proves it, rewards are 1[a = majority]
         sg = w.score(_group(["\\boxed{12}"] * 4 + ["\\boxed{11}", "\\boxed{3}"]))
@@ -106,8 +112,8 @@ def test_a_dead_check_process_costs_no_verdict(worker):
     import os
     import signal
 
-    os.kill(worker.pool._workers[0].proc.pid, signal.SIGKILL)
-    worker.pool._workers[0].proc.join(5)
+    os.kill(worker.checker.pool._workers[0].proc.pid, signal.SIGKILL)
+    worker.checker.pool._workers[0].proc.join(5)
     sg = worker.score(_group(["\\boxed{\\frac{24}{2}}", "\\boxed{6+6}", "\\boxed{13}"], index=3))
     assert [v.kind for v in sg.verdicts] == ["correct", "correct", "incorrect"] and sg.error is None
     assert worker.stats()["verifier/pool_restarts"] == 1
@@ -142,7 +148,7 @@ class _ScriptedTinyV:
 
 def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
     llm = _ScriptedTinyV()
-    w = VerifierWorker(VerifierConfig(reward="tinyv"), "v2", llm=llm)
+    w = make_worker(VerifierConfig(reward="tinyv"), "v2", llm=llm)
     try:
         sg = w.score(_group(["\\boxed{12}", "\\boxed{13}", "nothing", "\\boxed{11}"]))
         assert len(llm.prompts) == 2 and "13" in llm.prompts[0] and "11" in llm.prompts[1]
@@ -152,5 +158,40 @@ def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
         sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
         assert sg.rewards.tolist() == [1.0, 0.0]  # the rules' verdicts stand
         assert w.stats()["verifier/tinyv_failed"] == 1
+    finally:
+        w.stop()
+
+
+class ExactChecker:
+    """Another domain behind the label-checker protocol (verifiers/checker.py): exact text."""
+
+    name = "exact"
+
+    def extract(self, text):
+        return text.strip() or None
+
+    def key(self, answer):
+        return answer
+
+    def check(self, answers, label):
+        return [Verdict("no_answer" if a is None else "correct" if a == label else "incorrect", self.name, 0.0)
+                for a in answers]
+
+    def stats(self):
+        return {"verifier/exact_checks": 1.0}
+
+    def close(self):
+        pass
+
+
+def test_a_new_checker_plugs_in_without_touching_the_worker():
+    cfg = VerifierConfig(reward="majority_vote")
+    w = VerifierWorker(cfg, "vx", checker=ExactChecker, scheme=SchemeRecipe(cfg))
+    try:
+        sg = w.score(_group(["print(1)", "print(1)", "print(2)", " "], label="print(2)"))
+        assert [v.kind for v in sg.verdicts] == ["incorrect", "incorrect", "correct", "no_answer"]
+        assert {v.verifier for v in sg.verdicts} == {"exact"}
+        assert sg.rewards.tolist() == [1.0, 1.0, 0.0, 0.0] and sg.majority_answer == "print(1)"
+        assert w.stats()["verifier/exact_checks"] == 1.0
     finally:
         w.stop()

@@ -95,3 +95,6 @@ class DerlScheme:
 
     def stats(self) -> dict[str, float]:
         return self.inner.stats()
+
+    def close(self) -> None:
+        self.inner.close()

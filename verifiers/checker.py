@@ -1,0 +1,31 @@
+"""The label checker's one call convention: how a domain reads samples and checks them.
+
+    checker = MathChecker(cfg)                 # verifiers/math/checker.py (code execution, another domain: a new file)
+    answers = [checker.extract(s.text) for s in group.samples]
+    keys = [checker.key(a) for a in answers]   # vote keys: equivalent answers, equal keys; None never votes
+    verdicts = checker.check(answers, label)   # a Verdict per sample against the label
+    checker.stats(); checker.close()           # its counters (metrics); processes it owns
+
+The worker calls it once per group; the run's reward scheme (verifiers/schemes.py) reads the
+keys and verdicts. A checker is built inside the worker's own process (it may own a process
+pool), from a picklable recipe the wiring ships.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from jury.protocol.messages import Verdict
+
+
+class LabelChecker(Protocol):
+    name: str  # the Verdict.verifier of its verdicts
+
+    def extract(self, text: str) -> str | None: ...
+
+    def key(self, answer: str | None) -> str | None: ...
+
+    def check(self, answers: list[str | None], label: str) -> list[Verdict]: ...
+
+    def stats(self) -> dict[str, float]: ...
+
+    def close(self) -> None: ...

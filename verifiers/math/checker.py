@@ -1,0 +1,100 @@
+"""The rule-based math verifier behind the label-checker protocol (verifiers/checker.py).
+
+    verdicts = MathChecker(cfg).check(answers, label)
+        each answer: the verdict cache, then the cheap in-process check (quick_check), then
+        the process pool with a hard timeout for what is left (judge: symbolic, may hang)
+
+A verdict of the pool that is not "ok" is a verdict too ("timeout" | "error"), never a silent
+"incorrect". Verdicts depend on the rounding setting, so it is part of the cache key.
+"""
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+from jury.protocol.config import VerifierConfig
+from jury.protocol.messages import Verdict
+from jury.verifiers.math.verify import Judgement, answer_key, extract_answer, normalize, quick_check
+from jury.verifiers.pool import CheckPool
+
+CHECK_FN = "jury.verifiers.math.verify:judge"
+
+
+class VerdictCache:
+    """(normalised answer, normalised reference, accept_rounded) -> Judgement, least recently used out first."""
+
+    def __init__(self, size: int):
+        self.size, self._d = size, OrderedDict()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        kind = self._d.get(key)
+        if kind is None:
+            self.misses += 1
+            return None
+        self._d.move_to_end(key)
+        self.hits += 1
+        return kind
+
+    def put(self, key, kind: Judgement):
+        self._d[key] = kind
+        if len(self._d) > self.size:
+            self._d.popitem(last=False)
+
+
+class MathChecker:
+    name = "math"
+
+    def __init__(self, cfg: VerifierConfig):
+        self.cfg = cfg
+        self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
+        self.cache = VerdictCache(cfg.cache_size)
+        self.counts = {"pool_checks": 0, "rounded_accepts": 0}
+
+    def extract(self, text: str) -> str | None:
+        return extract_answer(text)
+
+    def key(self, answer: str | None) -> str | None:
+        return answer_key(answer)
+
+    def check(self, answers: list[str | None], label: str) -> list[Verdict]:
+        """Cache, then the cheap in-process check, then the pool for what is left."""
+        out: list[Verdict | None] = [None] * len(answers)
+        ref = normalize(label)
+        todo = []
+        for i, a in enumerate(answers):
+            t0 = time.perf_counter()
+            if a is None:
+                out[i] = Verdict("no_answer", self.name, 0.0)
+                continue
+            key = (normalize(a), ref, self.cfg.accept_rounded)
+            hit = self.cache.get(key)
+            if hit is not None:
+                out[i] = Verdict(hit.verdict, self.name, time.perf_counter() - t0, cache_hit=True)
+                self.counts["rounded_accepts"] += hit.rounded
+                continue
+            kind = quick_check(a, label)
+            if kind is not None:
+                self.cache.put(key, Judgement(kind, False))
+                out[i] = Verdict(kind, self.name, time.perf_counter() - t0)
+                continue
+            todo.append((i, key))
+        if todo:
+            results = self.pool.map(CHECK_FN, [(answers[i], label, self.cfg.accept_rounded) for i, _ in todo])
+            self.counts["pool_checks"] += len(todo)
+            for (i, key), r in zip(todo, results):
+                kind = r.value.verdict if r.status == "ok" else r.status  # "timeout" | "error" are verdicts too
+                if r.status == "ok":
+                    self.cache.put(key, r.value)
+                    self.counts["rounded_accepts"] += r.value.rounded
+                out[i] = Verdict(kind, self.name, r.latency_s)
+        return out
+
+    def stats(self) -> dict[str, float]:
+        c = self.cache
+        return {**{f"verifier/{k}": v for k, v in self.counts.items()},
+                "verifier/cache_hit_rate": c.hits / max(1, c.hits + c.misses),
+                "verifier/pool_restarts": self.pool.restarts}
+
+    def close(self) -> None:
+        self.pool.close()
