@@ -23,7 +23,7 @@ import numpy as np
 
 from jury.actors.occupancy import Occupancy, stat_logger
 from jury.protocol.config import GeneratorConfig
-from jury.protocol.messages import PromptTask, RolloutGroup, Sample, Shutdown, WeightUpdate
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, WeightUpdate
 from jury.protocol.transport import Receiver, Sender
 
 log = logging.getLogger(__name__)
@@ -110,17 +110,14 @@ class Generator:
         _exit_actor(self.engine)
 
     async def _loop(self):
-        while True:
-            msg = await asyncio.to_thread(self.tasks.get, 0.2)
-            if msg is None:
-                continue
-            if isinstance(msg, Shutdown):  # local: stop() woke the queue
-                break
-            await self._open.wait()
-            await self._injected_fault()
-            await self._slots.acquire()
-            self._begin()
-            self._spawn(msg)
+        await self.tasks.serve_async(self._take)  # until stop() wakes the queue
+
+    async def _take(self, task: PromptTask):
+        await self._open.wait()
+        await self._injected_fault()
+        await self._slots.acquire()
+        self._begin()
+        self._spawn(task)
 
     def _spawn(self, task: PromptTask):
         key, self._spawned = self._spawned, self._spawned + 1

@@ -3,11 +3,13 @@
 TinyV, the Lean gate's autoformalizer / consistency checker / prover, LLM judges and
 DeRL's planner all ask a model questions; each gets one of these. It answers whole
 batches of prompts with n completions each; prompts are wrapped in the model's chat
-template when it has one (instruction-tuned verifiers expect it).
+template when it has one (instruction-tuned verifiers expect it). Its lifecycle is
+protocol/lifecycle.py's (pid, stop).
 """
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 
@@ -58,6 +60,9 @@ class LLMServer:
 
     async def stats(self) -> dict:
         return {"calls": self.calls, "prompts": self.prompts, "tokens": self.tokens, "busy_s": self.busy_s}
+
+    async def pid(self) -> int:
+        return os.getpid()
 
     async def stop(self):
         self.engine.shutdown()

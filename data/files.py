@@ -306,14 +306,3 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, object]]:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as e:
                 raise ValueError(f"{path}:{lineno}: not JSON ({e.msg})") from None
-
-
-def load_jsonl(path: str | Path) -> list[Problem]:
-    """Every problem of a JSONL file with "problem" and "answer" fields, in file order.
-
-    Any bad line refuses the whole file, naming its line numbers: a half-read dataset would
-    silently change what an experiment trains on.
-    """
-    data = DataConfig(format="jsonl")
-    check_dataset(str(path), data)
-    return list(read_problems(str(path), data))

@@ -104,11 +104,6 @@ def chain_solution(p: Problem) -> str:
     return "\n".join(lines + [f"\\boxed{{{total:0{CHAIN_WIDTH}d}}}"])
 
 
-def chain_bucket(terms: int) -> tuple[int, int]:
-    """The CHAIN_BUCKETS entry a term count falls in."""
-    return next(b for b in CHAIN_BUCKETS if b[0] <= terms <= b[1])
-
-
 def chain_problems(seed: int) -> Iterator[Problem]:
     """An endless, reproducible stream of chain problems."""
     rng = random.Random(seed)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 
-from jury.protocol.messages import ScoredGroup, Shutdown
+from jury.protocol.messages import ScoredGroup
 from jury.protocol.transport import RateLimitedLog, Receiver
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class ScoredInbox:
 
     def poll(self, version: int, timeout: float):
         msg = self.receiver.get(timeout=timeout)
-        if msg is not None and not isinstance(msg, Shutdown):  # Shutdown: local, stop() woke the queue
+        if isinstance(msg, ScoredGroup):  # not None (nothing came), nor a Shutdown (stop() woke the queue)
             self.offer(msg, version)
 
     def wait_batch(self, step: int, version: int, timeout_s: float) -> tuple[list[ScoredGroup], list[int]]:

@@ -19,7 +19,7 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 import msgpack
 import numpy as np
@@ -34,6 +34,13 @@ class DecodeError(ValueError):
     """A frame that is not a valid message of a known type."""
 
 
+# ── the kinds a field may take (the codec refuses any other value) ───────────
+TaskKind = Literal["original", "diversify"]  # DeRL: a dataset prompt, or one with a proof plan to avoid
+FinishReason = Literal["stop", "length", "abort", "error", "repetition"]  # vLLM's, as str(FinishReason)
+VerdictKind = Literal["correct", "incorrect", "no_answer", "inconclusive", "timeout", "error"]
+GateOutcomeKind = Literal["proved", "inconclusive"]  # the proof gate about the majority answer
+
+
 # ── messages ────────────────────────────────────────────────────────────────
 @dataclass
 class PromptTask:
@@ -43,7 +50,7 @@ class PromptTask:
     prompt: str
     label: str | None          # ground truth; only label-reading reward schemes look at it
     source: str
-    kind: str = "original"     # DeRL: "original" | "diversify"
+    kind: TaskKind = "original"
     admitted_version: int = 0  # generator policy version when the feeder admitted it
     max_new_tokens: int = 0    # 0 = the generator's default
     problem: str | None = None  # DeRL "diversify": the bare statement, for the judge (prompt holds the plan too)
@@ -56,7 +63,7 @@ class Sample:
     token_ids: np.ndarray      # (T,) int32, completion only
     logprobs: np.ndarray       # (T,) float32, behaviour log-prob of each sampled token
     text: str
-    finish_reason: str         # "stop" | "length" | "abort"
+    finish_reason: FinishReason
     answer: str | None = None
     # (T,) int32, the policy version that sampled each token; only under sync_mode "inflight",
     # where a sync can land mid-sample. Empty: every token is from the group's version_start
@@ -80,7 +87,7 @@ class RolloutGroup:
 @dataclass
 class Verdict:
     """The verifier's decision about one sample."""
-    kind: str                  # correct | incorrect | no_answer | inconclusive | timeout | error
+    kind: VerdictKind
     verifier: str
     latency_s: float
     cache_hit: bool = False
@@ -95,7 +102,7 @@ class ScoredGroup:
     scheme: str
     majority_answer: str | None
     vote_share: float
-    gate: str | None           # proof gate outcome for the majority answer: proved | inconclusive | None
+    gate: GateOutcomeKind | None  # None: no gate was asked
     num_distinct: int
     verify_s: float
     worker_id: str = ""
@@ -133,7 +140,7 @@ class LedgerRow:
     task_id: str
     index: int
     step: int
-    kind: str
+    kind: TaskKind
     source: str
     admitted_version: int
     version_start: int
@@ -161,7 +168,7 @@ class CorrectSample:
     """The first sample of a trained group that the label check called correct (DeRL's plan
     store keeps one chain of thought per problem, so one per group is enough)."""
     index: int
-    kind: str
+    kind: TaskKind
     text: str
     answer: str | None
 
@@ -314,6 +321,10 @@ def _coerce(value, hint, path):
             except DecodeError:
                 continue
         raise DecodeError(f"{path}: {type(value).__name__} is not {hint}")
+    if origin is Literal:
+        if value in typing.get_args(hint) and type(value) in {type(a) for a in typing.get_args(hint)}:
+            return value
+        raise DecodeError(f"{path}: {value!r} is not one of {list(typing.get_args(hint))}")
     if hint is type(None):
         if value is None:
             return None

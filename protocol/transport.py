@@ -15,11 +15,13 @@ hundred kilobytes more, so many tiny messages can be in flight, few large ones.)
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
 import time
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 import zmq
 
@@ -168,6 +170,25 @@ class Receiver:
             return self._queue.get(timeout=timeout)
         except queue.Empty:
             return None
+
+    def serve(self, handle: Callable[[object], None], poll_s: float = 0.5):
+        """The receive loop of a consumer: each message to `handle`, in order, until `wake` (its
+        owner's stop()) puts a Shutdown in the queue. Returns then."""
+        while True:
+            msg = self.get(timeout=poll_s)
+            if isinstance(msg, Shutdown):
+                return
+            if msg is not None:
+                handle(msg)
+
+    async def serve_async(self, handle: Callable[[object], Awaitable[None]], poll_s: float = 0.2):
+        """`serve` for an asyncio actor: the blocking get runs in a thread, `handle` is awaited."""
+        while True:
+            msg = await asyncio.to_thread(self.get, poll_s)
+            if isinstance(msg, Shutdown):
+                return
+            if msg is not None:
+                await handle(msg)
 
     def wake(self, reason: str = "stop"):
         """Make a blocked `get` return a Shutdown (a local message, never on the wire)."""

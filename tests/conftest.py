@@ -43,6 +43,17 @@ def descendants(pid):
         return []
 
 
+def load_jsonl(path):
+    """Every problem of a JSONL file with "problem" and "answer" fields, in file order; any bad
+    line refuses the whole file (DataError naming its lines): the reader a run uses."""
+    from jury.data.files import check_dataset, read_problems
+    from jury.protocol.config import DataConfig
+
+    data = DataConfig(format="jsonl")
+    check_dataset(str(path), data)
+    return list(read_problems(str(path), data))
+
+
 def push_frames(endpoint: str, items: list[list[bytes]]):
     """Each item's frames sent as they are, in order, from a plain ZeroMQ PUSH socket of our own:
     what anyone who reaches a port can send (a message is encode(msg); a bad one is any bytes)."""

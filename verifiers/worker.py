@@ -27,7 +27,7 @@ from typing import Callable
 import numpy as np
 
 from jury.protocol.config import VerifierConfig
-from jury.protocol.messages import RolloutGroup, ScoredGroup, Shutdown, Verdict
+from jury.protocol.messages import RolloutGroup, ScoredGroup, Verdict
 from jury.protocol.transport import Receiver, Sender
 from jury.verifiers import rewards as reward_schemes
 from jury.verifiers.checker import LabelChecker
@@ -78,14 +78,11 @@ class VerifierWorker:
             os._exit(70)
 
     def _serve(self):
-        while True:
-            msg = self.rollouts.get(timeout=0.5)
-            if msg is None:
-                continue
-            if isinstance(msg, Shutdown):  # local: stop() woke the queue
-                return
-            self._injected_fault()
-            self.scored.send(self.score(msg))
+        self.rollouts.serve(self._handle)  # until stop() wakes the queue
+
+    def _handle(self, group: RolloutGroup):
+        self._injected_fault()
+        self.scored.send(self.score(group))
 
     # ── the work ──
     def score(self, group: RolloutGroup) -> ScoredGroup:

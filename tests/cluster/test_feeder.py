@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from jury.data.files import load_jsonl
+from conftest import load_jsonl
 from jury.data.tasks import synthetic_problems
 from jury.protocol.config_load import load_config
 from jury.protocol.plan import make_plan

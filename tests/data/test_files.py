@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from jury.data.problems import DataError
-from jury.data.files import load_jsonl
+from conftest import load_jsonl
 from jury.data.files import buffered_shuffle, check_dataset, detect_format, epoch_stream, read_problems
 from jury.protocol.config import DataConfig
 

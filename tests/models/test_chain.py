@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jury.data.tasks import CHAIN_BUCKETS, CHAIN_HIGH, CHAIN_LOW, chain_bucket, chain_problem, chain_problems, chain_solution, chain_terms, problem_stream
+from jury.data.tasks import CHAIN_BUCKETS, CHAIN_HIGH, CHAIN_LOW, chain_problem, chain_problems, chain_solution, chain_terms, problem_stream
 from jury.data.problems import PROMPT_SUFFIX, Problem
 from jury.protocol.config_load import load_config
 
@@ -60,6 +60,9 @@ def test_term_counts_are_long_tailed_over_2_to_40():
     assert min(counts) == 2 and max(counts) >= 38 and max(counts) <= 40
     assert statistics.median(counts) <= 5           # most problems are short ...
     assert 0.05 < sum(n >= 20 for n in counts) / len(counts) < 0.2  # ... with a tail of long ones
+    def chain_bucket(terms):
+        return next(b for b in CHAIN_BUCKETS if b[0] <= terms <= b[1])
+
     assert chain_bucket(2) == (2, 3) and chain_bucket(40) == (16, 40)
     assert [b for b in CHAIN_BUCKETS if b[0] <= 9 <= b[1]] == [chain_bucket(9)]
     with pytest.raises(ValueError, match="terms must be in 2..40"):

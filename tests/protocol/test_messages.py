@@ -110,3 +110,15 @@ def test_unknown_python_objects_cannot_be_encoded():
         encode(_task(label={"a"}))
     with pytest.raises(TypeError):
         encode({"t": "PromptTask"})
+
+
+@pytest.mark.parametrize("fields, why", [
+    ({"kind": "maybe", "verifier": "math", "latency_s": 0.0}, r"Verdict\.kind: 'maybe' is not one of"),
+    ({"kind": 1, "verifier": "math", "latency_s": 0.0}, r"Verdict\.kind"),
+])
+def test_a_kind_outside_its_literal_is_refused(fields, why):
+    frame = msgpack.packb({"t": "Verdict", "v": 1, "f": fields})
+    with pytest.raises(DecodeError, match=why):
+        decode([frame])
+    good = decode([msgpack.packb({"t": "Verdict", "v": 1, "f": {**fields, "kind": "timeout"}})])
+    assert good.kind == "timeout"
