@@ -263,15 +263,16 @@ class ProofChecker:
             return self._commands
 
     def _screen(self, statement: str, submission: str) -> tuple[str | None, str | None]:
-        """(why the statement or file is refused, the target's full name): the screen's own
-        lists first, then, for what passed them, the environment's command words."""
-        refused = screen(signature_of(statement))
-        screened = screen_file(submission)
-        if refused is None and screened.reason is None:
+        """(why the statement or file is refused, the target's full name), with the
+        environment's command words; until Lean was asked for them, the screen's own lists
+        first, so a file they refuse costs no query."""
+        environment = self._commands
+        if environment is None:
+            refused, screened = screen(signature_of(statement)), screen_file(submission)
+            if refused is not None or screened.reason is not None:
+                return refused or screened.reason, None
             environment = self.environment_commands()
-            if environment:
-                refused = screen(signature_of(statement), environment)
-                screened = screen_file(submission, environment)
+        refused, screened = screen(signature_of(statement), environment), screen_file(submission, environment)
         return refused or screened.reason, screened.target
 
     def check(self, statement: str, proof_file: str) -> ProofVerdict:

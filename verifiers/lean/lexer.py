@@ -28,6 +28,7 @@ transliterates Lean's functions; the tests fuzz this lexer against it.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import Iterator
@@ -103,10 +104,13 @@ def _is_symbol_char(c: str) -> bool:
     return not (c in " \n" or is_id_rest(c) or c in OPENERS or c in CLOSERS or c in "\"'«»")
 
 
+_NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e\n]")
+_ASCII_ID_REST = re.compile(r"[A-Za-z0-9_'!?]*")
+
+
 def check_characters(src: str) -> None:
-    for i, c in enumerate(src):
-        if c == "\n" or c == " ":
-            continue
+    for m in _NOT_PRINTABLE_ASCII.finditer(src):  # printable ASCII and newlines are fine
+        i, c = m.start(), m.group()
         cat = unicodedata.category(c)
         # Cc: control (tabs and lone carriage returns too; Lean refuses both), Cf: invisible
         # format characters (zero-width joiners, bidi overrides), Z*: odd spaces, Co/Cs/Cn.
@@ -295,8 +299,12 @@ class _Scanner:
                 i = close + 1
             else:
                 j = i + 1
-                while j < self.n and is_id_rest(self.src[j]):
-                    j += 1
+                while True:  # ASCII runs by regex, the rest by Lean's classes
+                    j = _ASCII_ID_REST.match(self.src, j).end()
+                    if j < self.n and not self.src[j].isascii() and is_id_rest(self.src[j]):
+                        j += 1
+                    else:
+                        break
                 parts.append(self.src[i:j])
                 i = j
             nxt = self.at(i + 1)
