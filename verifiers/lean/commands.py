@@ -97,11 +97,17 @@ ALLOWED_ATTRS = frozenset({"simp", "reducible", "irreducible", "semireducible", 
                            "elab_as_elim", "induction_eliminator", "cases_eliminator", "congr", "gcongr", "mono",
                            "continuity", "measurability", "fun_prop", "bound", "field_simps", "pp_nodot", "coe",
                            "simps", "match_pattern"})
+# Options: limits, printing, tracing, linting and elaboration behaviour, none of which the
+# kernel's check depends on. The others (debug.skipKernelTC, debug.byAsSorry and kin,
+# compiler and interpreter options, doc.verso) switch a check off or change what is read.
+# A `set_option` in the file ends with the checker's section around it.
 ALLOWED_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth", "synthInstance.maxHeartbeats",
                              "synthInstance.maxSize", "maxSize", "exponentiation.threshold", "autoImplicit",
                              "relaxedAutoImplicit", "allowUnsafeReducibility", "tactic.hygienic",
-                             "push_neg.use_distrib", "simprocs", "Elab.async"})
-ALLOWED_OPTION_FAMILIES = ("linter.", "pp.", "trace.")
+                             "push_neg.use_distrib", "simprocs", "Elab.async", "tactic.skipAssignedInstances",
+                             "maxSynthPendingDepth", "diagnostics", "diagnostics.threshold", "profiler",
+                             "profiler.threshold"})
+ALLOWED_OPTION_FAMILIES = ("linter.", "pp.", "trace.", "backward.")
 
 
 def refusal(word: str, environment: frozenset[str] = frozenset()) -> str | None:

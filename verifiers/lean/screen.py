@@ -365,10 +365,17 @@ def extract_proof_body(reply: str) -> str | None:
 
 
 def strip_header_imports(text: str, header: str) -> str:
-    """text without its `import` lines that the header has (Lean takes imports only at the
-    top of the first command); any other import stays, for the screen to refuse."""
-    have = {ln.strip() for ln in header.split("\n") if ln.strip().startswith("import ")}
-    return "\n".join("" if ln.strip() in have else ln for ln in text.split("\n"))
+    """text without the `import` lines the header covers: its own modules and their
+    submodules (`import Mathlib.Tactic` under `import Mathlib`, which imports every Mathlib
+    module), so they add nothing; Lean takes imports only at the top of the file anyway.
+    Any other import stays, for the screen to refuse."""
+    have = [ln.split()[1] for ln in header.split("\n") if ln.split()[:1] == ["import"] and len(ln.split()) == 2]
+
+    def covered(line: str) -> bool:
+        words = line.split("--")[0].split()
+        return len(words) == 2 and words[0] == "import" and any(words[1] == m or words[1].startswith(m + ".")
+                                                                for m in have)
+    return "\n".join("" if covered(ln) else ln for ln in text.split("\n"))
 
 
 def normalized(text: str) -> str:

@@ -198,6 +198,11 @@ HONEST_IDIOMS = [
            "lemma my_em (p : Prop) : p ∨ ¬p := Classical.em p\n\nend\n\n" + _ADD_PROOF)),
     ("doc comment opening with a line comment", ADD,
      block(f"/-- -- the main theorem\n  By substitution. -/\n{_ADD_PROOF}")),
+    ("imports of Mathlib modules the header covers", ADD,
+     block(f"import Mathlib.Tactic\nimport Mathlib.Data.Real.Basic\n\n{_ADD_PROOF}")),
+    ("elaboration options", ADD,
+     block(f"set_option tactic.skipAssignedInstances false in\nset_option backward.isDefEq.lazyWhnfCore false in\n"
+           f"{_ADD_PROOF}")),
 ]
 HONEST = HONEST_SHAPES + HONEST_EVERYDAY + HONEST_IDIOMS
 

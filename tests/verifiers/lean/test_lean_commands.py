@@ -172,6 +172,21 @@ def test_accepted_idioms_cannot_change_the_verdict(checker, name):
     assert v.status == status, (name, v)
 
 
+def test_imports_the_header_covers_are_dropped_and_others_refused():
+    from jury.verifiers.lean.screen import strip_header_imports
+    file = strip_header_imports(f"import Mathlib.Tactic\nimport Aesop -- again\n{PROOF}", HEADER)
+    assert reason(file) is None
+    assert "imports come from the verifier's header" in reason(strip_header_imports(f"import Lean\n{PROOF}", HEADER))
+    assert reason(strip_header_imports(f"import MathlibExtra\n{PROOF}", HEADER)) is not None  # not a submodule
+
+
+def test_options_that_switch_a_check_off_stay_refused():
+    for option in ("debug.skipKernelTC", "debug.byAsSorry", "compiler.extract_closed", "doc.verso"):
+        assert f"option `{option}`" in reason(f"set_option {option} true in\n{PROOF}"), option
+    for option in ("maxHeartbeats 0", "linter.unusedVariables false", "backward.isDefEq.lazyWhnfCore false"):
+        assert reason(f"set_option {option} in\n{PROOF}") is None, option
+
+
 # ---------------------------------------------------------------- all our cases, through the checker
 @pytest.mark.parametrize("name,statement,reply", cases.HONEST, ids=[c[0] for c in cases.HONEST])
 def test_our_honest_cases_are_proved_on_the_double(checker, name, statement, reply):
