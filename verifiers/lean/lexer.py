@@ -84,7 +84,18 @@ def is_subscript(c: str) -> bool:
     if len(c) != 1:
         return False
     v = ord(c)
-    return 0x2080 <= v <= 0x2089 or 0x2090 <= v <= 0x209C or 0x1D62 <= v <= 0x1D6A or v == 0x2C7C
+    return 0x2080 <= v <= 0x2089 or 0x2090 <= v <= 0x209C or 0x1D62 <= v <= 0x1D6A
+
+
+def reads_differently(c: str) -> bool:
+    """Name characters in some Lean versions and not in others: newer ones add Latin-1 and
+    Latin Extended-A letters and `ⱼ` (Init/Meta/Defs.lean at 024d2419), older ones had `ⁿ`.
+    Outside comments and literals the screen refuses them: it cannot know where Lean's
+    name ends, and a name Lean cuts short leaves a keyword behind it."""
+    if len(c) != 1:
+        return False
+    v = ord(c)
+    return (0xC0 <= v <= 0xFF and v not in (0xD7, 0xF7)) or 0x100 <= v <= 0x17F or v in (0x2C7C, 0x207F)
 
 
 def is_id_first(c: str) -> bool:
@@ -367,6 +378,8 @@ class _Scanner:
             return Token("hashcmd", src[i:j], i, j)
         if c == "»":
             raise LexError(f"stray » at offset {i}")
+        if reads_differently(c):
+            raise LexError(f"character {c!r} at offset {i}: Lean versions differ on whether it is part of a name")
         width = 2 if two == ":=" else 1
         return Token("symbol", src[i:i + width], i, i + width)
 

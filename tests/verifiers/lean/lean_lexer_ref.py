@@ -12,6 +12,9 @@ Sources (leanprover/lean4, read at these commits):
       docComment  := "/--" >> ppSpace >> commentBody
   src/Lean/Parser/Command.lean moduleDoc := "/-!" >> commentBody
   src/Lean/Parser/Types.lean   fieldIdxFn (a nonzero digit, then digits: `h.1.2`)
+  src/Init/Meta/Defs.lean      024d2419f3147f8458bc347f0bf18a9b61396b14
+      isLetterLike, isSubScriptAlnum, isIdFirst, isIdRest (this version reads Latin-1 and
+      Latin Extended-A letters and `ⱼ` as name characters; older ones do not)
   src/Lean/Parser/Module.lean  parseCommand: after an error, parsing restarts where the error
       left the position, or one token on (consumeInput; one character when that token does
       not lex) when the failed command consumed nothing
@@ -85,7 +88,8 @@ _CLOSERS = frozenset(")]}⟩")
 def is_letter_like(c: str) -> bool:
     v = ord(c)
     return ((0x3B1 <= v <= 0x3C9 and v != 0x3BB) or (0x391 <= v <= 0x3A9 and v not in (0x3A0, 0x3A3))
-            or 0x3CA <= v <= 0x3FB or 0x1F00 <= v <= 0x1FFE or 0x2100 <= v <= 0x214F or 0x1D49C <= v <= 0x1D59F)
+            or 0x3CA <= v <= 0x3FB or 0x1F00 <= v <= 0x1FFE or 0x2100 <= v <= 0x214F or 0x1D49C <= v <= 0x1D59F
+            or 0xC0 <= v <= 0xFF and v not in (0xD7, 0xF7) or 0x100 <= v <= 0x17F)
 
 
 def is_subscript_alnum(c: str) -> bool:

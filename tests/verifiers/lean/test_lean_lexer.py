@@ -100,6 +100,8 @@ def test_doc_comment_boundaries_worked_from_lean(src, doc):
     ("h.1e5run_cmd", "field index or number"),  # a field index, or `1e5` then the keyword
     ('r#"a"b"#', "raw string"),                # older Lean: `r`, `#`, "a", then code
     ("∑'a'", "quote glued"),                   # Mathlib's `∑'` token would swallow the quote
+    ("xérun_cmd", "Lean versions differ"),     # newer Lean: one name; older: `x`, an error, then the keyword
+    ("aⱼrun_cmd", "Lean versions differ"),
 ])
 def test_what_lean_reads_otherwise_is_refused(src, why):
     with pytest.raises(LexError, match=why):
@@ -147,7 +149,7 @@ def test_screen_and_lean_lexer_agree_on_our_cases():
 # ---------------------------------------------------------------- fuzz: seeded soups
 # Fragments that decide where comments, literals and tokens begin and end, the doc-comment
 # opener's neighbourhood among them; words that would matter if they were code.
-FRAGMENTS = ["/-", "-/", "--", "/--", "/-!", "-", "/", "\n", " ", "  ", '"', "'", "\\", "\\n", '\\"', "\\\n",
+FRAGMENTS = ["/-", "-/", "--", "/--", "/-!", "-", "/", "\n", " ", "  ", '"', "'", "\\", "\\n", '\\"', "\\\n", "é",
              "{", "r\"", "r#\"", "\"#", "#", "«", "»", "''", "0x", "1", "0", "2.", "e5", "_", ".", "h", "x",
              "h'", "axiom", "run_cmd", "#eval", "#check", "by", "elim", "sorry", ":=", "<;>", "(", ")", ",",
              "⟨", "∑", "!", "a.b", "'a'", "'\\n'"]
