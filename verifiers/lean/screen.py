@@ -166,7 +166,8 @@ class _FileWalk:
                 pass  # the attribute's kind, or `-simp` erasing one
             elif expect_name:
                 if t.kind != "ident" or t.text not in ALLOWED_ATTRS:
-                    return k, f"attribute `{t.text}` at offset {t.start}: not on the allowlist ({REFUSED.get(t.text, 'it attaches code, registers meta code or changes elaboration')})"
+                    why = REFUSED.get(t.text, "it attaches code, registers meta code or changes elaboration")
+                    return k, f"attribute `{t.text}` at offset {t.start}: not on the allowlist ({why})"
                 expect_name = False
             elif t.text == ",":
                 expect_name = True
@@ -204,7 +205,8 @@ class _FileWalk:
                 return (f"`{word}` at offset {tok.start}: only before `instance` or inside an attribute list "
                         "(before notation, macros or syntax it declares syntax)")
         elif word == "deriving" and nxt is not None and nxt.text == "instance":
-            return f"`deriving instance` at offset {tok.start}: derives instances for a type declared elsewhere; no proof needs it"
+            return (f"`deriving instance` at offset {tok.start}: derives instances for a type declared elsewhere; "
+                    "no proof needs it")
         elif word in ("namespace", "section", "mutual"):
             return self.open_scope(k)
         elif word == "end":
@@ -234,7 +236,8 @@ class _FileWalk:
         if not self.scopes:
             return f"`end` with no open namespace, section or mutual block at offset {tok.start}"
         if self.scopes[-1][1] != name:
-            return f"`end {name}` closes {self.scopes[-1][0]} {self.scopes[-1][1] or '(anonymous)'} at offset {tok.start}"
+            kind, open_name, _ = self.scopes[-1]
+            return f"`end {name}` closes {kind} {open_name or '(anonymous)'} at offset {tok.start}"
         self.scopes.pop()
         return None
 
