@@ -345,11 +345,14 @@ def run(cases: list[Case], lean_cmd: str = "", lean_cwd: str = "") -> dict:
             rows.append(row)
         wall = time.perf_counter() - start
         screened = [c for c in cases if c.statement is not None and c.expected != "n/a"]
-        t0 = time.perf_counter()
+        # CPU time, best of 5 passes: the screen is pure Python, and the machine is shared
+        passes = []
         for _ in range(5):
+            t0 = time.process_time()
             for c in screened:
                 runner.screen_only(c)
-        screen_rate = 5 * len(screened) / (time.perf_counter() - t0)
+            passes.append(time.process_time() - t0)
+        screen_rate = len(screened) / max(min(passes), 1e-9)
     finally:
         runner.close()
     return {"rows": rows, "checks": checked, "lean": bool(lean_cmd), "wall_s": wall, "checks_per_s": checked / wall,
@@ -398,7 +401,7 @@ def table(summary: list[dict], result: dict) -> str:
         lines.append("  ".join(f"{v:>9}" for v in vals))
     lines.append(f"{result['checks']} checks through {'Lean' if result.get('lean') else 'the double'} in {result['wall_s']:.2f} s: "
                  f"{result['checks_per_s']:.1f} checks/s end to end; screen alone "
-                 f"{result['screen_checks_per_s']:.0f} checks/s")
+                 f"{result['screen_checks_per_s']:.0f} checks per CPU-second")
     return "\n".join(lines)
 
 

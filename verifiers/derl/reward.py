@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 from jury.protocol.config import FORBIDDEN_TACTICS, DerlConfig
-from jury.verifiers.lean.screen import is_id_first, is_id_rest  # Lean 4's isIdFirst / isIdRest
+from jury.verifiers.lean.lexer import is_id_first, is_id_rest  # Lean 4's isIdFirst / isIdRest
 from jury.verifiers.llm import LLMClient, fill, generate_checked, load_prompt, strip_reasoning
 
 # ---------------------------------------------------------------- rewards (§3.2.2, §3.3)

@@ -20,6 +20,12 @@ previous one returned, the first in the header's:
        environment that meta code bent is caught. Optional (kernel_checks): it needs the
        `Lean` package among the header's imports, which Mathlib has.
 
+Before the first proof reaches Lean, the checker asks the header environment once for the
+first token of every command parser it knows (COMMAND_TABLE, another #eval of the
+verifier's own), so the screen refuses a library command that is on no list of ours. A
+Lean that cannot answer it (no `Lean` import, another API) leaves the screen with its own
+lists, and a warning says so.
+
 A proof counts when 1 elaborates, 2 has no error, no sorry and no "declaration uses
 'sorry'" warning, 3 lists only propext, Classical.choice and Quot.sound, 4 elaborates and
 5 answers "jury-check: ok". Verdicts are cached by (backend identity, header, statement,
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
 import time
@@ -48,6 +55,8 @@ from jury.verifiers.lean.backends import LeanBackend
 from jury.verifiers.lean.repl import LeanCrash, LeanTimeout, ReplResponse
 from jury.verifiers.lean.screen import (REF_NAME, SECTION, THEOREM_NAME, normalize_newlines, screen,
                                         screen_file, signature_of, strip_header_imports)
+
+log = logging.getLogger(__name__)
 
 ALLOWED_AXIOMS = frozenset({"propext", "Classical.choice", "Quot.sound"})
 _DEPENDS = re.compile(r"^'?(.+?)'? depends on axioms: \[(.*)\]\s*$", re.DOTALL)
@@ -79,6 +88,23 @@ KERNEL_CHECK = """open Lean Elab Command in
     discard <| base.replay news
   catch e => throwError "jury-check: kernel replay failed: {{e.toMessageData}}"
   logInfo m!"jury-check: ok, {{news.size}} declarations replayed\""""
+
+# The verifier's own query for the header environment's command words: the first tokens of
+# the `command` category's parsers (Lean.Parser.Extension: parserExtension, getCategory,
+# PrattParsingTables.leadingTable), Lean core's and every imported library's.
+COMMAND_TABLE = """open Lean Parser Elab Command in
+#eval show CommandElabM Unit from do
+  -- jury-commands: the verifier's own command (verifiers/lean/check.py), never a prover's
+  let some cat := getCategory (parserExtension.getState (← getEnv)).categories `command
+    | throwError "jury-commands: no command category"
+  let mut words : Array String := #[]
+  for (tk, _) in cat.tables.leadingTable do
+    words := words.push (tk.toString (escape := false))
+  let line := " ".intercalate words.toList
+  logInfo m!"jury-commands: {line}\""""
+COMMANDS_OK = "jury-commands: "
+# Keys of the leading table that name a token kind, not a word
+_TOKEN_KINDS = frozenset({"ident", "num", "str", "char", "scientific", "name", "fieldIdx", "hexnum"})
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -155,6 +181,18 @@ def parse_axioms(reply: ReplResponse, target: str = THEOREM_NAME) -> frozenset[s
     return None
 
 
+def parse_command_table(reply: ReplResponse) -> frozenset[str] | None:
+    """The command words COMMAND_TABLE listed, or None when it did not answer."""
+    if reply.error or reply.errors:
+        return None
+    for m in reply.messages:
+        if m.severity == "info" and m.data.startswith(COMMANDS_OK):
+            words = m.data[len(COMMANDS_OK):].split()
+            return frozenset(w for w in words if w not in _TOKEN_KINDS and (w[0].isalpha() or w[0] in "_#«"
+                                                                           or not w[0].isascii()))
+    return None
+
+
 def judge_kernel_check(reply: ReplResponse) -> tuple[str, str] | None:
     """None when the kernel check said ok; else (status, detail)."""
     if reply.errors:
@@ -201,27 +239,58 @@ class ProofChecker:
     """Screen, run and judge proofs; thread-safe (the backend serialises per process)."""
 
     def __init__(self, backend: LeanBackend, header: str, *, timeout_s: float, cache_size: int = 100_000,
-                 kernel_checks: bool = True):
+                 kernel_checks: bool = True, command_table: bool = True):
         self.backend = backend
         self.header = header
         self.timeout_s = timeout_s
         self.kernel_checks = kernel_checks
         self.cache: LruCache[str, ProofVerdict] = LruCache(cache_size)
+        # None: not asked yet; frozenset(): Lean could not say, the screen's own lists only
+        self._commands: frozenset[str] | None = None if command_table else frozenset()
+        self._commands_lock = threading.Lock()
+
+    def environment_commands(self) -> frozenset[str]:
+        """The header environment's command words, asked of Lean on first use. A timeout or
+        crash propagates (asked again next time); an answer without the table is kept empty."""
+        with self._commands_lock:
+            if self._commands is None:
+                reply = self.backend.run_chain([COMMAND_TABLE], timeout_s=self.timeout_s)[0]
+                table = parse_command_table(reply)
+                if table is None:
+                    log.warning("the header environment did not list its commands (%s); the screen uses its own "
+                                "lists only", (reply.error or "; ".join(m.data for m in reply.messages))[:200])
+                self._commands = table or frozenset()
+            return self._commands
+
+    def _screen(self, statement: str, submission: str) -> tuple[str | None, str | None]:
+        """(why the statement or file is refused, the target's full name), with the
+        environment's command words; until Lean was asked for them, the screen's own lists
+        first, so a file they refuse costs no query."""
+        environment = self._commands
+        if environment is None:
+            refused, screened = screen(signature_of(statement)), screen_file(submission)
+            if refused is not None or screened.reason is not None:
+                return refused or screened.reason, None
+            environment = self.environment_commands()
+        refused, screened = screen(signature_of(statement), environment), screen_file(submission, environment)
+        return refused or screened.reason, screened.target
 
     def check(self, statement: str, proof_file: str) -> ProofVerdict:
         """statement: "theorem test_problem <signature>" as extract_statement wrote it;
         proof_file: the prover's Lean file (extract_proof_file), header imports allowed."""
         submission = strip_header_imports(normalize_newlines(proof_file), self.header).strip("\n")
-        refused = screen(signature_of(statement))
-        screened = screen_file(submission)
-        if refused is not None or screened.reason is not None:
-            return ProofVerdict("screened", refused or screened.reason)
+        try:
+            refused, target = self._screen(statement, submission)
+        except (LeanTimeout, LeanCrash) as e:
+            return ProofVerdict("timeout" if isinstance(e, LeanTimeout) else "crash", f"command table: {e}")
+        if refused is not None:
+            return ProofVerdict("screened", refused)
         key = digest(self.backend.identity, self.header, statement, submission, str(self.kernel_checks))
         hit = self.cache.get(key)
         if hit is not None:
             return ProofVerdict(hit.status, hit.detail, 0.0, cached=True)
-        chain = proof_chain(statement, submission, screened.target, kernel_checks=self.kernel_checks)
-        verdict = self._run(chain, lambda replies: judge(replies, screened.target))
+        chain = proof_chain(statement, submission, target, kernel_checks=self.kernel_checks)
+        verdict = self._run(chain, lambda replies: judge(replies, target))
         if verdict.status not in ("timeout", "crash"):
             self.cache.put(key, verdict)
         return verdict
@@ -231,11 +300,18 @@ class ProofChecker:
         return self.check(statement, f"{statement} :={body}")
 
     def elaborates(self, statement: str) -> ProofVerdict:
-        """Whether the statement alone elaborates (a formalization Lean cannot read is useless)."""
+        """Whether the statement alone elaborates (a formalization Lean cannot read is useless).
+        Its signature is screened first: it reaches Lean as the reference axiom."""
         key = digest(self.backend.identity, self.header, statement)
         hit = self.cache.get(key)
         if hit is not None:
             return ProofVerdict(hit.status, hit.detail, 0.0, cached=True)
+        try:
+            refused = screen(signature_of(statement)) or screen(signature_of(statement), self.environment_commands())
+        except (LeanTimeout, LeanCrash) as e:
+            return ProofVerdict("timeout" if isinstance(e, LeanTimeout) else "crash", f"command table: {e}")
+        if refused is not None:
+            return ProofVerdict("statement_error", f"screened: {refused}")
 
         def judge_statement(replies: Sequence[ReplResponse]) -> tuple[str, str]:
             bad = replies[0].error or next((m.data for m in replies[0].errors), None)

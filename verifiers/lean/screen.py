@@ -1,93 +1,50 @@
 """Screening untrusted Lean text before it reaches Lean, and cutting it out of LLM replies.
 
 Proofs come from a policy-adjacent LLM, so they are adversarial input. A whole proof file
-(helpers, namespaces, the target theorem) is screened on a token stream that lexes as
-Lean 4's own lexer does (Lean's src/Lean/Parser/Basic.lean: whitespace, finishCommentBlock,
-tokenFn): `--` line comments, nested `/- -/` block comments, doc comments `/--` and `/-!`
-(tokens whose body nests like a block comment), string literals with their escapes and
-gaps, char literals, raw strings, `«escaped»` identifiers. What it cannot lex exactly it
-refuses: tabs and lone carriage returns (Lean refuses them too), invisible characters,
-strings that may be interpolated (a `{`), raw strings with a backslash (older Lean reads
-them as `r` + a string), backquoted names and quotations (meta code), and comments glued to
-a symbol it cannot prove is a whole token. tests/verifiers/lean/test_lean_screen.py checks
-that its view and a tokeniser transliterated from Lean's agree on every corpus file.
+(helpers, namespaces, the target theorem) is screened in two stages:
 
-On that stream the file screen refuses: declaring axioms or opaque constants, unsafe and
-partial code, `sorry`, native computation, meta programming (macros, syntax, elaborators,
-`#` commands, `run_*`), `local`/`scoped` changes to elaboration, `variable`, imports not in
-the header, attributes and options outside small allowlists (so `debug.skipKernelTC` and
-kin are refused), unbalanced `namespace`/`section`/`end`, and a file that does not declare
-exactly one `test_problem` theorem. It returns the target's full name, for the checker.
-A refusal only costs recall; a miss would cost soundness, and the checker's Lean-side
-layers (axioms, elaborated type, kernel replay) stand behind it.
+  1. lexer.py reads it as Lean 4's parser does (comments, doc comments, literals, numbers),
+     or refuses what Lean would read otherwise or what Lean versions read differently;
+  2. the walk below reads the tokens against commands.py's tables: every command word must
+     be on the allowlist (with its own rules: options, attributes, `local`, scopes,
+     declared names), words that change the verdict (`sorry`, `native_decide`, the
+     verifier's reference axiom) are refused with their reasons, `namespace`/`section`/
+     `mutual` and `end` must balance, and the file must declare exactly one theorem named
+     `test_problem`, whose full name the checker needs.
+
+Which words head commands is known from commands.py and, when the checker could ask Lean,
+from the header environment (`environment`: the first tokens of its command parsers), so
+a library command that nobody listed is refused as well. A refusal only costs recall; a
+miss would cost soundness, and the checker's Lean-side layers (axioms, elaborated type,
+kernel replay) stand behind it.
 
     reason = screen(signature)            # None when clean (no commands at all), else why
     fs = screen_file(text)                # fs.reason: None when clean; fs.target: "Ns.test_problem"
+    fs = screen_file(text, environment=frozenset({"lib_cmd", ...}))
     statement = extract_statement(reply)  # "theorem test_problem <signature>" or None
     proof = extract_proof_file(reply)     # the Lean block declaring test_problem, or None
 """
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
-from typing import Iterator
 
-THEOREM_NAME = "test_problem"
-REF_NAME = "jury_statement_ref"  # the verifier's own copy of the statement (check.py)
+from jury.verifiers.lean.commands import (ALLOWED_ATTRS, ALLOWED_COMMANDS, ALLOWED_OPTION_FAMILIES, ALLOWED_OPTIONS,
+                                          DECLARATIONS, REF_NAME, REFUSED, TERM_WORDS, THEOREM_NAME, refusal)
+from jury.verifiers.lean.lexer import (CLOSERS, OPENERS, HashCommandError, LexError, Token, check_characters, iter_tokens,
+                                       normalize_newlines)
+
+__all__ = ["THEOREM_NAME", "REF_NAME", "SECTION", "FileScreen", "LexError", "screen", "screen_file", "iter_tokens",
+           "normalize_newlines", "lean_blocks", "assign_offset", "extract_statement", "signature_of",
+           "extract_proof_file", "extract_proof_body", "strip_header_imports", "normalized"]
+
 SECTION = "jury_submission"      # the section the checker wraps a submission in
 MAX_TEXT_CHARS = 64_000
-
-# Identifier components refused anywhere (a dotted name is refused if any part is one).
-BANNED_WORDS = frozenset({
-    # declaring what is not proved, or trusting the compiler
-    "axiom", "opaque", "partial", "unsafe", "implemented_by", "implementedBy", "extern", "export",
-    "csimp", "native_decide", "native", "ofReduceBool", "ofReduceNat",
-    "reduceBool", "reduceNat", "trustCompiler", "sorry", "admit", "sorryAx", REF_NAME,
-    # meta programming and changing how the rest elaborates
-    "macro", "macro_rules", "syntax", "elab", "elab_rules", "notation", "notation3", "infix", "infixl",
-    "infixr", "prefix", "postfix", "by_elab", "initialize", "builtin_initialize", "deriving",
-    "local", "scoped", "variable", "include", "omit", "mutual", "prelude", "module", "meta", "import",
-    "unif_hint", "irreducible_def", "seal", "unseal", "recall", "alias", "add_decl_doc", "proof_wanted",
-    "gen_injective_theorems", "compile_inductive", "assert_not_exists", "suppress_compilation",
-    "library_note", "count_heartbeats", "open_private", "nonrec_unsafe",
-})
-# Undotted identifiers starting with these may be keywords we do not know (run_meta,
-# declare_syntax_cat, register_simp_attr, simproc_decl, ...): refused. A dotted name is
-# never a keyword, so List.infix_append passes.
-BANNED_PREFIXES = ("unsafe", "run_", "macro", "syntax", "elab", "notation", "simproc", "dsimproc",
-                   "declare_", "register_", "builtin_", "initialize")
-COMMANDS = frozenset({"theorem", "lemma", "def", "abbrev", "example", "instance", "structure", "class",
-                      "inductive", "namespace", "section", "end", "open", "set_option", "universe",
-                      "attribute", "private", "protected", "noncomputable", "nonrec"})
-DECLARES = frozenset({"theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive"})
-ALLOWED_ATTRS = frozenset({"simp", "reducible", "irreducible", "inline", "instance", "ext", "norm_cast",
-                           "push_cast", "specialize", "nolint", "refl", "symm", "trans", "elab_as_elim"})
-ALLOWED_OPTIONS = frozenset({"maxHeartbeats", "maxRecDepth", "synthInstance.maxHeartbeats",
-                             "synthInstance.maxSize", "maxSize", "exponentiation.threshold", "autoImplicit",
-                             "relaxedAutoImplicit", "allowUnsafeReducibility", "tactic.hygienic",
-                             "push_neg.use_distrib", "simprocs", "Elab.async"})
-ALLOWED_OPTION_FAMILIES = ("linter.", "pp.", "trace.")
-
-OPENERS = {"(": ")", "[": "]", "{": "}", "⟨": "⟩", "⦃": "⦄", "⟦": "⟧", "⁅": "⁆", "@[": "]"}
-CLOSERS = frozenset(OPENERS.values())
-# A comment opener right after one of these symbol runs is a comment in Lean: no token of
-# Lean's or Mathlib's table extends them with `-` or `/` (a longer token would swallow the
-# opener). After any other symbol run the screen refuses rather than guess.
-SAFE_BEFORE_COMMENT = frozenset({"<;>", ":=", "=>", ",", ";", "·", "←", "→", "↔"})
-_HEX = frozenset("0123456789abcdefABCDEF")
-
-
-class LexError(ValueError):
-    """Text the screen refuses to reason about; the message says why."""
-
-
-@dataclass(frozen=True)
-class Token:
-    kind: str  # ident | number | symbol | string | char | doc | attr | hashcmd
-    text: str  # for ident: the name with escapes removed, parts joined by "."
-    start: int
-    end: int
+# Names Lean generates (bar.match_1, bar._sunfold, f._unsafe_rec, _private...): a proof has
+# no business naming or declaring them, and LeanParanoia's AuxiliaryShadowing files do. An
+# undotted `_h` is a binder the author marks unused, and stays allowed.
+_AUXILIARY = re.compile(r"_(?!root_$).+|match_\d+|proof_\d+")
+_AUXILIARY_UNDOTTED = re.compile(r"match_\d+|proof_\d+")
 
 
 @dataclass(frozen=True)
@@ -96,256 +53,43 @@ class FileScreen:
     target: str | None = None  # the target theorem's full name, as Lean syntax
 
 
-# ---------------------------------------------------------------- Lean's character classes
-def is_letter_like(c: str) -> bool:
-    """Lean 4's `isLetterLike`: Greek (not λ Π Σ), Coptic, letterlike and math alphanumerics."""
-    if len(c) != 1:
-        return False
-    v = ord(c)
-    return ((0x3B1 <= v <= 0x3C9 and v != 0x3BB) or (0x391 <= v <= 0x3A9 and v not in (0x3A0, 0x3A3))
-            or 0x3CA <= v <= 0x3FB or 0x1F00 <= v <= 0x1FFE or 0x2100 <= v <= 0x214F
-            or 0x1D49C <= v <= 0x1D59F)
-
-
-def is_subscript(c: str) -> bool:
-    if len(c) != 1:
-        return False
-    v = ord(c)
-    return 0x2080 <= v <= 0x2089 or 0x2090 <= v <= 0x209C or 0x1D62 <= v <= 0x1D6A or v == 0x2C7C
-
-
-def is_id_first(c: str) -> bool:
-    # Lean's Char.isAlpha is ASCII only: `λaxiom` is the token `λ` then the keyword `axiom`.
-    return len(c) == 1 and ((c.isascii() and c.isalpha()) or c == "_" or is_letter_like(c))
-
-
-def is_id_rest(c: str) -> bool:
-    return len(c) == 1 and ((c.isascii() and c.isalnum()) or c in "_'!?" or is_letter_like(c) or is_subscript(c))
-
-
-def _is_symbol_char(c: str) -> bool:
-    return not (c in " \n" or is_id_rest(c) or c in OPENERS or c in CLOSERS or c in "\"'«»")
-
-
-def _check_characters(src: str) -> None:
-    for i, c in enumerate(src):
-        if c == "\n" or c == " ":
-            continue
-        cat = unicodedata.category(c)
-        # Cc: control (tabs and lone carriage returns too; Lean refuses both), Cf: invisible
-        # format characters (zero-width joiners, bidi overrides), Z*: odd spaces, Co/Cs/Cn.
-        if cat in ("Cc", "Cf", "Co", "Cs", "Cn") or cat.startswith("Z"):
-            raise LexError(f"character U+{ord(c):04X} ({cat}) at offset {i}")
-
-
-def normalize_newlines(text: str) -> str:
-    """CRLF to LF: what the checker sends to Lean is this text, so both read the same."""
-    return text.replace("\r\n", "\n")
-
-
-# ---------------------------------------------------------------- the lexer
-class _Scanner:
-    """One pass over src, token by token, as Lean's tokenFn after its whitespace function."""
-
-    def __init__(self, src: str):
-        self.src, self.n = src, len(src)
-
-    def at(self, i: int) -> str:
-        return self.src[i] if i < self.n else ""
-
-    def nested_comment_end(self, i: int, opened_at: int) -> int:
-        """After the `-/` closing a comment whose body starts at i (Lean nests them)."""
-        depth = 1
-        while i < self.n:
-            pair = self.src[i:i + 2]
-            if pair == "-/":
-                depth, i = depth - 1, i + 2
-                if depth == 0:
-                    return i
-            elif pair == "/-":
-                depth, i = depth + 1, i + 2
-            else:
-                i += 1
-        raise LexError(f"unterminated comment at offset {opened_at}")
-
-    def check_not_glued(self, i: int) -> None:
-        j = i
-        while j > 0 and _is_symbol_char(self.src[j - 1]):
-            j -= 1
-        if j < i and self.src[j:i] not in SAFE_BEFORE_COMMENT:
-            raise LexError(f"comment glued to the symbol {self.src[j:i]!r} at offset {i}")
-
-    def escape(self, i: int, in_string: bool) -> int:
-        """After the escape whose backslash is at i - 1 (Lean's quotedCharCoreFn)."""
-        c = self.at(i)
-        if c and c in "\\\"'rnt" or in_string and c == "{":
-            return i + 1
-        if c in ("x", "u") and c:
-            digits = 2 if c == "x" else 4
-            if all(self.at(i + k) in _HEX and self.at(i + k) for k in range(1, digits + 1)):
-                return i + 1 + digits
-        if in_string and c == "\n":  # a string gap: newline and the indentation after it
-            i += 1
-            while self.at(i) in (" ", "\n") and self.at(i):
-                i += 1
-            return i
-        raise LexError(f"escape sequence at offset {i - 1}")
-
-    def string(self, i: int) -> int:
-        start, i = i, i + 1
-        while i < self.n:
-            c = self.src[i]
-            if c == '"':
-                return i + 1
-            if c == "{":
-                raise LexError(f"`{{` in a string literal at offset {i} (it may be interpolated)")
-            i = self.escape(i + 1, True) if c == "\\" else i + 1
-        raise LexError(f"unterminated string literal at offset {start}")
-
-    def char(self, i: int) -> int:
-        c = self.at(i + 1)
-        if not c or c in "'\n":
-            raise LexError(f"char literal at offset {i}")
-        j = self.escape(i + 2, False) if c == "\\" else i + 2
-        if self.at(j) != "'":
-            raise LexError(f"unterminated char literal at offset {i}")
-        return j + 1
-
-    def raw_string(self, i: int) -> int:
-        j = i + 1
-        while self.at(j) == "#":
-            j += 1
-        hashes, close = j - i - 1, '"' + "#" * (j - i - 1)
-        end = self.src.find(close, j + 1)
-        if end < 0:
-            raise LexError(f"unterminated raw string at offset {i}")
-        if "\\" in self.src[j + 1:end]:
-            raise LexError(f"backslash in a raw string at offset {i} (Lean versions read it differently)")
-        return end + 1 + hashes
-
-    def ident(self, i: int) -> tuple[int, str]:
-        parts = []
-        while True:
-            if self.at(i) == "«":
-                close = self.src.find("»", i + 1)
-                if close < 0:
-                    raise LexError(f"unterminated «name» at offset {i}")
-                parts.append(self.src[i + 1:close])
-                i = close + 1
-            else:
-                j = i + 1
-                while j < self.n and is_id_rest(self.src[j]):
-                    j += 1
-                parts.append(self.src[i:j])
-                i = j
-            nxt = self.at(i + 1)
-            if self.at(i) == "." and nxt and (is_id_first(nxt) or nxt == "«"):
-                i += 1
-            else:
-                return i, ".".join(parts)
-
-    def number(self, i: int) -> int:
-        m = re.compile(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?").match(self.src, i)
-        return m.end()
-
-    def tokens(self) -> Iterator[Token]:
-        src, i = self.src, 0
-        while i < self.n:
-            c = src[i]
-            two = src[i:i + 2]
-            if c in " \n":
-                i += 1
-            elif two == "--":
-                self.check_not_glued(i)
-                j = src.find("\n", i)
-                i = self.n if j < 0 else j
-            elif two == "/-":
-                self.check_not_glued(i)
-                if self.at(i + 2) in ("-", "!") and self.at(i + 2):  # a doc comment: a token
-                    j = self.nested_comment_end(i + 3, i)
-                    yield Token("doc", src[i:j], i, j)
-                    i = j
-                else:
-                    i = self.nested_comment_end(i + 2, i)
-            elif c == '"':
-                j = self.string(i)
-                yield Token("string", src[i:j], i, j)
-                i = j
-            elif c == "'":
-                j = self.char(i)
-                yield Token("char", src[i:j], i, j)
-                i = j
-            elif c == "`":
-                raise LexError(f"backquoted name or quotation at offset {i}")
-            elif c == "r" and re.match(r'r#*"', src[i:i + 64]):
-                j = self.raw_string(i)
-                yield Token("string", src[i:j], i, j)
-                i = j
-            elif is_id_first(c) or c == "«":
-                j, name = self.ident(i)
-                yield Token("ident", name, i, j)
-                i = j
-            elif c.isascii() and c.isdigit():
-                j = self.number(i)
-                yield Token("number", src[i:j], i, j)
-                i = j
-            elif two == "@[":
-                yield Token("attr", "@[", i, i + 2)
-                i += 2
-            elif c == "#" and (is_id_first(self.at(i + 1)) or self.at(i + 1) == "«"):
-                j, name = self.ident(i + 1)
-                yield Token("hashcmd", "#" + name, i, j)
-                i = j
-            elif c == "»":
-                raise LexError(f"stray » at offset {i}")
-            else:
-                width = 2 if two == ":=" else 1
-                yield Token("symbol", src[i:i + width], i, i + width)
-                i += width
-
-
-def iter_tokens(src: str) -> Iterator[Token]:
-    """Tokens of src as Lean reads them (comments dropped, doc comments kept as `doc`).
-
-    Identifiers come whole, dotted parts joined by "." with «» removed; numbers are Lean's
-    numeric literals; other symbols come one character at a time (`:=` as one), which is
-    finer than Lean and enough for the screen. Raises LexError on what it will not lex.
-    """
-    return _Scanner(src).tokens()
-
-
-# ---------------------------------------------------------------- the screens
-# Names Lean generates (bar.match_1, bar._sunfold, f._unsafe_rec, _private...): a proof
-# has no business naming them, and LeanParanoia's AuxiliaryShadowing exploits do.
-_AUXILIARY = re.compile(r"_(?!root_$).+|match_\d+|proof_\d+")
-
-
-def _word_reason(tok: Token) -> str | None:
-    if tok.kind == "hashcmd":
-        return f"command `{tok.text}` at offset {tok.start}"
-    if tok.kind != "ident":
-        return None
-    parts = tok.text.split(".")
-    bad = next((p for p in parts if p in BANNED_WORDS or _AUXILIARY.fullmatch(p)), None)
-    if bad is None and len(parts) == 1 and tok.text.startswith(BANNED_PREFIXES):
-        bad = tok.text
-    return f"`{bad}` at offset {tok.start}" if bad else None
-
-
 def _prepare(text: str) -> list[Token]:
     if not text.strip():
         raise LexError("empty")
     if len(text) > MAX_TEXT_CHARS:
         raise LexError(f"longer than {MAX_TEXT_CHARS} characters")
-    _check_characters(text)
-    return list(iter_tokens(text))
+    check_characters(text)
+    try:
+        return list(iter_tokens(text))
+    except HashCommandError as e:
+        raise LexError(f"`{e.word}` at offset {e.offset}: {refusal(e.word)}") from None
 
 
-def screen(text: str) -> str | None:
+def _name_reason(tok: Token, environment: frozenset[str]) -> str | None:
+    """Why an identifier or `#` word may not stand here; None for a plain name."""
+    parts = tok.text.split(".")
+    if len(parts) == 1 or tok.kind == "hashcmd":
+        why = refusal(tok.text, environment)
+        if why:
+            return f"`{tok.text}` at offset {tok.start}: {why}"
+        if _AUXILIARY_UNDOTTED.fullmatch(tok.text):
+            return f"`{tok.text}` at offset {tok.start}: a name Lean generates for its own auxiliaries"
+        return None
+    bad = next((p for p in parts if p in TERM_WORDS), None)
+    if bad:
+        return f"`{tok.text}` at offset {tok.start}: {REFUSED[bad]}"
+    bad = next((p for p in parts if _AUXILIARY.fullmatch(p)), None)
+    if bad:
+        return f"`{tok.text}` at offset {tok.start}: `{bad}` is a name Lean generates for its own auxiliaries"
+    return None
+
+
+def screen(text: str, environment: frozenset[str] = frozenset()) -> str | None:
     """Why a signature (or a bare proof term) may not be sent to Lean; None when clean.
 
-    Stricter than the file screen: no command keyword at all, no attribute, balanced
-    brackets, so the text cannot end the declaration the verifier writes around it.
+    Stricter than the file screen: no command word at all (allowed ones included), no
+    attribute or doc comment, balanced brackets, so the text cannot end the declaration
+    the verifier writes around it.
     """
     try:
         tokens = _prepare(text)
@@ -353,13 +97,14 @@ def screen(text: str) -> str | None:
         return str(e)
     depth = 0
     for tok in tokens:
-        reason = _word_reason(tok)
-        if reason:
-            return reason
+        if tok.kind in ("ident", "hashcmd"):
+            reason = _name_reason(tok, environment)
+            if reason:
+                return reason
+            if tok.text in ALLOWED_COMMANDS:
+                return f"`{tok.text}` at offset {tok.start}: a command, and this text must be a term"
         if tok.kind == "attr" or tok.kind == "doc":
-            return f"`{tok.text[:3]}` at offset {tok.start}"
-        if tok.kind == "ident" and tok.text in COMMANDS:
-            return f"`{tok.text}` at offset {tok.start}"
+            return f"`{tok.text[:3]}` at offset {tok.start}: an attribute or doc comment, and this text must be a term"
         if tok.kind == "symbol" and tok.text in "([{⟨⦃⟦⁅" + ")]}⟩⦄⟧⁆":
             depth += 1 if tok.text in OPENERS else -1
             if depth < 0:
@@ -370,13 +115,17 @@ def screen(text: str) -> str | None:
 class _FileWalk:
     """The file screen's state: scopes, the target, where attributes and options are."""
 
-    def __init__(self, tokens: list[Token], text: str):
-        self.toks, self.text = tokens, text
-        self.scopes: list[tuple[str, str, str]] = []  # ("namespace" | "section", name, name as written)
+    def __init__(self, tokens: list[Token], text: str, environment: frozenset[str]):
+        self.toks, self.text, self.environment = tokens, text, environment
+        self.scopes: list[tuple[str, str, str]] = []  # (namespace | section | mutual, name, name as written)
         self.targets: list[str] = []
 
+    def at(self, k: int) -> Token | None:
+        return self.toks[k] if k < len(self.toks) else None
+
     def next_ident(self, k: int) -> Token | None:
-        return self.toks[k + 1] if k + 1 < len(self.toks) and self.toks[k + 1].kind == "ident" else None
+        nxt = self.at(k + 1)
+        return nxt if nxt is not None and nxt.kind == "ident" else None
 
     def same_line(self, a: Token, b: Token) -> bool:
         return "\n" not in self.text[a.end:b.start]
@@ -385,13 +134,18 @@ class _FileWalk:
         k = 0
         while k < len(self.toks):
             tok = self.toks[k]
-            if tok.kind == "attr" or tok.kind == "ident" and tok.text == "attribute":
-                k, reason = self.attributes(k)
-            elif tok.kind == "ident" and tok.text == "open" and self.next_ident(k) and self.next_ident(k).text == "scoped":
-                k, reason = k + 2, None  # `open scoped X`: the one place `scoped` is fine
-            else:
-                reason = _word_reason(tok) or self.command(k)
+            if tok.kind == "attr":
+                k, reason = self.attributes(k + 1, tok)
+            elif tok.kind == "ident" and tok.text == "attribute":
+                nxt = self.at(k + 1)
+                if nxt is None or nxt.text != "[":
+                    return FileScreen(f"`attribute` without `[` at offset {tok.start}")
+                k, reason = self.attributes(k + 2, tok)
+            elif tok.kind in ("ident", "hashcmd"):
+                reason = _name_reason(tok, self.environment) or self.command(k)
                 k += 1
+            else:
+                k, reason = k + 1, None
             if reason:
                 return FileScreen(reason)
         if self.scopes:
@@ -401,82 +155,123 @@ class _FileWalk:
             return FileScreen(f"{len(self.targets)} theorems named {THEOREM_NAME} (exactly one is needed)")
         return FileScreen(None, self.targets[0])
 
-    def attributes(self, k: int) -> tuple[int, str | None]:
-        """`@[a, b]` or `attribute [a] name`: every attribute on the allowlist."""
-        tok = self.toks[k]
-        if tok.kind == "ident":
-            k += 1
-            if k >= len(self.toks) or self.toks[k].text != "[":
-                return k, f"`attribute` without `[` at offset {tok.start}"
-        k += 1
+    def attributes(self, k: int, opener: Token) -> tuple[int, str | None]:
+        """From the first token inside `@[` or `attribute [` to after its `]`: each attribute
+        `[local | scoped] [-] name args...` has its name on the allowlist; args are names,
+        numbers and arrows."""
+        expect_name = True
         while k < len(self.toks) and self.toks[k].text != "]":
             t = self.toks[k]
-            if t.kind == "ident" and t.text not in ALLOWED_ATTRS or t.kind not in ("ident", "symbol", "number"):
-                return k, f"attribute `{t.text}` at offset {t.start}"
-            if t.kind == "symbol" and t.text not in (",", "←", "-", "↓"):
+            if expect_name and t.kind == "ident" and t.text in ("local", "scoped") or expect_name and t.text == "-":
+                pass  # the attribute's kind, or `-simp` erasing one
+            elif expect_name:
+                if t.kind != "ident" or t.text not in ALLOWED_ATTRS:
+                    why = REFUSED.get(t.text, "it attaches code, registers meta code or changes elaboration")
+                    return k, f"attribute `{t.text}` at offset {t.start}: not on the allowlist ({why})"
+                expect_name = False
+            elif t.text == ",":
+                expect_name = True
+            elif t.kind == "ident":
+                reason = _name_reason(t, self.environment)
+                if reason:
+                    return k, reason
+            elif t.kind != "number" and t.text not in ("←", "↓", "↑", "-"):
                 return k, f"`{t.text}` in an attribute at offset {t.start}"
             k += 1
-        return k + 1, None if k < len(self.toks) else f"unclosed attribute at offset {tok.start}"
+        return k + 1, None if k < len(self.toks) else f"unclosed attribute at offset {opener.start}"
 
     def command(self, k: int) -> str | None:
+        """The rules of the allowed command at k, if the word there is one."""
         tok = self.toks[k]
-        if tok.kind != "ident":
-            return None
         word, nxt = tok.text, self.next_ident(k)
+        if tok.kind == "hashcmd":
+            after = self.at(k + 1)
+            # a word glued to a symbol may be the start of a longer token of Lean's table
+            if after is not None and after.start == tok.end and after.kind == "symbol":
+                return f"`{word}` glued to `{after.text}` at offset {tok.start}"
+            return None
         if word == "set_option":
             if nxt is None:
                 return f"`set_option` without an option at offset {tok.start}"
             if nxt.text not in ALLOWED_OPTIONS and not nxt.text.startswith(ALLOWED_OPTION_FAMILIES):
-                return f"option `{nxt.text}` at offset {nxt.start}"
+                return f"option `{nxt.text}` at offset {nxt.start}: not on the allowlist (it may switch off a check)"
         elif word == "open" and nxt is not None and nxt.text == "private":
-            return f"`open private` at offset {tok.start}"
-        elif word in ("namespace", "section"):
-            named = nxt is not None and nxt.text not in COMMANDS and self.same_line(tok, nxt)
-            if word == "namespace" and not named:
-                return f"`namespace` without a name at offset {tok.start}"
-            self.scopes.append((word, nxt.text if named else "", self.text[nxt.start:nxt.end] if named else ""))
+            return f"`open private` at offset {tok.start}: {REFUSED['open_private']}"
+        elif word in ("local", "scoped"):
+            before = self.at(k - 1)
+            if before is not None and before.text == "open" and word == "scoped":
+                return None  # `open scoped X`
+            if nxt is None or nxt.text != "instance":
+                return (f"`{word}` at offset {tok.start}: only before `instance` or inside an attribute list "
+                        "(before notation, macros or syntax it declares syntax)")
+        elif word == "deriving" and nxt is not None and nxt.text == "instance":
+            return (f"`deriving instance` at offset {tok.start}: derives instances for a type declared elsewhere; "
+                    "no proof needs it")
+        elif word in ("namespace", "section", "mutual"):
+            return self.open_scope(k)
         elif word == "end":
             return self.end(k)
-        elif word in ("theorem", "lemma") or word in DECLARES and nxt is not None:
+        elif word in DECLARATIONS:
             return self.declaration(k)
+        return None
+
+    def open_scope(self, k: int) -> str | None:
+        tok, nxt = self.toks[k], self.next_ident(k)
+        if tok.text == "mutual":
+            self.scopes.append(("mutual", "", ""))
+            return None
+        named = nxt is not None and nxt.text not in ALLOWED_COMMANDS and self.same_line(tok, nxt)
+        if tok.text == "namespace" and not named:
+            return f"`namespace` without a name at offset {tok.start}"
+        if named and any(_AUXILIARY.fullmatch(p) for p in nxt.text.split(".")):
+            return f"namespace `{nxt.text}` at offset {nxt.start}: a name Lean generates for its own auxiliaries"
+        self.scopes.append((tok.text, nxt.text if named else "", self.text[nxt.start:nxt.end] if named else ""))
         return None
 
     def end(self, k: int) -> str | None:
         tok, nxt = self.toks[k], self.next_ident(k)
-        name = nxt.text if nxt is not None and nxt.text not in COMMANDS and self.same_line(tok, nxt) else ""
-        if nxt is not None and not name and nxt.text not in COMMANDS:
+        name = nxt.text if nxt is not None and nxt.text not in ALLOWED_COMMANDS and self.same_line(tok, nxt) else ""
+        if nxt is not None and not name and nxt.text not in ALLOWED_COMMANDS:
             return f"`end` followed by `{nxt.text}` on another line at offset {tok.start}"
         if not self.scopes:
-            return f"`end` with no open namespace or section at offset {tok.start}"
+            return f"`end` with no open namespace, section or mutual block at offset {tok.start}"
         if self.scopes[-1][1] != name:
-            return f"`end {name}` closes {self.scopes[-1][0]} {self.scopes[-1][1] or '(anonymous)'} at offset {tok.start}"
+            kind, open_name, _ = self.scopes[-1]
+            return f"`end {name}` closes {kind} {open_name or '(anonymous)'} at offset {tok.start}"
         self.scopes.pop()
         return None
 
     def declaration(self, k: int) -> str | None:
         tok, nxt = self.toks[k], self.next_ident(k)
-        if nxt is None:
-            return None if tok.text == "instance" else f"`{tok.text}` without a name at offset {tok.start}"
+        if tok.text == "example":
+            return None
+        if nxt is None:  # `instance : C` and `class inductive` name nothing here
+            return None if tok.text in ("instance", "class") else f"`{tok.text}` without a name at offset {tok.start}"
+        raw = self.text[nxt.start:nxt.end]
+        prefix = "".join(written + "." for kind, _, written in self.scopes if kind == "namespace")
+        full = raw[len("_root_."):] if raw.startswith("_root_.") else prefix + raw
+        aux = next((p for p in nxt.text.split(".") + prefix.split(".") if _AUXILIARY.fullmatch(p)), None)
+        if aux:
+            return f"declares `{full}` at offset {nxt.start}: `{aux}` is a name Lean generates for its own auxiliaries"
         if nxt.text.split(".")[-1] != THEOREM_NAME:
             return None
         if tok.text not in ("theorem", "lemma"):
             return f"`{tok.text} {nxt.text}`: the target must be a theorem (offset {tok.start})"
-        before = self.toks[k - 1] if k else None
+        before = self.at(k - 1)
         if before is not None and before.kind == "ident" and before.text in ("private", "protected"):
             return f"`{before.text}` target at offset {before.start}"
-        raw = self.text[nxt.start:nxt.end]
-        prefix = "".join(written + "." for kind, _, written in self.scopes if kind == "namespace")
-        self.targets.append(raw[len("_root_."):] if raw.startswith("_root_.") else prefix + raw)
+        self.targets.append(full)
         return None
 
 
-def screen_file(text: str) -> FileScreen:
-    """Screen a whole proof file (header imports already removed); see the module doc."""
+def screen_file(text: str, environment: frozenset[str] = frozenset()) -> FileScreen:
+    """Screen a whole proof file (header imports already removed); see the module doc.
+    `environment`: the header environment's command words, when Lean could be asked."""
     try:
         tokens = _prepare(text)
     except LexError as e:
         return FileScreen(str(e))
-    return _FileWalk(tokens, text).run()
+    return _FileWalk(tokens, text, environment).run()
 
 
 # ---------------------------------------------------------------- cutting Lean out of replies
@@ -573,10 +368,17 @@ def extract_proof_body(reply: str) -> str | None:
 
 
 def strip_header_imports(text: str, header: str) -> str:
-    """text without its `import` lines that the header has (Lean takes imports only at the
-    top of the first command); any other import stays, for the screen to refuse."""
-    have = {ln.strip() for ln in header.split("\n") if ln.strip().startswith("import ")}
-    return "\n".join("" if ln.strip() in have else ln for ln in text.split("\n"))
+    """text without the `import` lines the header covers: its own modules and their
+    submodules (`import Mathlib.Tactic` under `import Mathlib`, which imports every Mathlib
+    module), so they add nothing; Lean takes imports only at the top of the file anyway.
+    Any other import stays, for the screen to refuse."""
+    have = [ln.split()[1] for ln in header.split("\n") if ln.split()[:1] == ["import"] and len(ln.split()) == 2]
+
+    def covered(line: str) -> bool:
+        words = line.split("--")[0].split()
+        return len(words) == 2 and words[0] == "import" and any(words[1] == m or words[1].startswith(m + ".")
+                                                                for m in have)
+    return "\n".join("" if covered(ln) else ln for ln in text.split("\n"))
 
 
 def normalized(text: str) -> str:

@@ -9,7 +9,9 @@ where) plus everyday competition proofs. They are meant to be real Lean 4 + Math
 test_lean_real.py runs all of them through a real REPL where one is installed.
 
 The exploits are spellings outside the public corpora: each passes "no error, no sorry"
-in some checker, or hides from a screen that lexes differently from Lean.
+in some checker, or hides from a screen that lexes differently from Lean, or runs code
+before any check (issue 26's: what Lean reads after `/--` and after a lexing error).
+HONEST_IDIOMS are the idioms issue 26 found refused: they cannot change the verdict.
 """
 from __future__ import annotations
 
@@ -160,7 +162,49 @@ _EVERYDAY = [
 ]
 
 HONEST_EVERYDAY = [(name, st, block(f"{st} := {proof}")) for name, st, proof in _EVERYDAY]
-HONEST = HONEST_SHAPES + HONEST_EVERYDAY
+
+# ---------------------------------------------------------------- honest: idioms of issue 26
+# What provers leave in real files and cannot change the verdict (the screen refused each).
+_ADD_PROOF = f"{ADD} := by\n  subst h₀\n  norm_num"
+HONEST_IDIOMS = [
+    ("underscore binder", "theorem test_problem (p q : Prop) (hq : q) : p → q",
+     block("theorem test_problem (p q : Prop) (hq : q) : p → q := by\n  intro _hp\n  exact hq")),
+    ("underscore names in patterns", "theorem test_problem (a b : ℕ) (h : a = 1 ∧ b = 2) : a = 1",
+     block("theorem test_problem (a b : ℕ) (h : a = 1 ∧ b = 2) : a = 1 := by\n  obtain ⟨h_1, _h_2⟩ := h\n  exact h_1")),
+    ("leftover #check and #print axioms", ADD,
+     block(f"{_ADD_PROOF}\n\n#check test_problem\n#print axioms test_problem")),
+    ("leftover #reduce and #synth", ADD,
+     block(f"#reduce (2 : ℕ) + 2\n#synth Inhabited ℕ\n\n{_ADD_PROOF}")),
+    ("local simp attribute on a helper", "theorem test_problem (x : ℕ) : (x + 0) * 1 = x",
+     block("lemma my_add_zero (x : ℕ) : x + 0 = x := by simp\n\nattribute [local simp] my_add_zero\n\n"
+           "theorem test_problem (x : ℕ) : (x + 0) * 1 = x := by simp")),
+    ("section with variables for a helper", ADD,
+     block("section Helpers\nvariable (a b : ℕ)\n\nlemma my_comm : a + b = b + a := Nat.add_comm a b\n\n"
+           f"end Helpers\n\n{_ADD_PROOF}")),
+    ("variable the target names", "theorem test_problem (x : ℕ) (h₀ : x = 2) : x + 2 = 4",
+     block("section\nvariable (x : ℕ)\n\ntheorem test_problem (h₀ : x = 2) : x + 2 = 4 := by\n  subst h₀\n  norm_num"
+           "\n\nend")),
+    ("noncomputable section", REAL,
+     block(f"noncomputable section\n\ndef half (y : ℝ) : ℝ := y / 2\n\n{REAL} := by linarith\n\nend")),
+    ("universe for a helper", ADD,
+     block(f"universe u\n\nlemma my_id {{α : Sort u}} (a : α) : id a = a := rfl\n\n{_ADD_PROOF}")),
+    ("deriving on a helper structure", ADD,
+     block(f"structure Pt where\n  x : ℕ\n  y : ℕ\nderiving Repr, DecidableEq\n\n{_ADD_PROOF}")),
+    ("mutual helper definitions", "theorem test_problem : (3 : ℕ) * 3 = 9",
+     block("mutual\ndef isEven : ℕ → Bool\n  | 0 => true\n  | n + 1 => isOdd n\ndef isOdd : ℕ → Bool\n"
+           "  | 0 => false\n  | n + 1 => isEven n\nend\n\ntheorem test_problem : (3 : ℕ) * 3 = 9 := by norm_num")),
+    ("local instance in a closed section", ADD,
+     block("section\nattribute [local instance] Classical.propDecidable\n\n"
+           "lemma my_em (p : Prop) : p ∨ ¬p := Classical.em p\n\nend\n\n" + _ADD_PROOF)),
+    ("doc comment opening with a line comment", ADD,
+     block(f"/-- -- the main theorem\n  By substitution. -/\n{_ADD_PROOF}")),
+    ("imports of Mathlib modules the header covers", ADD,
+     block(f"import Mathlib.Tactic\nimport Mathlib.Data.Real.Basic\n\n{_ADD_PROOF}")),
+    ("elaboration options", ADD,
+     block(f"set_option tactic.skipAssignedInstances false in\nset_option backward.isDefEq.lazyWhnfCore false in\n"
+           f"{_ADD_PROOF}")),
+]
+HONEST = HONEST_SHAPES + HONEST_EVERYDAY + HONEST_IDIOMS
 
 # ---------------------------------------------------------------- exploit spellings
 _DOC_HIDE = "/--/ -- -/"  # Lean: a doc comment ending at `-/`; a naive screen: `/--/` then a line comment
@@ -227,4 +271,26 @@ EXPLOITS = [
     ("prelude", FALSE, block("prelude\n" + FALSE + " := by decide")),
     ("mutual block", FALSE,
      block("mutual\ntheorem test_problem : (1 : ℕ) + 1 = 3 := by decide\nend")),
+    # issue 26: what Lean reads after the doc-comment opener, and after a lexing error
+    ("line comment after /-- hides meta code", FALSE,
+     block("/-- -- /-\n-/\nrun_cmd Lean.logInfo \"ran\"\n-- -/\n" + FALSE + " := by decide")),
+    ("malformed number resumes at a command", FALSE,
+     block("def n := 0xrun_cmd Lean.logInfo \"ran\"\n" + FALSE + " := by decide")),
+    ("string gap resumes inside the string", FALSE,
+     block("def s := \"a\\\n\n#eval IO.println 1 -- \"\n" + FALSE + " := by decide")),
+    ("escaped brace resumes inside the string", FALSE,
+     block("def s := \"\\{\n#eval IO.println 1 -- \"\n" + FALSE + " := by decide")),
+    ("number with _ resumes at a command", FALSE,
+     block("def n := 1_run_cmd Lean.logInfo \"ran\"\n" + FALSE + " := by decide")),
+    # issue 26: commands no list of the old screen knew
+    ("set_premise_selector runs code", FALSE,
+     block("set_premise_selector fun _ _ => pure #[]\n" + FALSE + " := by decide")),
+    ("guard_msgs swallows the errors", FALSE,
+     block("/-- error: unsolved goals -/\n#guard_msgs in\n" + FALSE + " := by decide")),
+    ("declares a matcher-like name", FALSE,
+     block("def bar.match_1 : ℕ := 3\n" + FALSE + " := by decide")),
+    ("underscore binder hides an extra hypothesis", FALSE,
+     block("theorem test_problem (_h : (1 : ℕ) + 1 = 3) : (1 : ℕ) + 1 = 3 := _h")),
+    ("local instance in a section around the target", FALSE,
+     block("section\nlocal instance : Add ℕ := ⟨fun _ _ => 3⟩\n" + FALSE + " := rfl\nend")),
 ]

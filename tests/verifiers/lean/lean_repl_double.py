@@ -8,7 +8,7 @@ Each reply is a JSON object spread over several lines (Lean pretty-prints), then
 line. Replies: {"env": n, "messages": [...], "sorries": [...]}, empty lists omitted, env
 numbers counting up from 0 per process; {"message": "Unknown environment."} for a bad env.
 An env snapshot holds what Lean's would: the declarations, the open scopes
-(namespace/section) and the scoped options, so a later command continues from them.
+(namespace/section/mutual) and the scoped options, so a later command continues from them.
 
 What it "elaborates" follows simple rules instead of Lean. Comments are removed as Lean's
 lexer does (lean_lexer_ref). A command is cut into commands at lines starting with a
@@ -36,7 +36,9 @@ BODY` (or `NAME SIG | alt ...`, equation style):
     Classical.choice, Quot.sound; plus Lean.ofReduceBool for `native_decide`; plus those
     of every declared constant the body names (an `axiom` brings itself).
 def/abbrev/instance/structure/class/inductive/opaque are recorded with their kind; an
-opaque's value brings its axioms. A signature containing `ill_typed` fails to elaborate
+opaque's value brings its axioms. What a scope adds to elaboration (a local instance, a local
+instance attribute, notation, macros, a `variable`) lasts until its `end`; a variable counts
+for a declaration whose signature names it (or after `include`), as in Lean 4. A signature containing `ill_typed` fails to elaborate
 ("type mismatch"). A declaration's elaborated type is its signature (its text
 as Lean tokens) plus the local instances, notations and variables in scope when it was
 elaborated. `#print axioms NAME` answers as Lean 4 does: "'NAME' depends on axioms: [a,
@@ -44,7 +46,11 @@ b]" or "'NAME' does not depend on any axioms" (info). `example : @A = @B := rfl`
 when A and B have the same elaborated type, else "type mismatch". The verifier's own
 kernel-check command (check.KERNEL_CHECK, recognised by its `jury-check` marker) is
 answered as the real one would: kind, elaborated type, a unique target, and a kernel
-replay that fails on declarations the kernel never checked. `#whoami` (not in Lean)
+replay that fails on declarations the kernel never checked; its command-table query
+(check.COMMAND_TABLE, marker `jury-commands`) with COMMAND_TABLE below, which holds
+`lib_exec`, a command of a library no list of the screen's knows: it stands for the ones
+nobody listed, and runs ("lib_exec: ran", an info). `#check`, `#reduce`, `#synth` and
+`#print` (other than axioms) answer with an info. `#whoami` (not in Lean)
 reports uid, pid and network interfaces, for sandbox tests. A repeated name is "'NAME'
 has already been declared"; `import` with an env is an error, as in Lean; anything else
 is "unexpected token".
@@ -72,7 +78,8 @@ NOT_NAMES = frozenset("fun by show from if match let have calc this λ".split())
 COMMAND = re.compile(r"^(?:@\[[^\]]*\]\s*)*(?:(?:private|protected|noncomputable|partial|unsafe|nonrec|local|scoped)\s+)*"
                      r"(theorem|lemma|def|abbrev|example|instance|structure|class|inductive|axiom|opaque|namespace|"
                      r"section|end|open|set_option|universe|variable|include|omit|import|attribute|mutual|prelude|"
-                     r"macro|macro_rules|syntax|elab|notation|infix|infixl|infixr|#print|#check|#eval|#whoami|#exit)"
+                     r"macro|macro_rules|syntax|elab|notation|infix|infixl|infixr|#print|#check|#check_failure|"
+                     r"#reduce|#synth|#simp|#norm_num|#whnf|#eval|#whoami|#exit|lib_exec|export)"
                      r"(?![\w'])", re.M)
 MODIFIERS = re.compile(r"^(?:@\[[^\]]*\]\s*)*((?:(?:private|protected|noncomputable|partial|unsafe|nonrec|local|"
                        r"scoped)\s+)*)")
@@ -82,6 +89,17 @@ AXIOM = re.compile(r"axiom\s+([^\s(:{\[]+)(.*)", re.S)
 COMPARE = re.compile(r"example\s*:\s*@([\w.']+)\s*=\s*@([\w.']+)\s*:=\s*rfl\s*$", re.S)
 CHECK_TARGET = re.compile(r"env\.find\? `([^\s|]+) \| throwError \"jury-check: no target")
 SORRY_OPTIONS = ("debug.byAsSorry", "debug.proofAsSorry", "debug.terminalTacticsAsSorry")
+INSPECT = ("#check", "#check_failure", "#reduce", "#synth", "#simp", "#norm_num", "#whnf")
+# The first tokens of the command parsers of the environment the double stands for: core
+# Lean's and Mathlib's (some), `lib_exec` from a library nobody listed, and the token kinds
+# Lean keys some parsers by.
+COMMAND_TABLE = """theorem lemma def abbrev example instance structure class inductive axiom opaque namespace
+section end open export set_option universe variable include omit attribute mutual deriving noncomputable private
+protected partial unsafe nonrec local scoped macro macro_rules syntax elab elab_rules notation notation3 infix infixl
+infixr prefix postfix initialize builtin_initialize run_cmd run_elab run_meta declare_syntax_cat #eval #print
+#check #check_failure #reduce #exit #synth #guard_msgs #help #lint #simp #norm_num #whnf irreducible_def alias
+assert_not_exists library_note proof_wanted recall unif_hint binder_predicate add_decl_doc suppress_compilation
+seal unseal lib_exec ident num str""".split()
 
 
 def position(cmd, offset):
@@ -92,14 +110,15 @@ def position(cmd, offset):
 class Env:
     """One snapshot: declarations, open scopes, scoped options and what is in scope."""
 
-    def __init__(self, decls=None, scopes=None, options=None, context=()):
+    def __init__(self, decls=None, scopes=None, options=None, context=(), marks=()):
         self.decls = dict(decls or {})      # full name -> dict(kind, sig, ctx, axioms, kernel_bad)
-        self.scopes = list(scopes or [])    # [("namespace"|"section", name)]
+        self.scopes = list(scopes or [])    # [("namespace"|"section"|"mutual", name)]
         self.options = dict(options or {})
         self.context = tuple(context)       # local instances / notations / variables in scope
+        self.marks = list(marks)            # len(context) when each open scope began
 
     def copy(self):
-        return Env(self.decls, self.scopes, self.options, self.context)
+        return Env(self.decls, self.scopes, self.options, self.context, self.marks)
 
     def prefix(self):
         return "".join(name + "." for kind, name in self.scopes if kind == "namespace" and name)
@@ -144,20 +163,29 @@ class Run:
                 self.msg(start, end, "error", "invalid 'import' command, it must be used in the beginning of the file")
             elif any(ln.strip() and not ln.startswith("import ") for ln in text.splitlines()):
                 self.msg(start, end, "error", "unexpected token; expected command")
-        elif word in ("namespace", "section", "end"):
-            self.scope(word, body.split()[1] if len(body.split()) > 1 else "", start, end)
+        elif word in ("namespace", "section", "end", "mutual"):
+            first = body.split("\n")[0].split()  # a scope's name is on its own line (checkColGt)
+            self.scope(word, first[1] if len(first) > 1 and word != "mutual" else "", start, end)
         elif word == "set_option":
             parts = body.split()
             self.env.options[parts[1]] = parts[2] if len(parts) > 2 else ""
-        elif word in ("open", "universe", "include", "omit"):
+        elif word in ("open", "universe", "omit", "export"):
             pass
-        elif word == "variable" or word in ("notation", "infix", "infixl", "infixr", "macro", "macro_rules",
-                                           "syntax", "elab") or ("local" in modifiers or "scoped" in modifiers):
+        elif word == "include":
+            self.env.context += ("include",)
+        elif word == "variable":
+            for group in binder_groups(body[len("variable"):]):
+                head = top_level_split(group[1:-1], ":")
+                # `[Fact p]`: an anonymous instance binder is always included (*)
+                names = head[0].split() if len(head) > 1 else ["*"]
+                self.env.context += ("variable:" + ",".join(names) + "|" + group,)
+        elif word in ("notation", "infix", "infixl", "infixr", "macro", "macro_rules", "syntax", "elab") \
+                or ("local" in modifiers or "scoped" in modifiers):
             self.env.context += (word,)
             if word == "instance":
                 self.record(body, at, "instance", options)
         elif word == "attribute":
-            if "local" in body or "scoped" in body:
+            if re.search(r"\b(?:local|scoped)\s+instance\b", body):
                 self.env.context += ("attribute",)
         elif word in ("theorem", "lemma", "example"):
             self.theorem(at, body, options)
@@ -172,6 +200,12 @@ class Run:
             self.print_axioms(body.split()[2], start, end)
         elif word == "#eval" and "jury-check" in body:
             self.jury_check(body, start, end)
+        elif word == "#eval" and "jury-commands" in body:
+            self.msg(start, end, "info", "jury-commands: " + " ".join(COMMAND_TABLE))
+        elif word == "lib_exec":
+            self.msg(start, end, "info", "lib_exec: ran")
+        elif word in INSPECT or word == "#print":
+            self.msg(start, end, "info", " ".join(body.split()[1:]))
         elif word == "#whoami":
             names = [n for _, n in socket.if_nameindex()]
             self.msg(start, end, "info", f"uid={os.getuid()} pid={os.getpid()} interfaces={','.join(names)}")
@@ -181,6 +215,7 @@ class Run:
     def scope(self, word, name, start, end):
         if word != "end":
             self.env.scopes.append((word, name))
+            self.env.marks.append(len(self.env.context))
             return
         if not self.env.scopes:
             self.msg(start, end, "error", "invalid 'end', insufficient scopes")
@@ -188,10 +223,28 @@ class Run:
             self.msg(start, end, "error", f"invalid 'end', name mismatch (expected {self.env.scopes[-1][1] or 'nothing'})")
         else:
             self.env.scopes.pop()
+            self.env.context = self.env.context[:self.env.marks.pop()]  # what the scope added ends with it
 
     def decl(self, kind, sig, axioms, kernel_bad=False):
-        return {"kind": kind, "sig": token_texts(sig), "ctx": self.env.context, "axioms": set(axioms),
-                "kernel_bad": kernel_bad}
+        ctx, binders = self.in_scope(sig)
+        return {"kind": kind, "sig": token_texts(f"{binders} {sig}" if binders else sig), "ctx": ctx,
+                "axioms": set(axioms), "kernel_bad": kernel_bad}
+
+    def in_scope(self, sig):
+        """(what the scopes add to elaborating a declaration with this signature, the variable
+        binders it gets): a variable when the signature names it, an anonymous instance binder,
+        or anything after `include`, as Lean 4 includes them."""
+        words = set(re.findall(r"[\w'₀-₉]+", sig))
+        included = "include" in self.env.context
+        ctx, binders = [], []
+        for c in self.env.context:
+            if c.startswith("variable:"):
+                names, binder = c[len("variable:"):].split("|", 1)
+                if included or "*" in names.split(",") or words & set(names.split(",")):
+                    binders.append(binder)
+            elif c != "include":
+                ctx.append(c)
+        return tuple(ctx), " ".join(binders)
 
     def record(self, body, at, kind, options):
         """def, abbrev, instance, structure, class, inductive, opaque: name, kind, axioms."""
@@ -283,6 +336,7 @@ class Run:
     def prove(self, name_at, raw_name, sig, body, body_at, options):
         """The axioms of a proof that checks, or None after reporting why it does not."""
         concl = conclusion(sig)
+        ctx, binders = self.in_scope(sig)
         while body.strip().startswith("(") and body.strip().endswith(")"):  # the old chain's wrapper
             body_at += len(body) - len(body.lstrip()) + 1
             body = body.strip()[1:-1]
@@ -293,7 +347,7 @@ class Run:
                                  "pos": position(self.cmd, at), "endPos": position(self.cmd, at + 5)})
             self.msg(name_at, name_at + len(raw_name), "warning", "declaration uses 'sorry'")
             return {"sorryAx", *STANDARD_AXIOMS}
-        unknown = self.unknown_identifier(sig, body)
+        unknown = self.unknown_identifier(f"{binders} {sig}", body)
         if unknown:
             at = body_at + body.index(unknown)
             self.msg(at, at + len(unknown), "error", f"unknown identifier '{unknown}'")
@@ -301,7 +355,8 @@ class Run:
         term = not body.lstrip().startswith("by") and not body.lstrip().startswith("|")
         tactics = set(TACTICS.findall(body))
         named = self.used_axioms(body) if self.names_declared(body) else None
-        false_goal = is_false(concl) and not self.env.context
+        # a false conclusion is unprovable only without hypotheses and scopes that change it
+        false_goal = is_false(concl) and not ctx and not binders and not re.match(r"\s*[(\[{⦃]", sig)
         if (not term and not tactics) or (false_goal and named is None):
             end = body_at + len(body.rstrip())
             self.msg(body_at, end, "error", f"unsolved goals\n⊢ {concl}")
@@ -397,6 +452,30 @@ def split_decl(rest):
         if depth == 0 and c == "|" and "\n" in rest[:i] and not rest[:i].rsplit("\n", 1)[-1].strip():
             return rest[:i], rest[i:]
     return rest, ""
+
+
+def binder_groups(text):
+    """The top-level bracketed groups of a binder list: `(a b : ℕ) [Fact p]` -> two groups."""
+    groups, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{⦃":
+            depth, start = depth + 1, i if depth == 0 else start
+        elif c in ")]}⦄":
+            depth -= 1
+            if depth == 0:
+                groups.append(text[start:i + 1])
+    return groups
+
+
+def top_level_split(text, sep):
+    """text split at sep where no bracket is open."""
+    parts, depth, last = [], 0, 0
+    for i, c in enumerate(text):
+        depth += (c in "([{⦃⟨") - (c in ")]}⦄⟩")
+        if depth == 0 and c == sep and not text.startswith(":=", i):
+            parts.append(text[last:i])
+            last = i + 1
+    return parts + [text[last:]]
 
 
 def conclusion(sig):

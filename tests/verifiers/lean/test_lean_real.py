@@ -65,6 +65,7 @@ def lean():
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cases  # noqa: E402
+import test_lean_commands as commands_cases  # noqa: E402
 
 
 def verdict(lean, statement, body=None, timeout_s=300, file=None, target="test_problem"):
@@ -95,6 +96,50 @@ def test_kernel_check_answers_and_compares_elaborated_types(lean):
     other = "theorem test_problem (x : ℕ) (h₀ : x = 2) : x + 2 = 2 + 2 := by\n  subst h₀\n  norm_num"
     status = verdict(lean, STATEMENT, file=other)
     assert status == "statement_mismatch"
+
+
+# ---------------------------------------------------------------- issue 26: lexing, commands, idioms
+def errors_of(lean, *cmds):
+    return [[m.data for m in r.errors] for r in lean.run_chain(list(cmds), timeout_s=300)]
+
+
+def test_doc_comment_body_starts_after_the_comments_that_follow_the_opener(lean):
+    # as lean_lexer_ref reads Term.lean's docComment: `-- -/` is a line comment, so the
+    # doc comment ends on the next line, and the theorem after it is declared
+    assert errors_of(lean, "/-- -- -/\nx -/\ntheorem jury_t26a : True := trivial", "#check jury_t26a") == [[], []]
+    # a `/-` inside that line comment does not nest: the theorem is code, not comment
+    assert errors_of(lean, "/-- -- /-\n-/\ntheorem jury_t26b : True := trivial\n-- -/", "#check jury_t26b") \
+        == [[], []]
+
+
+@pytest.mark.parametrize("cmd", [
+    'def jury_n := 0xrun_cmd Lean.logInfo "jury-ran"',                 # Lean resumes after `0x`
+    'def jury_s := "\\{\n#eval Lean.logInfo "jury-ran" -- "',      # and after an invalid escape
+])
+def test_after_a_lexing_error_lean_runs_what_follows(lean, cmd):
+    """The threat the lexer's refusals answer: code inside what looked like a literal runs."""
+    reply = lean.run_chain([cmd], timeout_s=300)[0]
+    assert reply.errors and any("jury-ran" in m.data for m in reply.messages), reply
+
+
+def test_the_environment_lists_its_commands(lean):
+    table = ProofChecker(lean, lean.config.header, timeout_s=300).environment_commands()
+    assert {"theorem", "lemma", "#eval", "run_cmd", "set_option"} <= table, sorted(table)[:50]
+
+
+@pytest.mark.parametrize("name", sorted(commands_cases.IDIOMS))
+def test_accepted_idioms_prove(lean, name):
+    statement = commands_cases.ADD if name != "underscore names" else \
+        "theorem test_problem (p q : Prop) (hq : q) : p → q"
+    v = ProofChecker(lean, lean.config.header, timeout_s=300).check(statement, commands_cases.IDIOMS[name])
+    assert v.status == "proved", (name, v)
+
+
+@pytest.mark.parametrize("name", sorted(commands_cases.ABUSES))
+def test_accepted_idioms_cannot_change_the_verdict(lean, name):
+    file, _ = commands_cases.ABUSES[name]
+    v = ProofChecker(lean, lean.config.header, timeout_s=300).check(commands_cases.FALSE, file)
+    assert v.status not in ("proved", "screened"), (name, v)
 
 
 def test_namespaced_target_and_helpers(lean):

@@ -1,22 +1,16 @@
-"""The screen refuses every cheating body and file we know of and passes honest ones; its
-lexer agrees with a tokeniser transliterated from Lean's on every corpus file and on
-random spellings; extraction cuts statements and files out of LLM replies. No Lean needed."""
-import random
+"""The screen refuses every cheating body and file we know of and passes honest ones;
+extraction cuts statements and files out of LLM replies. No Lean needed. (Its lexer:
+test_lean_lexer.py; its command allowlist and the idioms it accepts: test_lean_commands.py.)"""
 import sys
 from pathlib import Path
 
 import pytest
 
-from jury.verifiers.lean.screen import (LexError, extract_proof_body, extract_proof_file, extract_statement,
-                                        iter_tokens, normalize_newlines, screen, screen_file, signature_of,
-                                        strip_header_imports)
+from jury.verifiers.lean.screen import (extract_proof_body, extract_proof_file, extract_statement,
+                                        normalize_newlines, screen, screen_file, signature_of, strip_header_imports)
 
 sys.path.insert(0, str(Path(__file__).parent))
 import cases  # noqa: E402
-from lean_lexer_ref import LeanLexError, tokenize  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).parents[2]))
-from conftest import shared_dir  # noqa: E402
 
 # Each passes the public "no error, no sorry" rule in real Lean (or hides from a naive
 # substring screen); each must be refused before Lean sees it.
@@ -127,22 +121,6 @@ def test_refusal_names_the_rule():
     assert "longer than" in screen(" by " + "simp; " * 20_000)
 
 
-def test_lexer_mirrors_lean_identifiers():
-    idents = [t.text for t in iter_tokens("λaxiom h₁' x.sorry 2end «a b».c") if t.kind == "ident"]
-    # λ is not an identifier letter in Lean, numbers end at letters, dotted names are one
-    # identifier (a keyword never has a dot), «» escapes are read through.
-    assert idents == ["axiom", "h₁'", "x.sorry", "end", "a b.c"]
-    assert [t.text for t in iter_tokens("a := b") if t.kind == "symbol"] == [":="]
-    assert [t.kind for t in iter_tokens("@[simp] #check")] == ["attr", "ident", "symbol", "hashcmd"]
-
-
-def test_comments_hide_nothing_lean_would_read():
-    # Lean ends a line comment at the newline and a block comment at its matching -/;
-    # `/--` opens a doc comment whose first `-/` cannot be its own dash.
-    assert [t.text for t in iter_tokens("-- x\ny /- z /- -/ -/ w")] == ["y", "w"]
-    assert [(t.kind, t.text) for t in iter_tokens("/--/ -- -/ v")] == [("doc", "/--/ -- -/"), ("ident", "v")]
-
-
 FORMALIZER_REPLY = """<think>Let me draft: ```lean4
 theorem test_problem : x = 1 := by sorry
 ``` no, x needs a type.</think>
@@ -222,10 +200,15 @@ def test_extract_proof_body_refuses_truncated_or_missing_replies():
     assert extract_proof_body("```lean4\ntheorem other : True := trivial\n```") is None
 
 
-def test_every_banned_word_and_family_is_refused_on_its_own():
-    from jury.verifiers.lean.screen import BANNED_PREFIXES, BANNED_WORDS
-    for word in [*BANNED_WORDS, *(p + "x" for p in BANNED_PREFIXES)]:
-        assert word in (screen(f" by simp\n{word} x") or ""), word
+def test_every_refused_word_and_family_is_refused_on_its_own_with_its_reason():
+    from jury.verifiers.lean.commands import COMMAND_FAMILIES, REFUSED
+    for word, why in REFUSED.items():
+        if word.startswith("#"):
+            assert word in (screen(f" by simp\n{word} x") or ""), word  # the lexer's allowlist of `#` words
+        else:
+            assert why in (screen(f" by simp\n{word} x") or ""), word
+    for family in COMMAND_FAMILIES:
+        assert "a command of a family" in (screen(f" by simp\n{family}x y") or ""), family
 
 
 # ---------------------------------------------------------------- whole files
@@ -243,8 +226,13 @@ def test_honest_files_pass_the_file_screen(name, statement, reply):
     assert fs.reason is None and fs.target.endswith("test_problem"), (name, fs)
 
 
-# Exploits only Lean can refuse (the type check), or that never reach the screen.
-LEAN_SIDE = {"easier statement", "axiom as the target", "def as the target", "opaque as the target"}
+# Exploits only Lean can refuse (the type check), or that never reach the screen, and the
+# idioms the screen accepts because they cannot change the verdict: a local instance, a
+# variable or a mutual block changes only what the target elaborates to, which the
+# checker compares with the reference (test_lean_commands.py runs them through it).
+LEAN_SIDE = {"easier statement", "axiom as the target", "def as the target", "opaque as the target",
+             "local instance redefines +", "attribute local instance", "variable adds a hypothesis", "mutual block",
+             "underscore binder hides an extra hypothesis", "local instance in a section around the target"}
 
 
 @pytest.mark.parametrize("name,statement,reply", cases.EXPLOITS, ids=[c[0] for c in cases.EXPLOITS])
@@ -273,70 +261,3 @@ def test_file_screen_finds_the_target_and_its_namespace():
 def test_crlf_is_normalised_and_lone_cr_refused():
     assert normalize_newlines("a\r\nb") == "a\nb"
     assert "U+000D" in screen_file("theorem test_problem : True := by\r  trivial").reason
-
-
-# ---------------------------------------------------------------- agreement with Lean's lexer
-def view_of_screen(src):
-    """(kind, start, end) of everything Lean could read as a word or literal, by the screen."""
-    kinds = {"ident": "word", "string": "string", "char": "char", "doc": "doc"}
-    # `_` is Lean's hole token, not a name
-    return [(kinds[t.kind], t.start, t.end) for t in iter_tokens(src) if t.kind in kinds and t.text != "_"]
-
-
-def view_of_reference(src):
-    from jury.verifiers.lean.screen import is_id_first
-
-    toks, out = tokenize(src), []
-    for k, t in enumerate(toks):
-        if t.kind in ("ident", "keyword") and (is_id_first(src[t.start]) or src[t.start] == "«"):
-            if k and toks[k - 1].text == "#" and toks[k - 1].end == t.start:
-                continue  # `#foo`: the screen reads one hash command
-            out.append(("word", t.start, t.end))
-        elif t.kind in ("string", "char"):
-            out.append((t.kind, t.start, t.end))
-        elif t.kind in ("doc", "moddoc"):
-            out.append(("doc", t.start, t.end))
-    return out
-
-
-def agree_or_refuse(src):
-    """The screen's view equals Lean's, or the screen refuses to lex (never a third way)."""
-    try:
-        mine = view_of_screen(src)
-    except LexError:
-        return "refused"
-    try:
-        theirs = view_of_reference(src)
-    except LeanLexError:
-        return "lean errors"  # Lean refuses the text itself: it can never check
-    assert mine == theirs, (src, mine, theirs)
-    return "agree"
-
-
-def corpus_files():
-    root = shared_dir() / "data" / "lean-corpora"
-    return sorted(root.rglob("*.lean")) if root.is_dir() else []
-
-
-@pytest.mark.skipif(not corpus_files(), reason="no ../shared/data/lean-corpora")
-def test_screen_and_lean_lexer_agree_on_every_corpus_file():
-    outcomes = [agree_or_refuse(normalize_newlines(p.read_text())) for p in corpus_files()]
-    assert len(outcomes) >= 200 and outcomes.count("agree") >= 150, outcomes.count("agree")
-
-
-def test_screen_and_lean_lexer_agree_on_our_cases():
-    for _, _, reply in cases.HONEST + cases.EXPLOITS:
-        agree_or_refuse(normalize_newlines(extract_proof_file(reply) or reply))
-
-
-PIECES = ["/-", "-/", "--", "/--", "/-!", '"', "'", "\\", "\n", " ", "axiom", "x", "h'", "«", "»", 'r"',
-          'r#"', '"#', "{", "}", "(", ")", ":=", "<;>", "-", "/", "!", "a.b", "2", "'a'", "sorry", "\\n"]
-
-
-def test_screen_and_lean_lexer_agree_on_random_spellings():
-    rng = random.Random(0)
-    seen = {"agree": 0, "refused": 0, "lean errors": 0}
-    for _ in range(6000):
-        src = "".join(rng.choice(PIECES) for _ in range(rng.randint(1, 12)))
-        seen[agree_or_refuse(src)] += 1
-    assert seen["agree"] > 1000, seen
