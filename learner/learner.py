@@ -32,7 +32,7 @@ from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
 from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
-from jury.learner.update import OFF_POLICY_STATS, STATS, step_stats, train_shard
+from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, step_stats, train_shard
 from jury.learner.weight_sender import WeightSender
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
@@ -191,7 +191,7 @@ class Learner:
         sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, sampling=self.sampling,
                            pad_id=self.pad_id, timers=timers)
         self.version += 1
-        keys = ["loss", "weight", *STATS, *OFF_POLICY_STATS]
+        keys = ["loss", "weight", *STATS, *OFF_POLICY_STATS, *REJECT_SUMS]
         totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
         if self.world > 1:
             dist.all_reduce(totals)

@@ -22,15 +22,17 @@ import time
 import torch
 import torch.distributed as dist
 
-from jury.learner.grpo import Batch, length_sorted_chunks, micro_loss, token_logprobs
+from jury.learner.grpo import CORRECTIONS, Batch, length_sorted_chunks, micro_loss, rejection_mask, token_logprobs
 from jury.learner.shard import Shard
 from jury.protocol.config import LearnerConfig
 from jury.protocol.plan import Sampling
 
-STATS = ("clip_frac", "approx_kl", "ratio_mean", "entropy")
+STATS = ("clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean", "entropy")
 # About the importance weight f(w), w = π_prox / π_behav (kernels.policy_loss's stats); logged with
 # a correction only. π_prox is fixed for the batch, so every pass over it gives the same values.
 OFF_POLICY_STATS = ("tis_frac", "mask_frac", "is_weight_mean", "is_weight_sq_mean", "behav_kl")
+# A rejection (reject_*) weighs nothing: it counts what it rejected instead (update.reject)
+REJECT_SUMS = ("tokens_before_reject", "rejected", "behav_kl_before_reject")
 
 
 def stand_in(device: torch.device, pad_id: int) -> Batch:
@@ -84,11 +86,13 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
     b, device = shard.batch, shard.batch.input_ids.device
     engine.train()
     prox = None
+    sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS + REJECT_SUMS}}
     if cfg.recompute_proximal:
         prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling.temperature, pad_id)
+        if rejects(cfg):  # before the denominators: a rejected token leaves the loss and them
+            sums.update(reject(shard, prox, cfg))
     counts = chunks_per_minibatch(shard, cfg.micro_batch, device)
     dummy = stand_in(device, pad_id)
-    sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS}}
     for _ in range(cfg.epochs):
         for m, count in enumerate(counts):
             rows = (shard.minibatch == m).nonzero().squeeze(1)
@@ -124,15 +128,44 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
     return sums
 
 
+def rejects(cfg: LearnerConfig) -> bool:
+    return cfg.correction != "none" and CORRECTIONS[cfg.correction][1] == "reject"
+
+
+def reject(shard: Shard, prox: torch.Tensor, cfg: LearnerConfig) -> dict[str, float]:
+    """verl's rollout rejection on this rank's rows: rejected tokens leave `completion` (the loss's
+    mask), and every mini-batch's tokens and sequences (over all ranks) are counted again without
+    them. Returns this rank's sums: tokens before, tokens rejected, and the k3 estimate of
+    KL(π_behav ‖ π_prox) over the tokens before (what the kernel reports for a weighted correction)."""
+    b = shard.batch
+    before = b.completion.clone()
+    b.completion.mul_(rejection_mask(prox, b.behav_logp, b.completion, cfg))
+    m = shard.tokens.numel()
+    counts = torch.zeros(2, m, dtype=torch.float64, device=b.completion.device)
+    counts[0].index_add_(0, shard.minibatch, b.completion.sum(1).double())
+    counts[1].index_add_(0, shard.minibatch, (b.completion.sum(1) > 0).double())
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(counts)
+    shard.tokens, shard.seqs = counts[0], counts[1]
+    tok = torch.where(before != 0, prox.double() - b.behav_logp.double(), 0.0)
+    return {"tokens_before_reject": float(before.sum()), "rejected": float(before.sum() - b.completion.sum()),
+            "behav_kl_before_reject": float(((tok.exp() - tok - 1) * before).sum())}
+
+
 def step_stats(total: dict[str, float], cfg: LearnerConfig) -> dict[str, float]:
     """The step's loss statistics from train_shard's sums (added over ranks): token-weighted means,
-    and with a correction the importance weights' normalised effective sample size
-    ESS = (Σ f)² / (n Σ f²) = mean(f)² / mean(f²) over the batch's n tokens (0 if every f is 0)."""
+    and with a weighting correction the importance weights' normalised effective sample size
+    ESS = (Σ f)² / (n Σ f²) = mean(f)² / mean(f²) over the batch's n tokens (0 if every f is 0).
+    With a rejection: the share of tokens rejected, and the behaviour KL over all of them."""
+    out = {}
+    if rejects(cfg) and total["tokens_before_reject"] > 0:
+        out["reject_frac"] = total["rejected"] / total["tokens_before_reject"]
+        out["behav_kl"] = total["behav_kl_before_reject"] / total["tokens_before_reject"]
     if total["weight"] <= 0:
-        return {}
-    keys = STATS + OFF_POLICY_STATS if cfg.recompute_proximal else STATS
-    out = {k: total[k] / total["weight"] for k in keys}
-    if cfg.recompute_proximal:
+        return out
+    weighted = cfg.correction != "none" and not rejects(cfg)
+    out.update({k: total[k] / total["weight"] for k in (STATS + OFF_POLICY_STATS if weighted else STATS)})
+    if weighted:
         sq = out.pop("is_weight_sq_mean")
         out["is_ess"] = out["is_weight_mean"] ** 2 / sq if sq > 0 else 0.0
     return out
