@@ -82,11 +82,20 @@ class FusedHead(torch.nn.Linear):
     weight is partitioned, and DeepSpeed gathers it around a module's forward (and again
     for its backward). `use_fused_head` turns a model's head into one in place."""
 
-    def forward(self, hidden, targets=None):
+    def forward(self, hidden, targets=None, certainty=False):
         if targets is None:
             return super().forward(hidden)
-        logp, entropy, _ = kernels.lm_head_logprobs(hidden, self.weight, targets)
+        return head_outputs(hidden, self.weight, targets, certainty)
+
+
+def head_outputs(hidden, weight, targets, certainty: bool):
+    """(log-prob, entropy) per row, and with `certainty` the self-certainty KL(U || p) =
+    LSE(z) - mean_j z_j - log V (Intuitor's): the mean logit is hidden @ mean_j W_j, one matvec."""
+    logp, entropy, lse = kernels.lm_head_logprobs(hidden, weight, targets)
+    if not certainty:
         return logp, entropy
+    mean_z = (hidden.float() @ weight.float().mean(0)).to(lse.dtype)
+    return logp, entropy, lse - mean_z - float(np.log(weight.shape[0]))
 
 
 def use_fused_head(model):
@@ -97,8 +106,10 @@ def use_fused_head(model):
     return model
 
 
-def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0):
-    """Log-probs (N, L-1) of the next token at completion positions, through the fused LM-head kernel.
+def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0, certainty: bool = False):
+    """Log-probs (N, L-1) of the next token at completion positions, and the entropy of the
+    distribution that predicted it, through the fused LM-head kernel; with `certainty` also the
+    self-certainty KL(U || p) there (learner/self_rewards.py). All under logits / temperature.
 
     Only completion rows enter the LM-head product; other positions are 0.
     """
@@ -110,14 +121,9 @@ def token_logprobs(model, input_ids, attention, completion, temperature: float =
         h = h / temperature  # logits / T = (h / T) W^T
     targets = input_ids[:, 1:][rows]
     head = model.get_output_embeddings()
-    if isinstance(head, FusedHead):
-        logp, entropy = head(h, targets=targets)
-    else:
-        logp, entropy, _ = kernels.lm_head_logprobs(h, head.weight, targets)
-    out = torch.zeros(completion.shape, dtype=logp.dtype, device=logp.device)
-    out = out.masked_scatter(rows, logp)
-    ent = torch.zeros(completion.shape, dtype=entropy.dtype, device=entropy.device).masked_scatter(rows, entropy)
-    return out, ent
+    outs = head(h, targets=targets, certainty=certainty) if isinstance(head, FusedHead) else \
+        head_outputs(h, head.weight, targets, certainty)
+    return tuple(torch.zeros(completion.shape, dtype=o.dtype, device=o.device).masked_scatter(rows, o) for o in outs)
 
 
 def length_sorted_chunks(batch: Batch, size: int) -> list[torch.Tensor]:

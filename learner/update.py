@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from jury.learner.grpo import CORRECTIONS, Batch, length_sorted_chunks, micro_loss, rejection_mask, token_logprobs
+from jury.learner.self_rewards import row_scores
 from jury.learner.shard import Shard
 from jury.protocol.config import LearnerConfig
 from jury.protocol.plan import Sampling
@@ -58,9 +59,19 @@ def proximal_logprobs(model, shard: Shard, micro_batch: int, temperature: float,
     """The log-probs of this rank's rows under the current weights (no grad), aligned with
     `completion`: the proximal policy of every correction (learner.correction), taken once before the
     batch's first update."""
+    return forward_pass(model, shard, micro_batch, temperature, pad_id)[0]
+
+
+def forward_pass(model, shard: Shard, micro_batch: int, temperature: float, pad_id: int,
+                 scheme: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One no-grad pass over this rank's rows under the current weights: their log-probs (the
+    proximal policy, aligned with `completion`) and, with a self-reward `scheme`, each row's mean
+    over its scoring span of the per-token self-certainty (KL(U || p)) or negative entropy
+    (learner/self_rewards.py). Every rank runs the same number of passes (ZeRO-3 gathers)."""
     b, device = shard.batch, shard.batch.input_ids.device
     n = b.input_ids.shape[0]
     out = torch.zeros(b.completion.shape, device=device)
+    per_token = torch.zeros(b.completion.shape, dtype=torch.float64, device=device) if scheme else None
     passes = torch.tensor(math.ceil(n / micro_batch), dtype=torch.long, device=device)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(passes, op=dist.ReduceOp.MAX)
@@ -69,26 +80,33 @@ def proximal_logprobs(model, shard: Shard, micro_batch: int, temperature: float,
         for i in range(int(passes)):
             rows = torch.arange(i * micro_batch, min(n, (i + 1) * micro_batch), device=device)
             if len(rows) == 0:
-                token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, temperature)
+                token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, temperature,
+                               certainty=scheme == "self_certainty")
                 continue
             width = int(b.attention[rows].sum(1).max())
-            lp, _ = token_logprobs(model, b.input_ids[rows][:, :width], b.attention[rows][:, :width],
-                                   b.completion[rows][:, : width - 1], temperature)
-            out[rows, : width - 1] = lp
-    return out
+            outs = token_logprobs(model, b.input_ids[rows][:, :width], b.attention[rows][:, :width],
+                                  b.completion[rows][:, : width - 1], temperature, certainty=scheme == "self_certainty")
+            out[rows, : width - 1] = outs[0]
+            if scheme == "self_certainty":
+                per_token[rows, : width - 1] = outs[2].double()
+            elif scheme == "entropy":  # RENT's reward is the negative entropy
+                per_token[rows, : width - 1] = -outs[1].double()
+    scores = row_scores(per_token, shard.scoring.span) if scheme else None
+    return out, scores
 
 
 def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling: Sampling,
-                pad_id: int, timers: dict[str, float]) -> dict[str, float]:
+                pad_id: int, timers: dict[str, float], prox: torch.Tensor | None = None) -> dict[str, float]:
     """All updates of one batch on this rank; returns this rank's sums (loss, stats weighted by
-    tokens), to be added over ranks. `timers` collects forward+backward and optimizer seconds."""
+    tokens), to be added over ranks. `timers` collects forward+backward and optimizer seconds.
+    `prox`: the proximal log-probs when the caller's forward pass took them already."""
     world = dist.get_world_size() if dist.is_initialized() else 1
     b, device = shard.batch, shard.batch.input_ids.device
     engine.train()
-    prox = None
     sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS + REJECT_SUMS}}
     if cfg.recompute_proximal:
-        prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling.temperature, pad_id)
+        if prox is None:
+            prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling.temperature, pad_id)
         if rejects(cfg):  # before the denominators: a rejected token leaves the loss and them
             sums.update(reject(shard, prox, cfg))
     counts = chunks_per_minibatch(shard, cfg.micro_batch, device)

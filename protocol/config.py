@@ -281,6 +281,10 @@ class VerifierConfig:
     cache_size: int = 100_000
     tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or a local model's name (tiny)
     tinyv_max_tokens: int = 8      # TinyV answers one word (True / False)
+    # self_certainty and entropy are scored by the learner over the full distribution: the mean
+    # over the whole response (Intuitor's and RENT's code) or over the final answer's tokens (how
+    # JURY-RL's text describes its baselines, §5.3)
+    self_reward_span: Literal["response", "answer"] = "response"
     # Every LLM server (TinyV, the Lean gate's three roles, DeRL's planner and judge; one per
     # distinct model) takes max_model_len = llm_prompt_tokens + the largest max tokens of the roles
     # it serves, capped at the model's positions (with a warning). The run plan (protocol/plan.py)
