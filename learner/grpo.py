@@ -106,10 +106,12 @@ def use_fused_head(model):
     return model
 
 
-def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0, certainty: bool = False):
+def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0, certainty: bool = False,
+                   top_p: float = 1.0):
     """Log-probs (N, L-1) of the next token at completion positions, and the entropy of the
     distribution that predicted it, through the fused LM-head kernel; with `certainty` also the
-    self-certainty KL(U || p) there (learner/self_rewards.py). All under logits / temperature.
+    self-certainty KL(U || p) there (learner/self_rewards.py). All under logits / temperature;
+    with top_p < 1, under the nucleus vLLM sampled from (learner/nucleus.py, unfused).
 
     Only completion rows enter the LM-head product; other positions are 0.
     """
@@ -121,8 +123,13 @@ def token_logprobs(model, input_ids, attention, completion, temperature: float =
         h = h / temperature  # logits / T = (h / T) W^T
     targets = input_ids[:, 1:][rows]
     head = model.get_output_embeddings()
-    outs = head(h, targets=targets, certainty=certainty) if isinstance(head, FusedHead) else \
-        head_outputs(h, head.weight, targets, certainty)
+    if top_p < 1.0:
+        from jury.learner.nucleus import nucleus_outputs
+
+        outs = nucleus_outputs(head, h, targets, top_p, certainty)
+    else:
+        outs = head(h, targets=targets, certainty=certainty) if isinstance(head, FusedHead) else \
+            head_outputs(h, head.weight, targets, certainty)
     return tuple(torch.zeros(completion.shape, dtype=o.dtype, device=o.device).masked_scatter(rows, o) for o in outs)
 
 
@@ -214,11 +221,11 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
     attn = batch.attention[idx]
     width = int(attn.sum(1).max())
     ids, attn, comp = batch.input_ids[idx][:, :width], attn[:, :width], batch.completion[idx][:, : width - 1]
-    logp, entropy = token_logprobs(model, ids, attn, comp, sampling.temperature)
+    logp, entropy = token_logprobs(model, ids, attn, comp, sampling.temperature, top_p=sampling.top_p)
     ref = None
     if ref_model is not None:
         with torch.no_grad():
-            ref, _ = token_logprobs(ref_model, ids, attn, comp, sampling.temperature)
+            ref, _ = token_logprobs(ref_model, ids, attn, comp, sampling.temperature, top_p=sampling.top_p)
     if cfg.recompute_proximal and proximal is None:
         raise ValueError(f"learner.correction={cfg.correction} (recompute_old={cfg.recompute_old}) needs "
                          "the proximal log-probs")

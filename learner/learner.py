@@ -224,7 +224,7 @@ class Learner:
         into the groups (metrics, ledger). Returns the proximal log-probs of the same forward."""
         s = shard.scoring
         t0 = time.perf_counter()
-        prox, mine = forward_pass(self.engine.module, shard, self.cfg.micro_batch, self.sampling.temperature,
+        prox, mine = forward_pass(self.engine.module, shard, self.cfg.micro_batch, self.sampling,
                                   self.pad_id, scheme=self.learner_reward.scheme)
         scores = torch.zeros(len(s.rewards), dtype=torch.float64, device=self.device)
         scores[s.rows] = mine
@@ -390,7 +390,7 @@ class Learner:
         self.engine.eval()
         with torch.no_grad():
             lp, _ = token_logprobs(self.engine.module, ids.to(self.device), torch.ones_like(ids).to(self.device),
-                                   comp.to(self.device), self.sampling.temperature)
+                                   comp.to(self.device), self.sampling.temperature)  # raw, as vLLM scores a prompt
         return lp[0, len(prompt_ids) - 1:].tolist()
 
     def stop(self):

@@ -55,14 +55,14 @@ def chunks_per_minibatch(shard: Shard, micro_batch: int, device) -> list[int]:
     return counts.tolist()
 
 
-def proximal_logprobs(model, shard: Shard, micro_batch: int, temperature: float, pad_id: int) -> torch.Tensor:
+def proximal_logprobs(model, shard: Shard, micro_batch: int, sampling: Sampling, pad_id: int) -> torch.Tensor:
     """The log-probs of this rank's rows under the current weights (no grad), aligned with
     `completion`: the proximal policy of every correction (learner.correction), taken once before the
     batch's first update."""
-    return forward_pass(model, shard, micro_batch, temperature, pad_id)[0]
+    return forward_pass(model, shard, micro_batch, sampling, pad_id)[0]
 
 
-def forward_pass(model, shard: Shard, micro_batch: int, temperature: float, pad_id: int,
+def forward_pass(model, shard: Shard, micro_batch: int, sampling: Sampling, pad_id: int,
                  scheme: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One no-grad pass over this rank's rows under the current weights: their log-probs (the
     proximal policy, aligned with `completion`) and, with a self-reward `scheme`, each row's mean
@@ -80,12 +80,13 @@ def forward_pass(model, shard: Shard, micro_batch: int, temperature: float, pad_
         for i in range(int(passes)):
             rows = torch.arange(i * micro_batch, min(n, (i + 1) * micro_batch), device=device)
             if len(rows) == 0:
-                token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, temperature,
-                               certainty=scheme == "self_certainty")
+                token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, sampling.temperature,
+                               certainty=scheme == "self_certainty", top_p=sampling.top_p)
                 continue
             width = int(b.attention[rows].sum(1).max())
             outs = token_logprobs(model, b.input_ids[rows][:, :width], b.attention[rows][:, :width],
-                                  b.completion[rows][:, : width - 1], temperature, certainty=scheme == "self_certainty")
+                                  b.completion[rows][:, : width - 1], sampling.temperature,
+                                  certainty=scheme == "self_certainty", top_p=sampling.top_p)
             out[rows, : width - 1] = outs[0]
             if scheme == "self_certainty":
                 per_token[rows, : width - 1] = outs[2].double()
@@ -106,7 +107,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
     sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS + REJECT_SUMS}}
     if cfg.recompute_proximal:
         if prox is None:
-            prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling.temperature, pad_id)
+            prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling, pad_id)
         if rejects(cfg):  # before the denominators: a rejected token leaves the loss and them
             sums.update(reject(shard, prox, cfg))
     counts = chunks_per_minibatch(shard, cfg.micro_batch, device)

@@ -251,11 +251,9 @@ class GeneratorConfig:
                  # the learner divides its logits by the temperature to score what was sampled;
                  # greedy decoding is for evaluation (`jury eval --temperature 0`, eval.temperature)
                  ("temperature", self.temperature > 0, "> 0 (training samples from the policy; greedy is for eval)"),
+                 # below 1 vLLM's log-probs are renormalised over the nucleus; the learner scores
+                 # its tokens under the same nucleus (learner/nucleus.py, an unfused path)
                  ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
-                 # vLLM's log-probs of a nucleus sample are renormalised over the nucleus, the
-                 # learner's are not: every ratio would start below 1, a bias no correction removes
-                 ("top_p", self.top_p == 1, "1 in training (below 1 the sampler's log-probs are over the nucleus, "
-                                            "the learner's over the vocabulary; `jury eval --top-p` may be lower)"),
                  ("max_new_tokens", self.max_new_tokens >= 1, ">= 1"),
                  ("min_new_tokens", 0 <= self.min_new_tokens <= self.max_new_tokens, "in [0, max_new_tokens]"),
                  ("dtype", self.dtype in ("auto", "float32", "bfloat16", "float16"),
@@ -459,11 +457,13 @@ class EvalConfig:
     problems: int = 64         # the first N problems of the evaluation set; 0 = all of it
     samples: int = 8           # per problem: pass@1 and pass@samples (unbiased estimator)
     temperature: float = 1.0
+    top_p: float = 1.0         # the evaluation's nucleus (JURY-RL's Table 6: 0.95 at temperature 0.8)
     max_new_tokens: int = 0    # 0 = generator.max_new_tokens
 
     def __post_init__(self):
         _require(self, ("every", self.every >= 0, ">= 0"), ("problems", self.problems >= 0, ">= 0"),
                  ("samples", self.samples >= 1, ">= 1"), ("temperature", self.temperature >= 0, ">= 0"),
+                 ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
                  ("max_new_tokens", self.max_new_tokens >= 0, ">= 0"))
 
 

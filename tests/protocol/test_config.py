@@ -63,7 +63,7 @@ def test_defaults_and_overrides(tmp_path):
     # accepted before, and each broke the run later or trained on nothing without a word
     (["generator.group_size=1"], r"generator\.group_size must be >= 2 \(a group of one sample has advantage 0"),
     (["generator.temperature=0"], r"generator\.temperature must be > 0 .*greedy is for eval"),
-    (["generator.top_p=0.9"], r"generator\.top_p must be 1 in training .*over the nucleus"),
+    (["generator.top_p=0"], r"generator\.top_p must be in \(0, 1\]"),
     (["learner.correction=mask_seq", "learner.mask_low=1", "learner.mask_high=1"],
      r"learner\.mask_high must be > mask_low"),
     (["seed=4294967295", "num_generators=2"], r"seed must be in \[0, 2\*\*32 - num_generators\] \(4294967294\)"),
