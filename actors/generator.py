@@ -221,7 +221,7 @@ class Generator:
         return list(prompt_ids or []), samples
 
     async def evaluate(self, prompts: list[str], n: int, temperature: float,
-                       max_tokens: int) -> tuple[list[list[str]], int]:
+                       max_tokens: int, top_p: float = 1.0) -> tuple[list[list[str]], int]:
         """n completions of each prompt at the weights this engine holds, beside the task queue
         (evaluation during training: no task, so no staleness accounting); and the tokens made.
         A prompt the engine refuses gets n empty completions (graded as no answer)."""
@@ -231,7 +231,7 @@ class Generator:
         async def one(i: int, prompt: str) -> tuple[list[str], int]:
             # no per-request seed: vLLM's CPU build fails the engine on one ("CPU Generator does not use
             # offset"); the engine's own seed makes a run's evaluations reproducible
-            params = SamplingParams(n=n, temperature=temperature, max_tokens=max_tokens,
+            params = SamplingParams(n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                                     output_kind=RequestOutputKind.FINAL_ONLY)
             final = None
             try:

@@ -148,7 +148,7 @@ class Evaluator:
         e = self.cfg
         share = [list(range(i, len(self.prompts), len(generators))) for i in range(len(generators))]
         refs = [g.evaluate.remote([self.prompts[j] for j in part], e.samples, e.temperature,
-                                  e.max_new_tokens or max_new_tokens) for g, part in zip(generators, share)]
+                                  e.max_new_tokens or max_new_tokens, e.top_p) for g, part in zip(generators, share)]
         texts: list = [None] * len(self.prompts)
         tokens = 0
         for part, (out, n_tokens) in zip(share, ray.get(refs, timeout=timeout_s)):

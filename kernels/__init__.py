@@ -72,7 +72,7 @@ def group_advantage(rewards, *, mode="grpo", eps=1e-6, unbiased_std=False, mask=
 
 
 def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=None,
-                clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, tis_cap=None,
+                clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, kl_estimator="k3", tis_cap=None,
                 is_level="token", mask_band=None, agg="token-mean", agg_const=None):
     """Clipped-ratio policy loss over per-token tensors (B, T); returns (loss, stats).
 
@@ -81,10 +81,13 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
       pg  = min(pg, -dual_clip A) where A < 0                  (if dual_clip)
       pg *= f(w)                                               (if behav_logp)
       l   = pg + kl_coef * k3,  k3 = exp(ref - logp) - (ref - logp) - 1
-    loss = sum over tokens with mask != 0 of l * s_b, s_b set by agg:
-      "token-mean" 1/tokens, "seq-mean" mean of per-sequence means, "drgrpo" 1/agg_const;
-      for token-mean and seq-mean, agg_const (if given) is the tokens / sequences to divide by
-      (a whole mini-batch's, when this call holds one micro-batch of it).
+            kl_estimator "low_var_kl" (verl's): ref - logp clamped to +-20, k3 to <= 10
+    loss = sum over tokens with mask != 0 of l * s_b, s_b set by agg (named after its source):
+      "token-mean" 1/tokens (verl; TRL dapo), "seq-mean-token-mean" 1/(len_b * sequences) (verl;
+      TRL grpo), "seq-mean-token-sum" 1/sequences (verl), "seq-mean-token-sum-norm" 1/agg_const
+      (verl's Dr.GRPO, agg_const = the response length), "dr_grpo" 1/agg_const (TRL's, agg_const
+      = max length * sequences); for the first three, agg_const (if given) is the tokens /
+      sequences to divide by (a whole mini-batch's, when this call holds one micro-batch of it).
 
     Importance weight, with behav_logp: w is the ratio pi_old / pi_behav of the policy the
     ratio r is taken against to the one that sampled, taken per is_level:
@@ -104,7 +107,7 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
     impl = _implementation("policy_loss", logp)
     return impl(logp, old_logp, advantages, mask, behav_logp=behav_logp, ref_logp=ref_logp,
                 clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, kl_coef=kl_coef,
-                tis_cap=tis_cap, is_level=is_level, mask_band=mask_band, agg=agg,
+                kl_estimator=kl_estimator, tis_cap=tis_cap, is_level=is_level, mask_band=mask_band, agg=agg,
                 agg_const=agg_const)
 
 

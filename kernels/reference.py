@@ -12,7 +12,16 @@ Layer 3  lm_head_logprobs  hidden, head, targets  -> log-prob, entropy, log-sum-
 import torch
 
 ADVANTAGE_MODES = ("grpo", "drgrpo", "rloo")
-AGGREGATIONS = ("token-mean", "seq-mean", "drgrpo")
+# Named after the sources that define them: verl's agg_loss modes (token-mean, seq-mean-token-mean,
+# seq-mean-token-sum, seq-mean-token-sum-norm: verl/trainer/ppo/core_algos.py) and TRL's loss_type
+# dr_grpo (trl/trainer/grpo_trainer.py). TRL's grpo is seq-mean-token-mean, its dapo and bnpo token-mean.
+AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "dr_grpo")
+# Aggregations whose denominator is a constant the caller gives (agg_const), not a count of the mask
+CONST_AGGREGATIONS = ("seq-mean-token-sum-norm", "dr_grpo")
+KL_ESTIMATORS = ("k3", "low_var_kl")
+# verl's low_var_kl (kl_penalty in verl/trainer/ppo/core_algos.py): k3 of a log-ratio clamped to
+# +-20, the estimate itself clamped to +-10 (k3 >= 0: at most 10); no gradient where either clamps
+KL_LOG_RATIO_BOUND, KL_VALUE_BOUND = 20.0, 10.0
 # What the importance ratio w = pi_old / pi_behav is taken over: each token, the whole
 # sequence (product of its tokens' ratios) or the sequence's geometric mean.
 IS_LEVELS = ("token", "sequence", "geometric")
@@ -74,7 +83,7 @@ def group_advantage(rewards, *, mode="grpo", eps=1e-6, unbiased_std=False, mask=
 
 def check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
                       clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const,
-                      is_level="token", mask_band=None):
+                      is_level="token", mask_band=None, kl_estimator="k3"):
     shape = tuple(logp.shape)
     if logp.dim() != 2:
         raise ValueError(f"logp must be (B, T), got {shape}")
@@ -102,8 +111,10 @@ def check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
         raise ValueError("is_level='sequence' needs tis_cap or mask_band to bound the weight")
     if agg not in AGGREGATIONS:
         raise ValueError(f"agg={agg!r}; expected one of {AGGREGATIONS}")
-    if agg == "drgrpo" and agg_const is None:
-        raise ValueError("agg='drgrpo' needs agg_const (e.g. max_len * num_seqs)")
+    if agg in CONST_AGGREGATIONS and agg_const is None:
+        raise ValueError(f"agg={agg!r} needs agg_const (e.g. max_len, or max_len * num_seqs for dr_grpo)")
+    if kl_estimator not in KL_ESTIMATORS:
+        raise ValueError(f"kl_estimator={kl_estimator!r}; expected one of {KL_ESTIMATORS}")
     if agg_const is not None and not agg_const > 0:
         raise ValueError(f"agg_const must be positive, got {agg_const}")
 
@@ -111,20 +122,25 @@ def check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
 def aggregation_row_scale(mask, agg, agg_const, dtype=torch.float32):
     """Per-sequence factor s_b such that loss = sum_bt [mask_bt != 0] * s_b * loss_bt. (B,)
 
-    token-mean: 1 / tokens; seq-mean: 1 / (len_b * sequences with a token); drgrpo: 1 / agg_const.
-    For token-mean and seq-mean, agg_const (when given) is the count to divide by instead of this
-    call's own: the whole mini-batch's tokens or sequences, when this call holds one micro-batch of
-    it on one rank, so that the calls' losses add up to the mini-batch's. Empty batches and empty
-    rows get 0, never NaN.
+    token-mean                1 / tokens                             (verl token-mean; TRL dapo, bnpo)
+    seq-mean-token-mean       1 / (len_b * sequences with a token)   (verl; TRL grpo)
+    seq-mean-token-sum        1 / sequences with a token             (verl)
+    seq-mean-token-sum-norm   1 / agg_const, the response length     (verl's Dr.GRPO: not / sequences)
+    dr_grpo                   1 / agg_const, max length * sequences  (TRL's Dr.GRPO)
+    For the first three, agg_const (when given) is the count to divide by instead of this call's
+    own: the whole mini-batch's tokens or sequences, when this call holds one micro-batch of it on
+    one rank, so that the calls' losses add up to the mini-batch's. Empty batches and empty rows
+    get 0, never NaN.
     """
     lens = (mask != 0).sum(dim=1).to(dtype)
-    if agg == "drgrpo":
+    if agg in CONST_AGGREGATIONS:
         return torch.full_like(lens, 1.0 / agg_const)
     if agg == "token-mean":
         total = lens.sum().expand_as(lens) if agg_const is None else torch.full_like(lens, agg_const)
         return torch.where(total > 0, 1.0 / total.clamp_min(1e-30), 0.0)
-    nonempty = (lens > 0).sum() if agg_const is None else torch.tensor(agg_const, dtype=dtype)
-    return torch.where(lens > 0, 1.0 / (lens * nonempty).clamp_min(1e-30), 0.0)
+    seqs = (lens > 0).sum() if agg_const is None else torch.tensor(agg_const, dtype=dtype)
+    per_seq = lens * seqs if agg == "seq-mean-token-mean" else seqs.expand_as(lens)
+    return torch.where(lens > 0, 1.0 / per_seq.clamp_min(1e-30), 0.0)
 
 
 def row_log_ratio(old, behav, mask, level):
@@ -190,12 +206,12 @@ def policy_stats(sums: torch.Tensor) -> dict[str, torch.Tensor]:
 
 
 def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=None,
-                clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, tis_cap=None,
+                clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, kl_estimator="k3", tis_cap=None,
                 is_level="token", mask_band=None, agg="token-mean", agg_const=None):
     """Clipped-ratio policy loss; differentiable w.r.t. logp only. See the package docstring."""
     check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
                       clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const,
-                      is_level, mask_band)
+                      is_level, mask_band, kl_estimator)
     ct = compute_dtype(logp)
     valid = mask != 0
     # Padding may hold anything (even NaN); zero it before any exp so that neither the
@@ -225,7 +241,11 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
     pg = weight * pg
     # k3 estimator: against the reference policy when given, else against the old one.
     d = (old if ref_logp is None else clean(ref_logp.detach())) - lp
+    if kl_estimator == "low_var_kl":  # verl's: the log-ratio clamped to +-20, the estimate to <= 10
+        d = d.clamp(-KL_LOG_RATIO_BOUND, KL_LOG_RATIO_BOUND)
     k3 = torch.exp(d) - d - 1
+    if kl_estimator == "low_var_kl":
+        k3 = k3.clamp(max=KL_VALUE_BOUND)
     tok_loss = pg + kl_coef * k3 if ref_logp is not None else pg
 
     m = valid.to(ct)

@@ -12,8 +12,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .reference import (SUM_COLUMNS, aggregation_row_scale, check_policy_args, policy_stats,
-                        row_log_ratio)
+from .reference import (KL_LOG_RATIO_BOUND, KL_VALUE_BOUND, SUM_COLUMNS, aggregation_row_scale,
+                        check_policy_args, policy_stats, row_log_ratio)
 
 _NUM_SUMS = len(SUM_COLUMNS)
 
@@ -22,8 +22,8 @@ _NUM_SUMS = len(SUM_COLUMNS)
 def _policy_loss_kernel(
     logp_ptr, old_ptr, adv_ptr, mask_ptr, behav_ptr, ref_ptr, row_ptr, scale_ptr, grad_ptr, sums_ptr,
     T, adv_stride_b, adv_stride_t, clip_low, clip_high, dual_clip, tis_cap, mask_low, mask_high,
-    kl_coef, HAS_DUAL: tl.constexpr, HAS_BEHAV: tl.constexpr, ROW_IS: tl.constexpr,
-    HAS_CAP: tl.constexpr, HAS_BAND: tl.constexpr, HAS_REF: tl.constexpr,
+    kl_coef, kl_log_bound, kl_value_bound, HAS_DUAL: tl.constexpr, HAS_BEHAV: tl.constexpr, ROW_IS: tl.constexpr,
+    HAS_CAP: tl.constexpr, HAS_BAND: tl.constexpr, HAS_REF: tl.constexpr, KL_CLAMP: tl.constexpr,
     NUM_SUMS: tl.constexpr, BLOCK_T: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
@@ -74,11 +74,19 @@ def _policy_loss_kernel(
         d = tl.load(ref_ptr + offs, mask=valid, other=0.0).to(tl.float32) - lp
     else:
         d = old - lp
+    dk3 = 1 - tl.exp(d)  # d(k3)/d(logp)
+    if KL_CLAMP:  # low_var_kl: no gradient where the log-ratio or the estimate is clamped
+        inside = (d >= -kl_log_bound) & (d <= kl_log_bound)
+        d = tl.minimum(tl.maximum(d, -kl_log_bound), kl_log_bound)
     k3 = tl.exp(d) - d - 1
+    if KL_CLAMP:
+        inside = inside & (k3 <= kl_value_bound)
+        k3 = tl.minimum(k3, kl_value_bound)
+        dk3 = tl.where(inside, dk3, 0.0)
     loss = pg
     if HAS_REF:
         loss += kl_coef * k3
-        dloss += kl_coef * (1 - tl.exp(d))
+        dloss += kl_coef * dk3
 
     w_tok = m * tl.load(scale_ptr + row)
     tl.store(grad_ptr + offs, dloss * w_tok, mask=cols < T)
@@ -121,9 +129,11 @@ def _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, row_logw, sc
             logp, old_logp, adv, mask, behav, ref, row, scale, grad, sums,
             t, adv.stride(0), adv.stride(1), cfg["clip_low"], cfg["clip_high"],
             cfg["dual_clip"] or 0.0, cfg["tis_cap"] or 0.0, low, high, cfg["kl_coef"],
+            KL_LOG_RATIO_BOUND, KL_VALUE_BOUND,
             HAS_DUAL=cfg["dual_clip"] is not None, HAS_BEHAV=behav_logp is not None,
             ROW_IS=row_logw is not None, HAS_CAP=cfg["tis_cap"] is not None,
             HAS_BAND=band is not None, HAS_REF=ref_logp is not None,
+            KL_CLAMP=cfg["kl_estimator"] == "low_var_kl",
             NUM_SUMS=_NUM_SUMS, BLOCK_T=block_t,
         )
     return grad, sums.sum(dim=0)
@@ -146,7 +156,7 @@ class _PolicyLoss(torch.autograd.Function):
 
 
 def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=None,
-                clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, tis_cap=None,
+                clip_low=0.2, clip_high=0.2, dual_clip=None, kl_coef=0.0, kl_estimator="k3", tis_cap=None,
                 is_level="token", mask_band=None, agg="token-mean", agg_const=None, block_t=None):
     """Triton twin of reference.policy_loss (same arguments and results).
 
@@ -154,9 +164,9 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
     """
     check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
                       clip_low, clip_high, dual_clip, kl_coef, tis_cap, agg, agg_const,
-                      is_level, mask_band)
+                      is_level, mask_band, kl_estimator)
     cfg = dict(clip_low=clip_low, clip_high=clip_high, dual_clip=dual_clip, kl_coef=kl_coef,
-               tis_cap=tis_cap, mask_band=mask_band)
+               kl_estimator=kl_estimator, tis_cap=tis_cap, mask_band=mask_band)
     scale = aggregation_row_scale(mask, agg, agg_const)
     behav = None if behav_logp is None else behav_logp.detach()
     row_logw = None

@@ -67,7 +67,8 @@ def _advantages(rewards: list[np.ndarray], cfg: LearnerConfig) -> torch.Tensor:
     for size in sorted({len(r) for r in rewards}):
         which = [i for i, r in enumerate(rewards) if len(r) == size]
         block = torch.tensor(np.stack([rewards[i] for i in which]), dtype=torch.float32)  # (groups, G)
-        adv = kernels.group_advantage(block, mode=cfg.advantage, eps=cfg.adv_eps)
+        adv = kernels.group_advantage(block, mode=cfg.advantage, eps=cfg.adv_eps,
+                                      unbiased_std=cfg.adv_std == "unbiased")
         for row, i in zip(adv, which):
             out[i] = row
     return torch.cat(out)
@@ -81,11 +82,20 @@ class FusedHead(torch.nn.Linear):
     weight is partitioned, and DeepSpeed gathers it around a module's forward (and again
     for its backward). `use_fused_head` turns a model's head into one in place."""
 
-    def forward(self, hidden, targets=None):
+    def forward(self, hidden, targets=None, certainty=False):
         if targets is None:
             return super().forward(hidden)
-        logp, entropy, _ = kernels.lm_head_logprobs(hidden, self.weight, targets)
+        return head_outputs(hidden, self.weight, targets, certainty)
+
+
+def head_outputs(hidden, weight, targets, certainty: bool):
+    """(log-prob, entropy) per row, and with `certainty` the self-certainty KL(U || p) =
+    LSE(z) - mean_j z_j - log V (Intuitor's): the mean logit is hidden @ mean_j W_j, one matvec."""
+    logp, entropy, lse = kernels.lm_head_logprobs(hidden, weight, targets)
+    if not certainty:
         return logp, entropy
+    mean_z = (hidden.float() @ weight.float().mean(0)).to(lse.dtype)
+    return logp, entropy, lse - mean_z - float(np.log(weight.shape[0]))
 
 
 def use_fused_head(model):
@@ -96,8 +106,12 @@ def use_fused_head(model):
     return model
 
 
-def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0):
-    """Log-probs (N, L-1) of the next token at completion positions, through the fused LM-head kernel.
+def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0, certainty: bool = False,
+                   top_p: float = 1.0):
+    """Log-probs (N, L-1) of the next token at completion positions, and the entropy of the
+    distribution that predicted it, through the fused LM-head kernel; with `certainty` also the
+    self-certainty KL(U || p) there (learner/self_rewards.py). All under logits / temperature;
+    with top_p < 1, under the nucleus vLLM sampled from (learner/nucleus.py, unfused).
 
     Only completion rows enter the LM-head product; other positions are 0.
     """
@@ -109,14 +123,14 @@ def token_logprobs(model, input_ids, attention, completion, temperature: float =
         h = h / temperature  # logits / T = (h / T) W^T
     targets = input_ids[:, 1:][rows]
     head = model.get_output_embeddings()
-    if isinstance(head, FusedHead):
-        logp, entropy = head(h, targets=targets)
+    if top_p < 1.0:
+        from jury.learner.nucleus import nucleus_outputs
+
+        outs = nucleus_outputs(head, h, targets, top_p, certainty)
     else:
-        logp, entropy, _ = kernels.lm_head_logprobs(h, head.weight, targets)
-    out = torch.zeros(completion.shape, dtype=logp.dtype, device=logp.device)
-    out = out.masked_scatter(rows, logp)
-    ent = torch.zeros(completion.shape, dtype=entropy.dtype, device=entropy.device).masked_scatter(rows, entropy)
-    return out, ent
+        outs = head(h, targets=targets, certainty=certainty) if isinstance(head, FusedHead) else \
+            head_outputs(h, head.weight, targets, certainty)
+    return tuple(torch.zeros(completion.shape, dtype=o.dtype, device=o.device).masked_scatter(rows, o) for o in outs)
 
 
 def length_sorted_chunks(batch: Batch, size: int) -> list[torch.Tensor]:
@@ -126,22 +140,72 @@ def length_sorted_chunks(batch: Batch, size: int) -> list[torch.Tensor]:
     return list(order.split(size))
 
 
-# learner.correction -> the importance weight of w = π_prox / π_behav that kernels.policy_loss
-# applies: the level w is taken at, and what bounds it (is_cap truncates, the band masks)
+# learner.correction -> the level its weight w = π_prox / π_behav is taken at (a token's ratio, the
+# sequence's product, or its geometric mean: kernels.reference.row_log_ratio) and what its bound
+# does there (protocol/config.py's CORRECTION_SOURCES names each one's source and default bound):
+#   truncate  w -> min(w, C)                        (kernels.policy_loss's tis_cap)
+#   mask      w -> 0 outside the band, w inside it   (mask_band; AReaL's decoupled: the band (0, C])
+#   reject    the token (or sequence) leaves the loss and its denominator; kept ones weigh 1 (verl's
+#             rollout_rs: rejection_mask, applied to the mask before the denominators are counted)
 CORRECTIONS = {
-    "decoupled": ("token", "cap"),   # AReaL's decoupled PPO with a truncated weight: token TIS
-    "tis_token": ("token", "cap"),
-    "tis_seq": ("sequence", "cap"),
-    "mask_token": ("token", "band"),
-    "mask_seq": ("geometric", "band"),
+    "decoupled": ("token", "mask"),
+    "tis_token": ("token", "truncate"),
+    "tis_seq": ("sequence", "truncate"),
+    "mask_token": ("token", "mask"),
+    "mask_seq": ("geometric", "mask"),
+    "mask_seq_product": ("sequence", "mask"),
+    "reject_token": ("token", "reject"),
+    "reject_seq_sum": ("sequence", "reject"),
+    "reject_seq_mean": ("geometric", "reject"),
 }
 
 
 def importance_args(cfg: LearnerConfig) -> dict:
-    """kernels.policy_loss's is_level, tis_cap and mask_band for cfg.correction (not none)."""
-    level, bound = CORRECTIONS[cfg.correction]
-    return {"is_level": level, "tis_cap": cfg.is_cap if bound == "cap" else None,
-            "mask_band": (cfg.mask_low, cfg.mask_high) if bound == "band" else None}
+    """kernels.policy_loss's is_level, tis_cap and mask_band for cfg.correction: none (the ratio
+    against the recomputed π_old alone, recompute_old) and the rejections apply no weight."""
+    if cfg.correction == "none" or CORRECTIONS[cfg.correction][1] == "reject":
+        return {}
+    level, action = CORRECTIONS[cfg.correction]
+    band = (0.0, cfg.cap) if cfg.correction == "decoupled" else cfg.band
+    return {"is_level": level, "tis_cap": cfg.cap if action == "truncate" else None,
+            "mask_band": band if action == "mask" else None}
+
+
+def rejection_mask(proximal: torch.Tensor, behav: torch.Tensor, completion: torch.Tensor,
+                   cfg: LearnerConfig) -> torch.Tensor:
+    """verl's rollout rejection (correction reject_token, reject_seq_sum, reject_seq_mean): 1 where a
+    completion token is kept, 0 where it (or its sequence) is rejected, a w outside the band; the
+    learner multiplies `completion` by it before counting the loss's denominators."""
+    level, _ = CORRECTIONS[cfg.correction]
+    low, high = cfg.band
+    valid = completion != 0
+    log_w = torch.where(valid, proximal.double() - behav.double(), 0.0)
+    if level != "token":
+        log_w = kernels.reference.row_log_ratio(proximal.double(), behav.double(), completion, level)
+        log_w = log_w.unsqueeze(1).expand_as(completion)
+    w = torch.exp(log_w)
+    return (valid & (w >= low) & (w <= high)).to(completion.dtype)
+
+def aggregation_denominator(agg: str, tokens: float, seqs: float, max_new_tokens: int) -> float:
+    """What cfg.loss_agg divides a mini-batch's summed token losses by (kernels.reference's
+    aggregation_row_scale): its tokens, its sequences, the response length (verl's Dr.GRPO: the
+    padded length it was generated to), or that times the sequences (TRL's Dr.GRPO)."""
+    return float({"token-mean": tokens, "seq-mean-token-mean": seqs, "seq-mean-token-sum": seqs,
+                  "seq-mean-token-sum-norm": max_new_tokens, "dr_grpo": max_new_tokens * seqs}[agg])
+
+
+def policy_loss(cfg: LearnerConfig, logp, behav, proximal, advantages, completion, ref, denominator: float):
+    """The loss cfg asks for, from per-token log-probs (B, T): π_θ (`logp`, with gradient), π_behav
+    (`behav`, the generator's), π_prox (`proximal`: recomputed before the update, or None), π_ref
+    (`ref` or None). The ratio is taken against π_prox when recomputed (every correction,
+    recompute_old), else against π_behav; the correction's weight of w = π_prox / π_behav, the dual
+    clip, the KL estimator and the aggregation reach the kernel under the names the config uses.
+    A rejection (reject_*) has already taken its tokens out of `completion` (rejection_mask)."""
+    old, weighting = (proximal, importance_args(cfg)) if cfg.recompute_proximal else (behav, {})
+    return kernels.policy_loss(
+        logp, old, advantages, completion, behav_logp=behav if weighting else None, ref_logp=ref,
+        clip_low=cfg.clip_low, clip_high=cfg.clip_high, dual_clip=cfg.dual_clip, kl_coef=cfg.kl_coef,
+        kl_estimator=cfg.kl_estimator, **weighting, agg=cfg.loss_agg, agg_const=denominator)
 
 
 def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
@@ -157,24 +221,18 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
     attn = batch.attention[idx]
     width = int(attn.sum(1).max())
     ids, attn, comp = batch.input_ids[idx][:, :width], attn[:, :width], batch.completion[idx][:, : width - 1]
-    logp, entropy = token_logprobs(model, ids, attn, comp, sampling.temperature)
-    behav = batch.behav_logp[idx][:, : width - 1]
+    logp, entropy = token_logprobs(model, ids, attn, comp, sampling.temperature, top_p=sampling.top_p)
     ref = None
     if ref_model is not None:
         with torch.no_grad():
-            ref, _ = token_logprobs(ref_model, ids, attn, comp, sampling.temperature)
-    if cfg.recompute_proximal:  # ratio against the proximal policy; the behaviour's gap gets an importance weight
-        if proximal is None:
-            raise ValueError(f"learner.correction={cfg.correction} needs the proximal log-probs")
-        old, behav_arg, weighting = proximal[idx][:, : width - 1], behav, importance_args(cfg)
-    else:                       # none: the ratio is taken against the behaviour policy that sampled
-        old, behav_arg, weighting = behav, None, {}
-    denominator = {"token-mean": total_tokens, "seq-mean": total_seqs,
-                   "drgrpo": sampling.max_new_tokens * total_seqs}[cfg.loss_agg]
-    loss, stats = kernels.policy_loss(
-        logp, old, batch.advantages[idx], comp, behav_logp=behav_arg, ref_logp=ref,
-        clip_low=cfg.clip_low, clip_high=cfg.clip_high, kl_coef=cfg.kl_coef, **weighting,
-        agg=cfg.loss_agg, agg_const=float(denominator))
+            ref, _ = token_logprobs(ref_model, ids, attn, comp, sampling.temperature, top_p=sampling.top_p)
+    if cfg.recompute_proximal and proximal is None:
+        raise ValueError(f"learner.correction={cfg.correction} (recompute_old={cfg.recompute_old}) needs "
+                         "the proximal log-probs")
+    loss, stats = policy_loss(cfg, logp, batch.behav_logp[idx][:, : width - 1],
+                              None if proximal is None else proximal[idx][:, : width - 1],
+                              batch.advantages[idx], comp, ref,
+                              aggregation_denominator(cfg.loss_agg, total_tokens, total_seqs, sampling.max_new_tokens))
     tokens = comp.sum().clamp(min=1)
     stats = dict(stats, entropy=((entropy * comp).sum() / tokens).detach())
     return loss, stats

@@ -23,20 +23,22 @@ import os
 import socket
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from jury.learner.checkpoint import CheckpointError, commit, failed, stage, write_checkpoint
-from jury.learner.grpo import collate, token_logprobs, use_fused_head
+from jury.learner.grpo import _advantages, collate, token_logprobs, use_fused_head
+from jury.learner.self_rewards import Scoring, group_rewards, plan_scoring, rewards_from_scores
 from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
 from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
-from jury.learner.update import OFF_POLICY_STATS, STATS, step_stats, train_shard
+from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pass, step_stats, train_shard
 from jury.learner.weight_sender import WeightSender
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
-from jury.protocol.plan import Sampling
+from jury.protocol.plan import LearnerReward, Sampling
 from jury.protocol.record import write_record
 from jury.protocol.transport import Receiver
 
@@ -74,6 +76,7 @@ def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[st
 
 class Learner:
     def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, sampling: Sampling,
+                 learner_reward: LearnerReward | None = None,
                  seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
                  initial_version: int = 0, window_batches: int = 2, rank: int = 0,
                  master: tuple[str, int] | None = None, total_steps: int = 0):
@@ -90,6 +93,7 @@ class Learner:
         # + 1): a group with a later index was never admitted, whoever sent it, and is refused
         self.window_batches = window_batches
         self.sampling = sampling  # how the generators sampled: the loss scores tokens the same way
+        self.learner_reward = learner_reward  # self_certainty / entropy, scored here (learner/self_rewards.py)
         self.device = torch.device(device)
         _init_distributed("gloo" if device == "cpu" else "nccl", rank, cfg.num_ranks, master)
         self.world = dist.get_world_size()
@@ -97,7 +101,8 @@ class Learner:
         model = use_fused_head(AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype))
         if cfg.gradient_checkpointing:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.pad_id = AutoTokenizer.from_pretrained(model_path).pad_token_id or 0
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)  # the answer spans of self-rewards
+        self.pad_id = self.tokenizer.pad_token_id or 0
         self.model_path = model_path
         self.ref_model = None
         if cfg.kl_coef > 0:
@@ -188,10 +193,13 @@ class Learner:
         if shard is None:
             return {"learner/skipped_step": 1} if self.rank == 0 else {}
         timers: dict[str, float] = {}
+        prox, scored = None, {}
+        if shard.scoring is not None:  # self-rewards: scored in one forward with the proximal log-probs
+            prox, scored = self._score_on_learner(shard, groups)
         sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, sampling=self.sampling,
-                           pad_id=self.pad_id, timers=timers)
+                           pad_id=self.pad_id, timers=timers, prox=prox)
         self.version += 1
-        keys = ["loss", "weight", *STATS, *OFF_POLICY_STATS]
+        keys = ["loss", "weight", *STATS, *OFF_POLICY_STATS, *REJECT_SUMS]
         totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
         if self.world > 1:
             dist.all_reduce(totals)
@@ -206,7 +214,35 @@ class Learner:
         if grad_norm is not None:
             out["learner/grad_norm"] = float(grad_norm)
         out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
+        out.update(scored)
         return out
+
+    def _score_on_learner(self, shard: Shard, groups: list[ScoredGroup] | None) -> tuple[torch.Tensor, dict]:
+        """Self-certainty or entropy rewards (learner/self_rewards.py): every rank scores its rows in
+        a no-grad forward, the scores are summed over ranks into the whole batch's, and every rank
+        computes the same group advantages, keeping its own rows'. Rank 0 writes the rewards back
+        into the groups (metrics, ledger). Returns the proximal log-probs of the same forward."""
+        s = shard.scoring
+        t0 = time.perf_counter()
+        prox, mine = forward_pass(self.engine.module, shard, self.cfg.micro_batch, self.sampling,
+                                  self.pad_id, scheme=self.learner_reward.scheme)
+        scores = torch.zeros(len(s.rewards), dtype=torch.float64, device=self.device)
+        scores[s.rows] = mine
+        if self.world > 1:
+            dist.all_reduce(scores)
+        scoring = Scoring(s.scored.cpu(), s.group.cpu(), s.parsed.cpu(), torch.zeros(0))
+        rewards = rewards_from_scores(scores.cpu(), scoring, s.rewards.cpu())
+        per_group = group_rewards(rewards, scoring)
+        advantages = _advantages(per_group, self.cfg).to(self.device)
+        shard.batch.advantages = advantages[s.rows].to(shard.batch.advantages.dtype)
+        shard.batch.rewards = rewards.to(self.device)[s.rows]
+        if groups is not None:  # rank 0: the groups collate used, in its order
+            usable = [g for g in groups if g.group.samples and g.error is None]
+            for g, r in zip(usable, per_group):
+                if g.scored_on == "learner":
+                    g.rewards = r.astype(np.float32)
+        return prox, {"learner/self_reward_s": time.perf_counter() - t0,
+                      "learner/self_reward_mean": float(rewards[scoring.scored].mean())}
 
     def _shard(self, groups: list[ScoredGroup] | None) -> Shard | None:
         """This rank's rows of the batch; None when the batch trains nothing (then the version has
@@ -230,8 +266,11 @@ class Learner:
                         "(refused by the engine or not verifiable)", self.version - 1, len(groups))
             return None
         self._announce(TRAIN)
+        scoring = plan_scoring(groups, batch.completion, self.learner_reward, self.tokenizer)
+        if scoring is not None:
+            self.counts["self_reward_span_fallback"] = self.counts.get("self_reward_span_fallback", 0) + scoring.fallback
         plan = plan_shards(batch, self.cfg.minibatches, self.world, seed=self.version)
-        return send_shards(batch, plan, self.device)  # one rank: its own shard, nothing sent
+        return send_shards(batch, plan, self.device, scoring)  # one rank: its own shard, nothing sent
 
     def _announce(self, status: int | None) -> int:
         """Rank 0 tells the other ranks whether this step trains (TRAIN), skips (SKIP) or waits (MISSING)."""
@@ -351,7 +390,7 @@ class Learner:
         self.engine.eval()
         with torch.no_grad():
             lp, _ = token_logprobs(self.engine.module, ids.to(self.device), torch.ones_like(ids).to(self.device),
-                                   comp.to(self.device), self.sampling.temperature)
+                                   comp.to(self.device), self.sampling.temperature)  # raw, as vLLM scores a prompt
         return lp[0, len(prompt_ids) - 1:].tolist()
 
     def stop(self):

@@ -30,12 +30,25 @@ TENSORS = ("input_ids", "attention", "completion", "behav_logp", "advantages", "
 
 
 @dataclass
+class ShardScoring:
+    """What a self-reward scored on the learner needs (learner/self_rewards.py): this rank's rows'
+    spans, and the whole batch's groups, so that every rank computes the same advantages."""
+    rows: torch.Tensor         # (n,) int64, this rank's rows as indices of the whole batch
+    span: torch.Tensor         # (n, w-1) float32, the tokens each row's self-reward averages
+    scored: torch.Tensor       # (N,) bool, the whole batch's rows scored on the learner
+    group: torch.Tensor        # (N,) int64, their groups
+    parsed: torch.Tensor       # (N,) bool, rows with an extracted answer
+    rewards: torch.Tensor      # (N,) float32, the verifier's rewards (placeholders where scored here)
+
+
+@dataclass
 class Shard:
     """One rank's rows of a batch, with what the loss needs to know about the whole batch."""
     batch: Batch               # this rank's rows (num_groups: the whole batch's)
     minibatch: torch.Tensor    # (n,) int64, which mini-batch each row belongs to
     tokens: torch.Tensor       # (M,) float64, completion tokens of each mini-batch (all ranks)
     seqs: torch.Tensor         # (M,) float64, sequences of each mini-batch (all ranks)
+    scoring: ShardScoring | None = None  # a self-reward scored on the learner; None: none in this batch
 
 
 def plan_shards(batch: Batch, minibatches: int, world: int, seed: int = 0) -> list[list[list[int]]]:
@@ -77,44 +90,71 @@ def take(batch: Batch, plan: list[list[list[int]]], rank: int) -> tuple[Batch, t
     return part, which
 
 
-def send_shards(batch: Batch, plan: list[list[list[int]]], device: torch.device) -> Shard:
-    """Rank 0: send every other rank its rows; returns rank 0's own shard."""
+def send_shards(batch: Batch, plan: list[list[list[int]]], device: torch.device, scoring=None) -> Shard:
+    """Rank 0: send every other rank its rows; returns rank 0's own shard. `scoring`: a
+    self_rewards.Scoring of the whole batch, when the learner scores some of its rows."""
     tokens, seqs = totals(batch, plan)
     world = len(plan[0])
     own = None
     for rank in range(world):
         part, which = take(batch, plan, rank)
+        mine = _scoring_of(scoring, batch.rewards, plan, rank, part.input_ids.shape[1]) if scoring is not None else None
         if rank == 0:
-            own = Shard(_to(part, device), which.to(device), tokens.to(device), seqs.to(device))
+            own = Shard(_to(part, device), which.to(device), tokens.to(device), seqs.to(device),
+                        _scoring_to(mine, device))
             continue
         n, width = part.input_ids.shape
-        head = torch.tensor([n, width, len(plan), batch.num_groups], dtype=torch.long, device=device)
+        head = torch.tensor([n, width, len(plan), batch.num_groups, len(batch.rewards) if mine else 0],
+                            dtype=torch.long, device=device)
         dist.send(head, rank)
         dist.send(tokens.to(device), rank)
         dist.send(seqs.to(device), rank)
+        if mine is not None:  # the whole batch's part first: a rank without rows still computes advantages
+            for t in (mine.scored, mine.group, mine.parsed, mine.rewards):
+                dist.send(t.contiguous().to(device), rank)
         if n:  # a rank may have no rows (fewer rows than ranks): it still takes part in every collective
-            for t in (which, *(getattr(part, k) for k in TENSORS)):
+            for t in (which, *(getattr(part, k) for k in TENSORS), *((mine.rows, mine.span) if mine else ())):
                 dist.send(t.contiguous().to(device), rank)
     return own
 
 
+def _scoring_of(scoring, rewards: torch.Tensor, plan: list[list[list[int]]], rank: int, width: int) -> ShardScoring:
+    rows = torch.tensor([i for mb in plan for i in mb[rank]], dtype=torch.long)  # take()'s order
+    return ShardScoring(rows, scoring.span[rows][:, : width - 1], scoring.scored, scoring.group, scoring.parsed,
+                        rewards)
+
+
+def _scoring_to(s: ShardScoring | None, device) -> ShardScoring | None:
+    if s is None:
+        return None
+    return ShardScoring(*(getattr(s, f).to(device) for f in ("rows", "span", "scored", "group", "parsed", "rewards")))
+
+
 def recv_shard(device: torch.device) -> Shard:
     """Ranks 1..N-1: this rank's rows of the batch rank 0 is training."""
-    head = torch.zeros(4, dtype=torch.long, device=device)
+    head = torch.zeros(5, dtype=torch.long, device=device)
     dist.recv(head, 0)
-    n, width, minibatches, num_groups = head.tolist()
+    n, width, minibatches, num_groups, total = head.tolist()
     shapes = {"input_ids": ((n, width), torch.long), "attention": ((n, width), torch.long),
               "completion": ((n, width - 1), torch.float32), "behav_logp": ((n, width - 1), torch.float32),
               "advantages": ((n,), torch.float32), "rewards": ((n,), torch.float32)}
     tokens = _recv((minibatches,), torch.float64, device)
     seqs = _recv((minibatches,), torch.float64, device)
+    whole = [_recv((total,), dtype, device) for dtype in (torch.bool, torch.long, torch.bool, torch.float32)] \
+        if total else None
     if not n:
         empty = {k: torch.empty(shape, dtype=dtype, device=device) for k, (shape, dtype) in shapes.items()}
+        scoring = ShardScoring(torch.empty(0, dtype=torch.long, device=device),
+                               torch.empty((0, width - 1), device=device), *whole) if whole else None
         return Shard(Batch(**empty, num_groups=num_groups), torch.empty(0, dtype=torch.long, device=device),
-                     tokens, seqs)
+                     tokens, seqs, scoring)
     which = _recv((n,), torch.long, device)
     parts = {k: _recv(shape, dtype, device) for k, (shape, dtype) in shapes.items()}
-    return Shard(Batch(**parts, num_groups=num_groups), which, tokens, seqs)
+    scoring = None
+    if whole:
+        rows, span = _recv((n,), torch.long, device), _recv((n, width - 1), torch.float32, device)
+        scoring = ShardScoring(rows, span, *whole)
+    return Shard(Batch(**parts, num_groups=num_groups), which, tokens, seqs, scoring)
 
 
 def _recv(shape, dtype, device) -> torch.Tensor:

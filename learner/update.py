@@ -22,15 +22,18 @@ import time
 import torch
 import torch.distributed as dist
 
-from jury.learner.grpo import Batch, length_sorted_chunks, micro_loss, token_logprobs
+from jury.learner.grpo import CORRECTIONS, Batch, length_sorted_chunks, micro_loss, rejection_mask, token_logprobs
+from jury.learner.self_rewards import row_scores
 from jury.learner.shard import Shard
 from jury.protocol.config import LearnerConfig
 from jury.protocol.plan import Sampling
 
-STATS = ("clip_frac", "approx_kl", "ratio_mean", "entropy")
+STATS = ("clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean", "entropy")
 # About the importance weight f(w), w = π_prox / π_behav (kernels.policy_loss's stats); logged with
 # a correction only. π_prox is fixed for the batch, so every pass over it gives the same values.
 OFF_POLICY_STATS = ("tis_frac", "mask_frac", "is_weight_mean", "is_weight_sq_mean", "behav_kl")
+# A rejection (reject_*) weighs nothing: it counts what it rejected instead (update.reject)
+REJECT_SUMS = ("tokens_before_reject", "rejected", "behav_kl_before_reject")
 
 
 def stand_in(device: torch.device, pad_id: int) -> Batch:
@@ -52,13 +55,23 @@ def chunks_per_minibatch(shard: Shard, micro_batch: int, device) -> list[int]:
     return counts.tolist()
 
 
-def proximal_logprobs(model, shard: Shard, micro_batch: int, temperature: float, pad_id: int) -> torch.Tensor:
+def proximal_logprobs(model, shard: Shard, micro_batch: int, sampling: Sampling, pad_id: int) -> torch.Tensor:
     """The log-probs of this rank's rows under the current weights (no grad), aligned with
     `completion`: the proximal policy of every correction (learner.correction), taken once before the
     batch's first update."""
+    return forward_pass(model, shard, micro_batch, sampling, pad_id)[0]
+
+
+def forward_pass(model, shard: Shard, micro_batch: int, sampling: Sampling, pad_id: int,
+                 scheme: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One no-grad pass over this rank's rows under the current weights: their log-probs (the
+    proximal policy, aligned with `completion`) and, with a self-reward `scheme`, each row's mean
+    over its scoring span of the per-token self-certainty (KL(U || p)) or negative entropy
+    (learner/self_rewards.py). Every rank runs the same number of passes (ZeRO-3 gathers)."""
     b, device = shard.batch, shard.batch.input_ids.device
     n = b.input_ids.shape[0]
     out = torch.zeros(b.completion.shape, device=device)
+    per_token = torch.zeros(b.completion.shape, dtype=torch.float64, device=device) if scheme else None
     passes = torch.tensor(math.ceil(n / micro_batch), dtype=torch.long, device=device)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(passes, op=dist.ReduceOp.MAX)
@@ -67,28 +80,38 @@ def proximal_logprobs(model, shard: Shard, micro_batch: int, temperature: float,
         for i in range(int(passes)):
             rows = torch.arange(i * micro_batch, min(n, (i + 1) * micro_batch), device=device)
             if len(rows) == 0:
-                token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, temperature)
+                token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, sampling.temperature,
+                               certainty=scheme == "self_certainty", top_p=sampling.top_p)
                 continue
             width = int(b.attention[rows].sum(1).max())
-            lp, _ = token_logprobs(model, b.input_ids[rows][:, :width], b.attention[rows][:, :width],
-                                   b.completion[rows][:, : width - 1], temperature)
-            out[rows, : width - 1] = lp
-    return out
+            outs = token_logprobs(model, b.input_ids[rows][:, :width], b.attention[rows][:, :width],
+                                  b.completion[rows][:, : width - 1], sampling.temperature,
+                                  certainty=scheme == "self_certainty", top_p=sampling.top_p)
+            out[rows, : width - 1] = outs[0]
+            if scheme == "self_certainty":
+                per_token[rows, : width - 1] = outs[2].double()
+            elif scheme == "entropy":  # RENT's reward is the negative entropy
+                per_token[rows, : width - 1] = -outs[1].double()
+    scores = row_scores(per_token, shard.scoring.span) if scheme else None
+    return out, scores
 
 
 def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling: Sampling,
-                pad_id: int, timers: dict[str, float]) -> dict[str, float]:
+                pad_id: int, timers: dict[str, float], prox: torch.Tensor | None = None) -> dict[str, float]:
     """All updates of one batch on this rank; returns this rank's sums (loss, stats weighted by
-    tokens), to be added over ranks. `timers` collects forward+backward and optimizer seconds."""
+    tokens), to be added over ranks. `timers` collects forward+backward and optimizer seconds.
+    `prox`: the proximal log-probs when the caller's forward pass took them already."""
     world = dist.get_world_size() if dist.is_initialized() else 1
     b, device = shard.batch, shard.batch.input_ids.device
     engine.train()
-    prox = None
+    sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS + REJECT_SUMS}}
     if cfg.recompute_proximal:
-        prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling.temperature, pad_id)
+        if prox is None:
+            prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling, pad_id)
+        if rejects(cfg):  # before the denominators: a rejected token leaves the loss and them
+            sums.update(reject(shard, prox, cfg))
     counts = chunks_per_minibatch(shard, cfg.micro_batch, device)
     dummy = stand_in(device, pad_id)
-    sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS}}
     for _ in range(cfg.epochs):
         for m, count in enumerate(counts):
             rows = (shard.minibatch == m).nonzero().squeeze(1)
@@ -124,15 +147,44 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
     return sums
 
 
+def rejects(cfg: LearnerConfig) -> bool:
+    return cfg.correction != "none" and CORRECTIONS[cfg.correction][1] == "reject"
+
+
+def reject(shard: Shard, prox: torch.Tensor, cfg: LearnerConfig) -> dict[str, float]:
+    """verl's rollout rejection on this rank's rows: rejected tokens leave `completion` (the loss's
+    mask), and every mini-batch's tokens and sequences (over all ranks) are counted again without
+    them. Returns this rank's sums: tokens before, tokens rejected, and the k3 estimate of
+    KL(π_behav ‖ π_prox) over the tokens before (what the kernel reports for a weighted correction)."""
+    b = shard.batch
+    before = b.completion.clone()
+    b.completion.mul_(rejection_mask(prox, b.behav_logp, b.completion, cfg))
+    m = shard.tokens.numel()
+    counts = torch.zeros(2, m, dtype=torch.float64, device=b.completion.device)
+    counts[0].index_add_(0, shard.minibatch, b.completion.sum(1).double())
+    counts[1].index_add_(0, shard.minibatch, (b.completion.sum(1) > 0).double())
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(counts)
+    shard.tokens, shard.seqs = counts[0], counts[1]
+    tok = torch.where(before != 0, prox.double() - b.behav_logp.double(), 0.0)
+    return {"tokens_before_reject": float(before.sum()), "rejected": float(before.sum() - b.completion.sum()),
+            "behav_kl_before_reject": float(((tok.exp() - tok - 1) * before).sum())}
+
+
 def step_stats(total: dict[str, float], cfg: LearnerConfig) -> dict[str, float]:
     """The step's loss statistics from train_shard's sums (added over ranks): token-weighted means,
-    and with a correction the importance weights' normalised effective sample size
-    ESS = (Σ f)² / (n Σ f²) = mean(f)² / mean(f²) over the batch's n tokens (0 if every f is 0)."""
+    and with a weighting correction the importance weights' normalised effective sample size
+    ESS = (Σ f)² / (n Σ f²) = mean(f)² / mean(f²) over the batch's n tokens (0 if every f is 0).
+    With a rejection: the share of tokens rejected, and the behaviour KL over all of them."""
+    out = {}
+    if rejects(cfg) and total["tokens_before_reject"] > 0:
+        out["reject_frac"] = total["rejected"] / total["tokens_before_reject"]
+        out["behav_kl"] = total["behav_kl_before_reject"] / total["tokens_before_reject"]
     if total["weight"] <= 0:
-        return {}
-    keys = STATS + OFF_POLICY_STATS if cfg.recompute_proximal else STATS
-    out = {k: total[k] / total["weight"] for k in keys}
-    if cfg.recompute_proximal:
+        return out
+    weighted = cfg.correction != "none" and not rejects(cfg)
+    out.update({k: total[k] / total["weight"] for k in (STATS + OFF_POLICY_STATS if weighted else STATS)})
+    if weighted:
         sq = out.pop("is_weight_sq_mean")
         out["is_ess"] = out["is_weight_mean"] ** 2 / sq if sq > 0 else 0.0
     return out

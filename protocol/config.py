@@ -251,11 +251,9 @@ class GeneratorConfig:
                  # the learner divides its logits by the temperature to score what was sampled;
                  # greedy decoding is for evaluation (`jury eval --temperature 0`, eval.temperature)
                  ("temperature", self.temperature > 0, "> 0 (training samples from the policy; greedy is for eval)"),
+                 # below 1 vLLM's log-probs are renormalised over the nucleus; the learner scores
+                 # its tokens under the same nucleus (learner/nucleus.py, an unfused path)
                  ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
-                 # vLLM's log-probs of a nucleus sample are renormalised over the nucleus, the
-                 # learner's are not: every ratio would start below 1, a bias no correction removes
-                 ("top_p", self.top_p == 1, "1 in training (below 1 the sampler's log-probs are over the nucleus, "
-                                            "the learner's over the vocabulary; `jury eval --top-p` may be lower)"),
                  ("max_new_tokens", self.max_new_tokens >= 1, ">= 1"),
                  ("min_new_tokens", 0 <= self.min_new_tokens <= self.max_new_tokens, "in [0, max_new_tokens]"),
                  ("dtype", self.dtype in ("auto", "float32", "bfloat16", "float16"),
@@ -281,6 +279,10 @@ class VerifierConfig:
     cache_size: int = 100_000
     tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or a local model's name (tiny)
     tinyv_max_tokens: int = 8      # TinyV answers one word (True / False)
+    # self_certainty and entropy are scored by the learner over the full distribution: the mean
+    # over the whole response (Intuitor's and RENT's code) or over the final answer's tokens (how
+    # JURY-RL's text describes its baselines, §5.3)
+    self_reward_span: Literal["response", "answer"] = "response"
     # Every LLM server (TinyV, the Lean gate's three roles, DeRL's planner and judge; one per
     # distinct model) takes max_model_len = llm_prompt_tokens + the largest max tokens of the roles
     # it serves, capped at the model's positions (with a warning). The run plan (protocol/plan.py)
@@ -302,36 +304,77 @@ class VerifierConfig:
                  ("num_cpus", self.num_cpus >= 0, ">= 0"))
 
 
+# learner.correction -> (its source, the default of its bound in that source). Every correction
+# recomputes the proximal policy π_prox (the learner's own, before the batch's first update), takes
+# the clipped ratio π_θ / π_prox, and corrects for w = π_prox / π_behav (README, "Off-policy
+# corrections", has the formulas; tests/learner/test_corrections.py restates each source's):
+#   cap  C: a bound above w;  band (low, high): the w kept, the others masked
+CORRECTION_SOURCES: dict[str, tuple[str, str, tuple]] = {
+    # AReaL's decoupled PPO: tokens with w > C masked (weight 0, still in the denominator), the rest
+    # weighted by w; C = 5 in AReaL's recipes (rejection_sampling: {metric: ratio, upper: 5.0})
+    "decoupled": ("AReaL", "cap", (5.0,)),
+    # verl's rollout_is=token / =sequence (TRL's token_truncate / sequence_truncate): min(w, C),
+    # min(Π_t w_t, C); C = verl's rollout_is_threshold, 2.0
+    "tis_token": ("verl", "cap", (2.0,)),
+    "tis_seq": ("verl", "cap", (2.0,)),
+    # IcePop (Ring-1T; TRL's token_mask): w inside the band, else 0 (in the denominator); the band
+    # of INTELLECT-3's report and TRL's IcePop test, [0.5, 5]
+    "mask_token": ("IcePop", "band", (0.5, 5.0)),
+    # AReaL's rejection_sampling at level=sequence, metric=ratio, agg=mean: the geometric mean
+    # w̄ = (Π_t w_t)^(1/T) inside the band, else the sequence is 0; its default band (0, 5]
+    "mask_seq": ("AReaL", "band", (0.0, 5.0)),
+    # TRL's vllm_importance_sampling_mode=sequence_mask (its default): the product Π_t w_t inside
+    # [clip_min, clip_max], else 0; its defaults clip_min None, clip_max 3.0
+    "mask_seq_product": ("TRL", "band", (0.0, 3.0)),
+    # verl's rollout_rs token_k1 / seq_sum_k1 / seq_mean_k1: tokens (sequences) outside the band of
+    # w (of Π_t w_t, of w̄) are rejected, out of the loss AND its denominator; kept ones weigh 1.
+    # verl writes the band on π_behav/π_prox = 1/w: its "lo_hi" is this band (1/hi, 1/lo). Its
+    # presets: seq_sum "0.5_2.0", seq_mean "0.999_1.001"; token_k1 has none: a bare 2.0 ([0.5, 2])
+    "reject_token": ("verl", "band", (0.5, 2.0)),
+    "reject_seq_sum": ("verl", "band", (0.5, 2.0)),
+    "reject_seq_mean": ("verl", "band", (1 / 1.001, 1 / 0.999)),
+}
+Correction = Literal["none", "decoupled", "tis_token", "tis_seq", "mask_token", "mask_seq", "mask_seq_product",
+                     "reject_token", "reject_seq_sum", "reject_seq_mean"]
+# loss_agg, named after its source (kernels/reference.py): verl's agg_loss modes and TRL's dr_grpo
+LossAgg = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "dr_grpo"]
+
+
 @dataclass(frozen=True)
 class LearnerConfig:
     lr: float = 1e-4
     weight_decay: float = 0.0
     grad_clip: float = 1.0
-    kl_coef: float = 0.0           # k3 KL to a frozen reference; 0 = no reference model
+    kl_coef: float = 0.0           # KL to a frozen reference; 0 = no reference model
+    # k3 (TRL's; exp(x) - x - 1, x = log π_ref/π_θ) or verl's low_var_kl: the same with x clamped
+    # to +-20 and the estimate to <= 10
+    kl_estimator: Literal["k3", "low_var_kl"] = "k3"
     clip_low: float = 0.2
     clip_high: float = 0.2
+    # verl's dual clip (clip_ratio_c, 3.0 and on by default there): for a negative advantage the
+    # loss is at most dual_clip * |A|, however far the ratio grows. None: off
+    dual_clip: float | None = None
     # drgrpo (no std): JURY-RL's ResZero fallback is small on purpose (c = 0.01); dividing by the
     # group's std would blow it up to the size of a proved group's signal (see README, Results)
     advantage: Literal["grpo", "drgrpo", "rloo"] = "drgrpo"
-    adv_eps: float = 1e-6
-    loss_agg: Literal["token-mean", "seq-mean", "drgrpo"] = "token-mean"
-    # Off-policy correction (README, "Off-policy corrections"). none: the clipped ratio is taken
-    # against the behaviour policy (the generator's log-probs), nothing is recomputed. Any other:
-    # the learner recomputes the proximal policy π_prox (its own, before the batch's first update),
-    # takes the clipped ratio π_θ / π_prox, and multiplies each token's policy-gradient term by a
-    # function of w = π_prox / π_behav:
-    #   decoupled, tis_token  min(w_t, is_cap)      one estimator: AReaL's decoupled PPO, verl's token TIS
-    #   tis_seq               min(Π_t w_t, is_cap)  on every token of the sequence (log space)
-    #   mask_token            w_t inside [mask_low, mask_high], else 0 (IcePop)
-    #   mask_seq              w̄ inside the band, else 0, on every token; w̄ = (Π_t w_t)^(1/T), the
-    #                         geometric mean: a band on it means the same for any length
-    # With minibatches = epochs = 1 the only update runs at π_prox itself: the ratio is 1 and nothing
-    # is clipped, the weight alone corrects (decoupled PPO's clipping needs minibatches > 1)
-    correction: Literal["none", "decoupled", "tis_token", "tis_seq", "mask_token", "mask_seq"] = "none"
-    is_cap: float = 2.0            # C of decoupled, tis_token and tis_seq
-    # IcePop's band for mask_token; for mask_seq's geometric mean a far narrower one (e.g. 0.9-1.1)
-    mask_low: float = 0.5
-    mask_high: float = 5.0
+    # grpo's std over the G rewards: population (JURY-RL's formula) or unbiased (n - 1: verl's and
+    # TRL's torch.std; 6.5% smaller advantages at G = 8, 29% at G = 2)
+    adv_std: Literal["population", "unbiased"] = "population"
+    adv_eps: float = 1e-6          # grpo: (r - mean) / (std + adv_eps); verl 1e-6, TRL 1e-4
+    loss_agg: LossAgg = "token-mean"
+    # correction=none: the clipped ratio is π_θ / π_behav, the generator's log-probs, unless
+    # recompute_old, which takes it against the learner's own forward before the update (verl's
+    # default, bypass_mode=false). Any correction recomputes anyway.
+    recompute_old: bool = False
+    # off-policy correction: CORRECTION_SOURCES above (README, "Off-policy corrections"). With
+    # minibatches = epochs = 1 the only update runs at π_prox itself: the ratio is 1 and nothing is
+    # clipped, the weight alone corrects
+    correction: Correction = "none"
+    # the correction's bound; None: its source's default (CORRECTION_SOURCES). is_cap for a cap, the
+    # band (mask_low, mask_high) for the others
+    is_cap: float | None = None
+    mask_low: float | None = None
+    mask_high: float | None = None
     micro_batch: int = 64          # samples per forward/backward, per rank
     minibatches: int = 1           # optimizer steps per pass over a batch (PPO mini-batches)
     epochs: int = 1                # passes over each batch; the version still counts batches
@@ -352,11 +395,17 @@ class LearnerConfig:
                  ("grad_clip", self.grad_clip >= 0, ">= 0 (0: no clipping)"),
                  ("kl_coef", self.kl_coef >= 0, ">= 0"), ("clip_low", 0 <= self.clip_low < 1, "in [0, 1)"),
                  ("clip_high", self.clip_high >= 0, ">= 0"), ("adv_eps", self.adv_eps > 0, "> 0"),
+                 ("dual_clip", self.dual_clip is None or self.dual_clip > 1, "> 1 (or null: off)"),
                  # a cap below 1, or a band without 1, would cut the tokens learner and sampler agree on
-                 ("is_cap", self.is_cap >= 1, ">= 1"),
-                 ("mask_low", 0 <= self.mask_low <= 1, "in [0, 1]"),
-                 ("mask_high", self.mask_high >= 1, ">= 1"),
-                 ("mask_high", self.mask_high > self.mask_low, "> mask_low (a band of one point masks every token)"),
+                 ("is_cap", self.is_cap is None or self.is_cap >= 1, ">= 1 (or null: the correction's default)"),
+                 ("mask_low", self.mask_low is None or 0 <= self.mask_low <= 1, "in [0, 1]"),
+                 ("mask_high", self.mask_high is None or self.mask_high >= 1, ">= 1"),
+                 ("mask_high", self.band is None or self.band[1] > self.band[0],
+                  "> mask_low (a band of one point masks every token)"),
+                 ("is_cap", self.is_cap is None or self.bound_kind == "cap",
+                  f"unset for correction={self.correction}: {self._bounded_by()}"),
+                 ("mask_low", (self.mask_low is None and self.mask_high is None) or self.bound_kind == "band",
+                  f"unset (mask_high too) for correction={self.correction}: {self._bounded_by()}"),
                  ("micro_batch", self.micro_batch >= 1, ">= 1"),
                  ("minibatches", self.minibatches >= 1, ">= 1"), ("epochs", self.epochs >= 1, ">= 1"),
                  ("warmup_steps", self.warmup_steps >= 0, ">= 0"),
@@ -368,8 +417,33 @@ class LearnerConfig:
 
     @property
     def recompute_proximal(self) -> bool:
-        """Whether each batch starts with a forward pass for π_prox (every correction but none)."""
-        return self.correction != "none"
+        """Whether each batch starts with a forward pass for π_prox (every correction, recompute_old)."""
+        return self.correction != "none" or self.recompute_old
+
+    def _bounded_by(self) -> str:
+        return {"cap": "it has a cap (is_cap), not a band", "band": "it has a band (mask_low, mask_high), not a cap",
+                None: "no correction, no bound"}[self.bound_kind]
+
+    @property
+    def bound_kind(self) -> str | None:
+        """"cap" or "band": what bounds the correction's weight (None: no correction)."""
+        return CORRECTION_SOURCES[self.correction][1] if self.correction != "none" else None
+
+    @property
+    def cap(self) -> float | None:
+        """The correction's cap C, its source's default unless is_cap is set."""
+        if self.bound_kind != "cap":
+            return None
+        return self.is_cap if self.is_cap is not None else CORRECTION_SOURCES[self.correction][2][0]
+
+    @property
+    def band(self) -> tuple[float, float] | None:
+        """The correction's band (low, high) of w kept, its source's default unless set."""
+        if self.bound_kind != "band":
+            return None
+        low, high = CORRECTION_SOURCES[self.correction][2]
+        return (self.mask_low if self.mask_low is not None else low,
+                self.mask_high if self.mask_high is not None else high)
 
 
 # ── evaluation during training (eval.every; cluster/evaluation.py) ──
@@ -383,11 +457,13 @@ class EvalConfig:
     problems: int = 64         # the first N problems of the evaluation set; 0 = all of it
     samples: int = 8           # per problem: pass@1 and pass@samples (unbiased estimator)
     temperature: float = 1.0
+    top_p: float = 1.0         # the evaluation's nucleus (JURY-RL's Table 6: 0.95 at temperature 0.8)
     max_new_tokens: int = 0    # 0 = generator.max_new_tokens
 
     def __post_init__(self):
         _require(self, ("every", self.every >= 0, ">= 0"), ("problems", self.problems >= 0, ">= 0"),
                  ("samples", self.samples >= 1, ">= 1"), ("temperature", self.temperature >= 0, ">= 0"),
+                 ("top_p", 0 < self.top_p <= 1, "in (0, 1]"),
                  ("max_new_tokens", self.max_new_tokens >= 0, ">= 0"))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 import typing
 from typing import Literal
 
@@ -23,7 +24,7 @@ from jury.protocol.config import ConfigError, RunConfig
 # without it was written before versions existed (1). load_run_config and load_config migrate an
 # older file to the settings that reproduce what it ran, or refuse it saying why: never silently
 # under a new meaning. A user's own config file without a version is read as current.
-CONFIG_VERSION = 2
+CONFIG_VERSION = 3
 
 
 def load_config(path: str | None = None, overrides: list[str] = ()) -> RunConfig:
@@ -87,7 +88,26 @@ def _v1_to_v2(data: dict, where: str):
         verifier.pop("tinyv_max_model_len", None)
 
 
-MIGRATIONS = {1: _v1_to_v2}  # from version v to v + 1
+def _v2_to_v3(data: dict, where: str):
+    """Every method computes what its source computes (issue 25): `decoupled` was token TIS
+    (min(w, is_cap)) and is now AReaL's decoupled PPO (w > C masked), so an old decoupled run is
+    tis_token with its cap; the aggregations took their sources' names (seq-mean is verl's
+    seq-mean-token-mean, drgrpo TRL's dr_grpo). Bounds were written out for every correction
+    (is_cap, mask_low, mask_high); each correction now takes only its own kind, so the others go."""
+    learner = data.get("learner")
+    if not isinstance(learner, dict):
+        return
+    if learner.get("correction") == "decoupled":
+        learner["correction"] = "tis_token"
+    learner["loss_agg"] = {"seq-mean": "seq-mean-token-mean", "drgrpo": "dr_grpo"}.get(
+        learner.get("loss_agg"), learner.get("loss_agg", "token-mean"))
+    kind = {"tis_token": "cap", "tis_seq": "cap", "mask_token": "band", "mask_seq": "band"}.get(
+        learner.get("correction", "none"))
+    for key in (("is_cap",) if kind != "cap" else ()) + (("mask_low", "mask_high") if kind != "band" else ()):
+        learner.pop(key, None)
+
+
+MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}  # from version v to v + 1
 
 
 def _refuse_removed(data: dict):
@@ -114,7 +134,7 @@ def _override_value(item: str, raw: str):
 
 def _migrate_tis_cap(data: dict):
     """learner.tis_cap (before learner.correction) in an old config file or run folder (--resume):
-    0 meant no correction, X > 0 decoupled PPO with cap X, now correction=decoupled is_cap=X."""
+    0 meant no correction, X > 0 the behaviour weight truncated at X: correction=tis_token is_cap=X."""
     learner = data.get("learner")
     if not isinstance(learner, dict) or "tis_cap" not in learner:
         return
@@ -122,9 +142,9 @@ def _migrate_tis_cap(data: dict):
     if isinstance(cap, (int, float)) and not isinstance(cap, bool) and cap == 0:
         return
     if "correction" in learner or "is_cap" in learner:
-        raise ConfigError("learner.tis_cap is the old spelling of learner.correction=decoupled with learner.is_cap; "
+        raise ConfigError("learner.tis_cap is the old spelling of learner.correction=tis_token with learner.is_cap; "
                           "give one or the other")
-    learner.update(correction="decoupled", is_cap=cap)
+    learner.update(correction="tis_token", is_cap=cap)
 
 
 def _build(cls, data: dict, prefix: str):
@@ -145,6 +165,10 @@ def _build(cls, data: dict, prefix: str):
 
 
 def _value(hint, value, name):
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args and len(args) == 2:
+        # an optional value (learner.is_cap: float | None): YAML's null, or the other arm
+        return None if value is None else _value(next(a for a in args if a is not type(None)), value, name)
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, name + ".")
     if typing.get_args(hint) == (int, float):  # forced_staleness: k, or {k: weight}

@@ -115,6 +115,9 @@ class ScoredGroup:
     # set when the verifier could not score the group (after retries): the learner trains on no
     # sample of it (a group that could not be checked is never trained as reward 0)
     error: str | None = None
+    # "learner": the scheme needs the policy's full distribution (self_certainty, entropy); the
+    # rewards here are a placeholder and the learner scores the group in its forward
+    scored_on: Literal["verifier", "learner"] = "verifier"
 
 
 @dataclass

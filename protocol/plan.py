@@ -8,6 +8,7 @@
     plan.forced          forced staleness as k -> probability ({} = not forced)
     plan.faults          the fault injections, typed (role, index, action, step)
     plan.sampling        how the generators sample: what the learner needs to score it
+    plan.learner_reward  the self-reward the learner scores in its forward (or None)
     plan.policy_model    the policy's model folder
     plan.servers         one ServerSpec per LLM server (one per distinct model), each sized for
                          the roles it serves; plan.server_of(role) names a role's
@@ -40,6 +41,14 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class LearnerReward:
+    """A reward the learner scores in its forward, where the full distribution is (learner/self_rewards.py)."""
+
+    scheme: Literal["self_certainty", "entropy"]
+    span: Literal["response", "answer"]  # the tokens it averages over (verifier.self_reward_span)
+
+
+@dataclass(frozen=True)
 class ServerSpec:
     """One LLM server for the verifier roles (actors/llm_server.py): a vLLM engine in a Ray actor."""
 
@@ -60,6 +69,7 @@ class RunPlan:
     policy_model: str
     servers: tuple[ServerSpec, ...] = ()
     role_models: dict[str, str] = field(default_factory=dict)  # LLM role -> its server's model
+    learner_reward: LearnerReward | None = None  # self_certainty / entropy: scored by the learner
 
     def server_of(self, role: LLMRole) -> ServerSpec:
         model = self.role_models[role]
@@ -110,4 +120,6 @@ def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
     return RunPlan(window=window, forced=forced,
                    faults=tuple(parse_faults(cfg.faults, cfg.num_generators, cfg.num_verifiers, cfg.learner.num_ranks)),
                    sampling=Sampling(g.temperature, g.top_p, g.max_new_tokens), policy_model=resolve(cfg.model),
-                   servers=tuple(servers), role_models={r: m for r, (m, _) in roles.items()})
+                   servers=tuple(servers), role_models={r: m for r, (m, _) in roles.items()},
+                   learner_reward=LearnerReward(cfg.verifier.reward, cfg.verifier.self_reward_span)
+                   if cfg.verifier.reward in ("self_certainty", "entropy") else None)

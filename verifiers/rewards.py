@@ -6,7 +6,7 @@ the objects of schemes.py, which bring what a function needs from outside the gr
 (the proof gate, the TinyV model); the learner turns rewards into advantages:
 
     view = GroupView(answer_keys=[answer_key(a) for a in answers], verdicts=verdicts,
-                     token_logprobs=logprobs, problem=prompt, tinyv=cascade)
+                     problem=prompt, tinyv=cascade)
     result = REWARD_SCHEMES["jury"](view, gate=lambda problem, answer: ...)   # JURY-RL
     result = REWARD_SCHEMES["majority_vote"](view)
 
@@ -18,7 +18,7 @@ rule is deterministic without favouring any particular answer string.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 FALLBACKS = ("reszero", "zero", "mv")
@@ -28,15 +28,14 @@ FALLBACKS = ("reszero", "zero", "mv")
 class GroupView:
     """What a scheme sees about one group of G samples of the same problem."""
 
-    answer_keys: list  # list[str | None], math_verify.answer_key per sample; None never wins
+    answer_keys: list  # list[str | None], the label checker's key per sample; None never wins
     verdicts: list | None  # list[str] check() kinds vs the label; None where labels are off-limits
-    token_logprobs: list  # list[list[float]]: behaviour log-probs of every token of each completion
     problem: str
     tinyv: list | None = None  # list[bool | None]: the TinyV cascade's result per sample
 
     def __post_init__(self):
         g = len(self.answer_keys)
-        for name in ("verdicts", "token_logprobs", "tinyv"):
+        for name in ("verdicts", "tinyv"):
             field = getattr(self, name)
             if field is not None and len(field) != g:
                 raise ValueError(f"GroupView.{name} has {len(field)} entries for a group of {g}")
@@ -51,6 +50,7 @@ class RewardResult:
     gate: str | None = None  # "proved" | "inconclusive"; None when no gate was asked
     scheme: str = ""  # the scheme's name, filled by its object (verifiers/schemes.py)
     counts: dict = field(default_factory=dict)  # dict[str, float]: this group's counters, named as metrics
+    scored_on: str = "verifier"  # "learner": the rewards are a placeholder the learner replaces
 
 
 def majority(answer_keys: list) -> tuple[str | None, int]:
@@ -145,28 +145,12 @@ def jury(view: GroupView, *, gate: Callable[[str, str], bool | None], fallback: 
     return _result(view, rewards, gate="inconclusive")
 
 
-def _confidence_rewards(view: GroupView, score: Callable[[list], float]) -> list[float]:
-    """Per-sample scores; a sample with no answer tokens gets the group's lowest score,
-    so that stopping without an answer is never the most "confident" choice."""
-    scores = [score(lp) if lp else None for lp in view.token_logprobs]
-    floor = min((s for s in scores if s is not None), default=0.0)
-    return [floor if s is None else s for s in scores]
-
-
-def self_certainty(view: GroupView) -> RewardResult:
-    """Self-certainty (§5.3, Zhao et al. 2025b): the cumulative log-probability Σ_t log p(y_t);
-    higher means more certain. The paper sums over the final-answer tokens; here the sum runs
-    over the whole completion (GroupView carries every token's log-prob, not the answer span),
-    so long completions score lower."""
-    return _result(view, _confidence_rewards(view, lambda lp: float(sum(lp))))
-
-
-def entropy(view: GroupView) -> RewardResult:
-    """Entropy minimisation (§5.3, Prabhudesai et al. 2025): reward = -H. The paper takes H over
-    the final-answer tokens; here it is over the whole completion. With only the sampled
-    tokens' log-probs, -log p(y_t) is the one-sample estimate of the token entropy, so
-    r_i = mean_t log p(y_t)."""
-    return _result(view, _confidence_rewards(view, lambda lp: float(sum(lp)) / len(lp)))
+def scored_on_learner(view: GroupView) -> RewardResult:
+    """Self-certainty (§5.3, Intuitor: the mean over the response of KL(U ‖ p_θ(·|context))) and
+    entropy minimisation (§5.3, RENT: the negative mean entropy of p_θ) need the policy's full
+    distribution at every token, which only the learner's forward has. The group's facts are set
+    here; its rewards are a placeholder that the learner replaces (learner/self_rewards.py)."""
+    return replace(_result(view, [0.0] * len(view.answer_keys)), scored_on="learner")
 
 
 def tinyv(view: GroupView) -> RewardResult:
@@ -180,8 +164,8 @@ def tinyv(view: GroupView) -> RewardResult:
 REWARD_SCHEMES: dict[str, Callable[..., RewardResult]] = {
     "ground_truth": ground_truth,
     "majority_vote": majority_vote,
-    "self_certainty": self_certainty,
-    "entropy": entropy,
+    "self_certainty": scored_on_learner,
+    "entropy": scored_on_learner,
     "tinyv": tinyv,
     "jury": jury,
 }

@@ -2,7 +2,7 @@
 
     scheme = make_scheme(cfg, gate=gate, llm=llm)     # from verifier.reward
     for group in groups:                              # the worker's loop
-        view = GroupView(...)                         # answer keys, label verdicts, log-probs
+        view = GroupView(...)                         # answer keys, label verdicts
         result = scheme.score(group, view)            # RewardResult: rewards, facts, counts
     scheme.stats()                                    # the scheme's own counters, for metrics
     scheme.close()                                    # what it owns (a proof gate's Lean REPLs)

@@ -125,7 +125,6 @@ class VerifierWorker:
         view = reward_schemes.GroupView(
             answer_keys=[self.checker.key(a) for a in answers],
             verdicts=[v.kind for v in verdicts] if label is not None else None,
-            token_logprobs=[sample.logprobs.tolist() for sample in group.samples],
             problem=group.task.prompt,
         )
         result = self.scheme.score(group, view)
@@ -133,7 +132,7 @@ class VerifierWorker:
         return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(result.rewards, np.float32),
                            scheme=result.scheme, majority_answer=result.majority_answer,
                            vote_share=result.vote_share, gate=result.gate, num_distinct=result.num_distinct,
-                           verify_s=0.0, worker_id=self.worker_id, counts=dict(result.counts),
+                           verify_s=0.0, worker_id=self.worker_id, counts=dict(result.counts), scored_on=result.scored_on,
                            pass_rate=correct / len(verdicts) if verdicts and label is not None else float("nan"))
 
     # ── control ──

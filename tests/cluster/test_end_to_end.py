@@ -93,3 +93,23 @@ def test_lean_gate_path_runs_end_to_end_against_the_repl_double(tiny_model_path,
     assert "verifier0/verdict_error" not in summary           # no group failed to score
     assert any(k.startswith("verifier0/lean_") for k in summary)  # the gate's own cost record
     assert all(abs(r["reward/mean"]) < 1e-6 for r in rows)  # ResZero: zero-sum groups
+
+
+def test_self_certainty_is_scored_by_the_learner_in_its_forward(tiny_model_path, tmp_path):
+    """reward=self_certainty: the verifier leaves the rewards to the learner, which scores every
+    sample over the full distribution (Intuitor's KL(U || p)) before the advantages."""
+    import json
+
+    from jury.cluster.driver import train
+
+    cfg = load_config(None, [f"run_dir={tmp_path}", "steps=2", "batch_groups=2", "generator.group_size=4",
+                             "verifier.reward=self_certainty", "verifier.self_reward_span=answer",
+                             "learner.advantage=grpo", "progress=false"])
+    train(cfg)
+    rows = read_metrics(tmp_path)
+    assert all(r["learner/self_reward_s"] > 0 for r in rows)
+    # a KL to the uniform distribution: positive, and different between samples
+    assert all(r["learner/self_reward_mean"] > 0 for r in rows)
+    ledger = [json.loads(line) for line in open(tmp_path / "ledger.jsonl")]
+    # a group with no extracted answer at all is flat at 0 (no answer never pays), the others positive
+    assert len(ledger) == 4 and all(e["reward"] >= 0 for e in ledger) and any(e["reward"] > 0 for e in ledger)

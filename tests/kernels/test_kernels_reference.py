@@ -100,11 +100,11 @@ def test_policy_loss_token_mean_by_hand():
 
 
 def test_policy_loss_seq_mean_and_drgrpo_by_hand():
-    loss, grad, _ = loss_and_grad(agg="seq-mean")
+    loss, grad, _ = loss_and_grad(agg="seq-mean-token-mean")
     # Row means 0.7/3 and 2/2, averaged; row 0 tokens weigh 1/(3*2), row 1 tokens 1/(2*2).
     assert torch.isclose(loss, tensor((0.7 / 3 + 1.0) / 2)), loss
     torch.testing.assert_close(grad, tensor([[0, 0, 1.1 / 6], [-2 / 4, 4 / 4, 0]]))
-    loss, grad, _ = loss_and_grad(agg="drgrpo", agg_const=10.0)
+    loss, grad, _ = loss_and_grad(agg="dr_grpo", agg_const=10.0)
     assert torch.isclose(loss, tensor(2.7 / 10)), loss
     torch.testing.assert_close(grad, tensor(DPG) / 10)
 
@@ -227,14 +227,14 @@ def test_sequence_ratio_overflow_is_capped_not_inf():
 def test_policy_loss_empty_mask_gives_zero_not_nan():
     logp = torch.randn(2, 3, requires_grad=True)
     loss, stats = ref.policy_loss(logp, torch.randn(2, 3), torch.randn(2), torch.zeros(2, 3),
-                                  agg="seq-mean")
+                                  agg="seq-mean-token-mean")
     (grad,) = torch.autograd.grad(loss, logp)
     assert loss.item() == 0 and torch.equal(grad, torch.zeros(2, 3))
     assert all(torch.isfinite(v) for v in stats.values()), stats
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(agg="drgrpo"), "agg_const"), (dict(agg="mean"), "agg"),
+    (dict(agg="dr_grpo"), "agg_const"), (dict(agg="mean"), "agg"),
     (dict(kl_coef=0.1), "ref_logp"), (dict(dual_clip=0.5), "dual_clip"),
     (dict(clip_low=1.0), "clip_low"), (dict(tis_cap=0.0), "tis_cap"),
     (dict(is_level="row"), "is_level"), (dict(mask_band=(2.0, 1.0)), "mask_band"),
@@ -253,7 +253,7 @@ def test_policy_loss_gradcheck():
     adv, mask = torch.randn(b, t, dtype=F64), torch.rand(b, t) > 0.3
     kwargs = dict(behav_logp=old + 0.1 * torch.randn(b, t, dtype=F64), tis_cap=1.05,
                   ref_logp=old + 0.1 * torch.randn(b, t, dtype=F64), kl_coef=0.2,
-                  dual_clip=3.0, agg="seq-mean", clip_low=0.02, clip_high=0.03)
+                  dual_clip=3.0, agg="seq-mean-token-mean", clip_low=0.02, clip_high=0.03)
     fn = lambda lp: ref.policy_loss(lp, old, adv, mask, **kwargs)[0]
     assert torch.autograd.gradcheck(fn, (logp,))
 

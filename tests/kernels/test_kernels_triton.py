@@ -107,16 +107,19 @@ def test_group_advantage_singleton_groups(device, mode):
 
 POLICY_CASES = {
     "plain": dict(),
-    "dapo-seq": dict(clip_high=0.28, agg="seq-mean"),
-    "dual-tis-kl": dict(dual_clip=1.5, tis_cap=1.1, kl_coef=0.3, agg="drgrpo", agg_const=300.0),
+    "dapo-seq": dict(clip_high=0.28, agg="seq-mean-token-mean"),
+    "dual-tis-kl": dict(dual_clip=1.5, tis_cap=1.1, kl_coef=0.3, agg="dr_grpo", agg_const=300.0),
     "behav-uncapped": dict(clip_low=0.1, clip_high=0.1),
     # off-policy corrections: the bands and caps cut through the spread of the ratios
     # (per token exp(N(0, 0.2)); a row of ~28 tokens: product exp(N(0, ~1)), geometric mean
     # exp(N(0, ~0.04)))
     "tis-seq": dict(is_level="sequence", tis_cap=1.5),
     "mask-token": dict(mask_band=(0.85, 1.2)),
-    "mask-geometric": dict(is_level="geometric", mask_band=(0.97, 1.03), agg="seq-mean"),
+    "mask-geometric": dict(is_level="geometric", mask_band=(0.97, 1.03), agg="seq-mean-token-mean"),
     "mask-and-cap-seq": dict(is_level="sequence", mask_band=(0.3, 4.0), tis_cap=1.2),
+    # verl's low_var_kl: the reference's log-ratios spread past 2.5, where the estimate clamps at 10
+    "low-var-kl": dict(kl_coef=0.3, kl_estimator="low_var_kl", agg="seq-mean-token-sum"),
+    "seq-sum-norm": dict(agg="seq-mean-token-sum-norm", agg_const=40.0, dual_clip=3.0),
 }
 BEHAV_CASES = {"dual-tis-kl", "behav-uncapped", "tis-seq", "mask-token", "mask-geometric",
                "mask-and-cap-seq"}
@@ -136,6 +139,8 @@ def policy_inputs(b, t, case, dtype, device):
         extra["behav_logp"] = (old + 0.2 * torch.randn(b, t)).to(dtype).to(device)
     if case == "dual-tis-kl":
         extra["ref_logp"] = (old + 0.2 * torch.randn(b, t)).to(dtype).to(device)
+    if case == "low-var-kl":
+        extra["ref_logp"] = (old + 2.5 * torch.randn(b, t)).to(dtype).to(device)
     move = lambda x: x.to(device)
     return (move(logp.to(dtype)).requires_grad_(), move(old.to(dtype)), move(adv),
             move(mask), extra)

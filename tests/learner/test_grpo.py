@@ -88,7 +88,8 @@ def _tiny_llama():
                                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=32))
 
 
-@pytest.mark.parametrize("agg", ["token-mean", "seq-mean", "drgrpo"])
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm",
+                                 "dr_grpo"])
 def test_micro_batches_add_up_to_the_whole_batch(agg):
     model = _tiny_llama()
     rng = np.random.default_rng(0)
@@ -123,15 +124,17 @@ def test_micro_batches_add_up_to_the_whole_batch(agg):
         torch.testing.assert_close(a, c, rtol=1e-4, atol=1e-6)
 
 
-@pytest.mark.parametrize("correction, stat", [("tis_seq", "tis_frac"), ("mask_seq", "mask_frac")])
-def test_sequence_level_weights_add_up_over_micro_batches(correction, stat):
+@pytest.mark.parametrize("correction, bounds, stat", [("tis_seq", dict(is_cap=1.2), "tis_frac"),
+                                               ("mask_seq", dict(mask_low=0.8, mask_high=1.25), "mask_frac"),
+                                               ("mask_seq_product", dict(mask_low=0.8, mask_high=1.25), "mask_frac")])
+def test_sequence_level_weights_add_up_over_micro_batches(correction, bounds, stat):
     # a sequence's weight needs all of its tokens: rows are whole sequences, so however the rows are
     # cut into micro-batches the loss and the gradient are the whole batch's
     model = _tiny_llama()
     rng = np.random.default_rng(1)
     groups = [_scored(i, [1, 2], [list(rng.integers(3, 30, size=n)) for n in (1, 3, 2, 4)],
                       list(rng.random(4))) for i in range(2)]
-    cfg = LearnerConfig(correction=correction, is_cap=1.2, mask_low=0.8, mask_high=1.25)
+    cfg = LearnerConfig(correction=correction, **bounds)
     b = collate(groups, cfg, pad_id=0)
     prox = b.behav_logp + 0.3 * torch.randn(b.behav_logp.shape, generator=torch.Generator().manual_seed(0))
     kw = dict(total_tokens=b.num_tokens, total_seqs=8, sampling=Sampling(1.0, 1.0, 4), proximal=prox * b.completion)

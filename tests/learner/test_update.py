@@ -72,14 +72,15 @@ def _train(cfg, behav_p):
     return model.head.weight[:, 0].tolist(), {k: v / sums["weight"] for k, v in sums.items() if k != "weight"}
 
 
-def test_decoupled_ppo_clips_the_second_mini_batch_against_the_proximal_policy():
+def test_a_correction_clips_the_second_mini_batch_against_the_proximal_policy():
     # proximal policy = the weights before the batch's first update: W = (0, 0), p = (1/2, 1/2);
-    # behaviour p = 1/4 for both tokens, so the behaviour weight is min(0.5 / 0.25, cap 1.5) = 1.5.
+    # behaviour p = 1/4 for both tokens, so the behaviour weight is min(0.5 / 0.25, cap 1.5) = 1.5
+    # (tis_token: truncated at the cap).
     # mini-batch 0 (A = +1): ratio 1, loss -1.5 r, dloss/dW = -1.5 (1 - p0, -p1) = (-0.75, 0.75):
     #   W = (0.75, -0.75) after SGD with lr 1.
     # mini-batch 1 (A = -1): p1 = 1 / (1 + e^1.5) = 0.18243, ratio = p1 / 0.5 = 0.36486 < 1 - 0.2:
     #   clipped, no gradient, W stays. clip_frac = 1/2, ratio_mean = (1 + 0.36486) / 2, tis_frac = 1.
-    cfg = LearnerConfig(correction="decoupled", is_cap=1.5, minibatches=2, micro_batch=1, advantage="grpo")
+    cfg = LearnerConfig(correction="tis_token", is_cap=1.5, minibatches=2, micro_batch=1, advantage="grpo")
     w, stats = _train(cfg, behav_p=0.25)
     assert w == pytest.approx([0.75, -0.75], abs=1e-6)
     r = (1 / (1 + math.exp(1.5))) / 0.5
@@ -98,7 +99,7 @@ def test_without_correction_the_ratio_is_taken_against_the_behaviour_policy():
 
 
 def test_one_mini_batch_runs_at_the_proximal_policy_itself():
-    # decoupled PPO with one update per batch: the ratio is exactly 1 and nothing is clipped
+    # a correction with one update per batch: the ratio is exactly 1 and nothing is clipped
     # (what the docs say about minibatches = epochs = 1)
     cfg = LearnerConfig(correction="decoupled", is_cap=1.5, minibatches=1, micro_batch=2, advantage="grpo")
     w, stats = _train(cfg, behav_p=0.25)
@@ -131,11 +132,14 @@ def _two_token_shard(behav_p: tuple[float, float]) -> Shard:
 # dlogp0/dW = (1 - p0, -p1) = (1/2, -1/2): SGD with lr 1 gives W = (f_1 + f_2) / 4 * (1, -1).
 @pytest.mark.parametrize("correction, bounds, f, truncated, masked", [
     ("tis_token", dict(is_cap=3.0), (2, 3), 0.5, 0.0),               # token 2 truncated to 3
-    ("decoupled", dict(is_cap=3.0), (2, 3), 0.5, 0.0),               # the same estimator as tis_token
+    ("decoupled", dict(is_cap=3.0), (2, 0), 0.0, 0.5),               # AReaL: token 2 over the cap, masked
+    ("decoupled", dict(is_cap=4.0), (2, 4), 0.0, 0.0),               # on the cap: kept, weighted by w itself
     ("tis_seq", dict(is_cap=3.0), (3, 3), 1.0, 0.0),                 # product 8 truncated to 3, both tokens
     ("mask_token", dict(mask_low=0.5, mask_high=3.0), (2, 0), 0.0, 0.5),   # token 2 outside the band
     ("mask_seq", dict(mask_low=0.5, mask_high=3.0), (8 ** 0.5, 8 ** 0.5), 0.0, 0.0),  # 2.828 inside
     ("mask_seq", dict(mask_low=0.5, mask_high=2.5), (0, 0), 0.0, 1.0),     # 2.828 outside: no gradient
+    ("mask_seq_product", dict(mask_low=0.5, mask_high=10.0), (8, 8), 0.0, 0.0),  # TRL: product 8 inside
+    ("mask_seq_product", {}, (0, 0), 0.0, 1.0),                      # TRL's default band (0, 3]: 8 masked
 ])
 def test_each_correction_by_hand(correction, bounds, f, truncated, masked):
     cfg = LearnerConfig(correction=correction, **bounds, micro_batch=1, advantage="grpo")
@@ -181,7 +185,7 @@ def test_mask_drops_a_sample_outside_the_band_and_its_gradient_is_zero():
 def test_without_a_correction_no_importance_metrics_are_logged():
     cfg = LearnerConfig(minibatches=2, micro_batch=1, advantage="grpo")
     sums = train_shard(SgdEngine(LogitsAreWeights(), lr=1.0), _shard(0.25), cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1), pad_id=0, timers={})
-    assert set(step_stats(sums, cfg)) == {"clip_frac", "approx_kl", "ratio_mean", "entropy"}
+    assert set(step_stats(sums, cfg)) == {"clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean", "entropy"}
 
 
 @pytest.mark.parametrize("t, kind, expected", [

@@ -51,14 +51,19 @@ def test_defaults_and_overrides(tmp_path):
     (["data.system_prompt=Be brief.", "data.chat_template=off"], "data.system_prompt needs a chat template"),
     (["data.problem_key=3"], "data.problem_key must be str"),
     (["learner.correction=tis"], "learner.correction"),
-    (["learner.is_cap=0.5"], r"learner\.is_cap must be >= 1, got 0.5"),
-    (["learner.mask_low=1.5"], r"learner\.mask_low must be in \[0, 1\]"),
-    (["learner.mask_high=0.9"], r"learner\.mask_high must be >= 1"),
+    (["learner.correction=tis_token", "learner.is_cap=0.5"], r"learner\.is_cap must be >= 1 .*, got 0.5"),
+    (["learner.correction=mask_token", "learner.mask_low=1.5"], r"learner\.mask_low must be in \[0, 1\]"),
+    (["learner.correction=mask_token", "learner.mask_high=0.9"], r"learner\.mask_high must be >= 1"),
+    (["learner.is_cap=3"], r"learner\.is_cap must be unset for correction=none"),
+    (["learner.correction=mask_seq", "learner.is_cap=3"], r"learner\.is_cap must be unset .* it has a band"),
+    (["learner.correction=decoupled", "learner.mask_high=3"], r"learner\.mask_low must be unset .* it has a cap"),
+    (["learner.dual_clip=1"], r"learner\.dual_clip must be > 1"),
+    (["learner.loss_agg=seq-mean"], r"learner\.loss_agg must be one of"),
     (["learner.tis_cap=1.5", "learner.correction=tis_seq"], r"learner\.tis_cap is the old spelling"),
     # accepted before, and each broke the run later or trained on nothing without a word
     (["generator.group_size=1"], r"generator\.group_size must be >= 2 \(a group of one sample has advantage 0"),
     (["generator.temperature=0"], r"generator\.temperature must be > 0 .*greedy is for eval"),
-    (["generator.top_p=0.9"], r"generator\.top_p must be 1 in training .*over the nucleus"),
+    (["generator.top_p=0"], r"generator\.top_p must be in \(0, 1\]"),
     (["learner.correction=mask_seq", "learner.mask_low=1", "learner.mask_high=1"],
      r"learner\.mask_high must be > mask_low"),
     (["seed=4294967295", "num_generators=2"], r"seed must be in \[0, 2\*\*32 - num_generators\] \(4294967294\)"),
@@ -87,12 +92,13 @@ def test_bad_values_are_refused_naming_the_field(overrides, field):
 
 
 def test_old_tis_cap_still_loads_as_the_correction_it_meant(tmp_path):
-    # run folders written before learner.correction hold tis_cap (0: none, X > 0: decoupled with cap X)
+    # run folders written before learner.correction hold tis_cap (0: none, X > 0: the behaviour weight
+    # truncated at X, what is now tis_token)
     old = tmp_path / "config.yaml"
     old.write_text("learner:\n  tis_cap: 0.0\n")
     assert load_config(str(old)).learner.correction == "none"
     cfg = load_config(str(old), ["learner.tis_cap=1.5"]).learner
-    assert (cfg.correction, cfg.is_cap, cfg.recompute_proximal) == ("decoupled", 1.5, True)
+    assert (cfg.correction, cfg.is_cap, cfg.recompute_proximal) == ("tis_token", 1.5, True)
     assert not load_config(None).learner.recompute_proximal  # the default corrects nothing
 
 
@@ -235,3 +241,22 @@ def test_an_old_run_folder_is_migrated_and_a_new_file_with_a_removed_key_is_refu
     user.write_text("config_version: 99\n")
     with pytest.raises(ConfigError, match="config_version 99 is not one this jury-rl reads"):
         load_config(str(user))
+
+
+@pytest.mark.parametrize("version", [None, 2])
+def test_a_run_folder_from_before_the_methods_were_fixed_keeps_its_method(tmp_path, version):
+    """decoupled was token TIS (min(w, is_cap)) and the aggregations had other names: a run folder
+    written then resumes and replays under the method it ran, never under the new meaning."""
+    from jury.protocol.config_load import load_run_config
+
+    head = f"config_version: {version}\n" if version else ""
+    (tmp_path / "config.yaml").write_text(head + "learner:\n  correction: decoupled\n  is_cap: 2.0\n  mask_low: 0.5\n"
+                                          "  mask_high: 5.0\n  loss_agg: seq-mean\n")
+    lc = load_run_config(str(tmp_path)).learner
+    assert (lc.correction, lc.cap, lc.loss_agg) == ("tis_token", 2.0, "seq-mean-token-mean")
+    (tmp_path / "config.yaml").write_text(head + "learner:\n  correction: mask_seq\n  is_cap: 2.0\n  mask_low: 0.5\n"
+                                          "  mask_high: 5.0\n  loss_agg: drgrpo\n")
+    lc = load_run_config(str(tmp_path)).learner
+    assert (lc.correction, lc.band, lc.loss_agg) == ("mask_seq", (0.5, 5.0), "dr_grpo")
+    # a config written now means AReaL's decoupled PPO
+    assert load_config(None, ["learner.correction=decoupled"]).learner.cap == 5.0

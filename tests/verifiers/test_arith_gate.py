@@ -59,9 +59,9 @@ def test_inconclusive_answers(answer):
 def test_gate_drives_jury():
     # majority "-278" is proved: supporters 1, the rest 0; a refuted majority falls back to ResZero
     keys = ["-278", "-278", "-277", None]
-    view = GroupView(answer_keys=keys, verdicts=None, token_logprobs=[[]] * 4, problem="Compute 37+45*(2-9).")
+    view = GroupView(answer_keys=keys, verdicts=None, problem="Compute 37+45*(2-9).")
     assert jury(view, gate=arith_gate).rewards == [1.0, 1.0, 0.0, 0.0]
-    wrong = GroupView(answer_keys=["-277", "-277", "-278", None], verdicts=None, token_logprobs=[[]] * 4,
+    wrong = GroupView(answer_keys=["-277", "-277", "-278", None], verdicts=None,
                       problem="Compute 37+45*(2-9).")
     res = jury(wrong, gate=arith_gate)
     assert res.gate == "inconclusive" and res.rewards[0] < 0 < res.rewards[2]
