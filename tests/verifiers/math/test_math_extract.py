@@ -88,6 +88,7 @@ def test_long_gaps_between_boxes_are_read_in_linear_time(gap):
     ("1,000,000", "1000000"),
     ("1{,}000", "1000"),
     ("12,\\!345", "12345"),
+    ("12,\\! 345", "12345"),                                   # TeX ignores the space after \!: no list
     ("12, 345", "12, 345"),                                     # a list: the space stays, so it is no number
     ("1, 2", "1,2"),
     ("1 000 000", "1000000"),                                   # space thousands
