@@ -33,6 +33,8 @@ from typing import NamedTuple
 
 from jury.protocol.boxed import brace_group, group_end
 
+from .normalize import normalize
+
 MAX_TEXT_CHARS = 1_000_000  # only this many trailing characters are read
 MAX_EXTRACTED_CHARS = 2_000  # an answer longer than this is not an answer
 
@@ -92,13 +94,18 @@ def _label(text: str, start: int) -> str | None:
 
 
 def _joined(text: str, spans: list[_Span]) -> str:
-    """Several boxes of one answer as a list, each with the label written before it."""
+    """Several boxes of one answer as a list, each with the label written before it. A box
+    that repeats an earlier one (same label, same normal form) is the same answer said
+    again ("so $\\boxed{5}$ ... hence $\\boxed{5}$"), not a second copy in the list."""
     if len(spans) == 1:
         return spans[0].body
-    parts = []
+    parts, seen = [], set()
     for span in spans:
         label = _label(text, span.start)
-        parts.append(f"{label}={span.body}" if label else span.body)
+        key = (label, normalize(span.body))
+        if key not in seen:
+            seen.add(key)
+            parts.append(f"{label}={span.body}" if label else span.body)
     return ", ".join(parts)
 
 

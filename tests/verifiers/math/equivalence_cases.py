@@ -85,6 +85,13 @@ CASES: list[Case] = [
         ("5, 7", r"(a) $\boxed{5}$; (b) $\boxed{7}$", True),
         ("0.5", r"So the answer is $\boxed{\frac{1}{2}}$.", True),
         ("7", r"First $\boxed{5}$ for part one, then $\boxed{7}$ for part two.", False),
+        # the same answer boxed again is one answer, not two copies of it
+        ("5", r"So $x = \boxed{5}$. Checking, $x = \boxed{5}$ works.", True),
+        ("5", r"The answer is $\boxed{5}$, that is $\boxed{5}$.", True),
+        (r"\frac12", r"We get $\boxed{\frac{1}{2}}$; in lowest terms $\boxed{\dfrac12}$.", True),
+        ("5, 5", r"So $\boxed{5}$, and again $\boxed{5}$.", False),
+        ("5", r"So $\boxed{5}$, and then $\boxed{6}$.", False),
+        ("2", r"$a = \boxed{2}$ and $b = \boxed{2}$", False),
     ]),
     *_cases("labelled_order", [
         ("2, 1", "x=1, y=2", False),

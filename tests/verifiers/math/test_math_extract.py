@@ -47,6 +47,9 @@ def test_extract_answer(text, expected):
     (r"$a = \boxed{1}$, $b = \boxed{2}$", "a=1, b=2"),
     (r"\boxed{\{1, \boxed{2}\}}", r"\{1, \boxed{2}\}"),
     ("no box: the answer is 3", "3"),
+    (r"so $\boxed{5}$; hence $\boxed{5}$", "5"),                  # one answer, boxed twice
+    (r"$\boxed{5}$, $\boxed{5.0}$", "5, 5.0"),                    # extraction compares spellings, not values
+    (r"$x = \boxed{2}$, $y = \boxed{2}$", "x=2, y=2"),             # two labelled values that agree
 ])
 def test_extract_reference_reads_every_box(text, expected):
     assert extract_reference(text) == expected
