@@ -131,6 +131,33 @@ CASES: list[Case] = [
         (r"\frac{600}{7}", "85.71", True),
         ("1.27", "1.3", True),
     ]),
+    *_cases("operator_readings", [
+        # a brace-less tower is read from the right, as mathematicians read it
+        ("2^3^2", "512", True),
+        ("2^3^2", "2^{3^2}", True),
+        ("2^3^2", "64", False),
+        ("2^3^2", "(2^3)^2", False),
+        ("x^2^3", "x^8", True),
+        ("x^2^3", "x^6", False),
+        # unary minus is looser than a power
+        ("-2^2", "-4", True),
+        ("-2^2", "4", False),
+        ("-x^2", "-(x^2)", True),
+        ("-x^2", "(-x)^2", False),
+        ("(-2)^2", "4", True),
+        # a factorial binds to what it follows; an exponent in braces is whole
+        ("3!^2", "36", True),
+        ("3!^2", "(3^2)!", False),
+        ("2^{3!}", "64", True),
+        ("2^3!", "64", False),
+        # "1/2x" is ambiguous, so it is neither reading; the unambiguous spellings are fine
+        ("1/2x", r"\frac{x}{2}", False),
+        ("1/2x", r"\frac{1}{2x}", False),
+        ("1/(2x)", r"\frac{1}{2x}", True),
+        ("(1/2)x", r"\frac{x}{2}", True),
+        ("x/2", r"\frac{1}{2}x", True),
+        ("2x/3", r"\frac{2x}{3}", True),
+    ]),
     # --- wrong rejects -----------------------------------------------------------------
     *_cases("response_boxes", [
         (r"At first I get $\boxed{2}$, but checking again the answer is $\boxed{3}$.", "3", True),
