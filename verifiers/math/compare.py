@@ -14,8 +14,10 @@ tried in turn; the first that says "equal" decides:
   2. the real line: when intervals or inequalities are involved, both sides become
      unions of intervals (`k<-5` = `(-\\infty,-5)`, `a\\le-2 \\text{or} a=1` =
      `(-\\infty,-2]\\cup\\{1\\}`).
-  3. equations against expressions: `xy=6` against `6/x` (solve for the one symbol
-     the expression lacks); an identity `L=R` against R.
+  3. equations against expressions: an equation must determine the one symbol the
+     expression lacks to be that expression (`xy=6` is y = 6/x, `2x=10` is 5; x^2=25 is
+     neither 5 nor -5: solve.py); a chain `L=M=R` that no constant member contradicts
+     against R (its last right-hand side).
   4. renaming: free symbols that occur on one side only may be renamed bijectively
      (`k\\pi` = `n\\pi`, up to 3 symbols); when both sides name what they solve for
      (labels), the labels take part, so `x=2y` is not `y=2x`; a bare letter answer
@@ -39,9 +41,10 @@ import re
 from fractions import Fraction
 
 from .answer import Item, Parsed
-from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
+from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, sympy_equal
 from .items import symbol_words
 from .parse import PI
+from .solve import unique_root
 from .sets import INEQUALITIES, chain_intervals, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
 
 VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg"})
@@ -295,17 +298,25 @@ def _realsets_view(xs: list, ys: list) -> bool:
 
 
 def _equation_view(eq, value) -> bool:
-    """`xy=6` vs `6/x`: solve for the one symbol the value lacks; `L=R` identity vs R."""
-    if eq[0] != "rel" or eq[1] != ("=",) or value[0] not in VALUE_KINDS:
+    """An equation against a value. A chain is a computation and its last right-hand
+    side is the answer: "2+3=5", and "a_2+a_1 = 3+2 = 5" (three members or more), as
+    long as no constant member contradicts it ("2+2 = 5" is no answer 5). A single
+    equation must determine the one symbol the value lacks to be that value (`2x=10` is
+    5, `xy=6` is y = 6/x): satisfying it is not enough (x^2=25 holds for 5 and for -5;
+    solve.py)."""
+    if eq[0] != "rel" or set(eq[1]) != {"="} or value[0] not in VALUE_KINDS:
         return False
-    lhs, rhs = eq[2]
-    if identical(lhs, rhs):
-        return value_equal(value, rhs)
-    missing = (free_symbols(lhs) | free_symbols(rhs)) - free_symbols(value)
+    members, last = eq[2], eq[2][-1]
+    if all(identical(p, q) for p, q in zip(members, members[1:])):
+        return value_equal(value, last)
+    if len(members) > 2:
+        steps = [m for m in members[:-1] if not free_symbols(m)]
+        return all(identical(m, last) for m in steps) and value_equal(value, last)
+    missing = (free_symbols(members[0]) | free_symbols(members[1])) - free_symbols(value)
     if len(missing) != 1:
         return False
-    v = missing.pop()
-    return bool(identical(substituted(lhs, v, value), substituted(rhs, v, value)))
+    root = unique_root(members[0], members[1], missing.pop())
+    return root is not None and value_equal(value, root)
 
 
 def _ordering(nodes: list) -> tuple | None:

@@ -45,8 +45,8 @@ the size limit). Keys of exact answers are plain rationals, so a gate can parse 
 
 Stages: extract (final answer) -> normalize (lexical normal form) -> items (tokens,
 items, labels, units) -> parse (trees) -> answer (whole answers, ±) ->
-evaluate (exact / numeric / sympy) -> sets (intervals) -> compare
-(views). Standard library, plus sympy lazily.
+evaluate (exact / numeric / sympy) -> sets (intervals), solve (does an equation
+determine its unknown) -> compare (views). Standard library, plus sympy lazily.
 """
 from __future__ import annotations
 

@@ -158,6 +158,31 @@ CASES: list[Case] = [
         ("x/2", r"\frac{1}{2}x", True),
         ("2x/3", r"\frac{2x}{3}", True),
     ]),
+    *_cases("boxed_equation", [
+        # satisfied by the reference is not enough: several roots, or a whole range of them
+        ("x^2=25", "5", False),
+        ("x^2=25", "-5", False),
+        ("x^2-5x+6=0", "2", False),
+        ("(x-1)(x-2)=0", "1", False),
+        ("x^3=8", "2", False),
+        ("|x|=x", "3", False),
+        (r"\sqrt{x^2}=x", "7", False),
+        (r"\lfloor x \rfloor = x", "4", False),
+        ("x+1=x+1", "3", False),
+        ("2+2=5", "5", False),
+        ("x^2=25", r"\pm 5", False),  # an unsolved equation, even where its roots are the list
+        # an equation that determines the unknown to be the reference, and chains
+        ("x=5", "5", True),
+        ("2x=10", "5", True),
+        ("3x+2=2x+7", "5", True),
+        ("10=2x", "5", True),
+        ("(x-5)^2=0", "5", True),
+        (r"\frac{1}{x}=\frac{1}{5}", "5", True),
+        ("xy=6", "6/x", True),
+        ("2+3=5", "5", True),
+        ("x=2+3=5", "5", True),
+        (r"a_3=a_2+a_1=3+2=5", "5", True),
+    ]),
     # --- wrong rejects -----------------------------------------------------------------
     *_cases("response_boxes", [
         (r"At first I get $\boxed{2}$, but checking again the answer is $\boxed{3}$.", "3", True),
