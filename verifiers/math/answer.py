@@ -11,11 +11,13 @@ from typing import NamedTuple
 
 from .items import LimitExceeded, ParseError, check_nesting, prepare_item, split_items, symbol_words, token_words, tokenize
 from .parse import Parser, add, neg
+from .units import Unit
 
 
 class Item(NamedTuple):
     node: tuple
     labels: frozenset  # symbols named by dropped labels ("x" in "x = 3")
+    unit: Unit | None = None  # the unit written after it ("cm" in "5 cm"), when known
 
 
 MAX_PM_BRANCHES = 64
@@ -62,7 +64,7 @@ def parse_answer(normalized: str) -> Parsed:
         return Parsed((Item(("text", " ".join(symbol_words(normalized))), frozenset()),), normalized)
     items = []
     for raw in split_items(toks):
-        item_toks, labels, is_text = prepare_item(raw)
+        item_toks, labels, is_text, unit = prepare_item(raw)
         node = None
         if not is_text and item_toks:
             try:
@@ -77,5 +79,5 @@ def parse_answer(normalized: str) -> Parsed:
             source = item_toks or raw
             items.append(Item(("text", " ".join(token_words(source))), labels))
             continue
-        items.extend(Item(n, labels) for n in expand_pm(node))
+        items.extend(Item(n, labels, unit) for n in expand_pm(node))
     return Parsed(tuple(items), normalized)

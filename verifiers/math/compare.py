@@ -1,7 +1,9 @@
 """Deciding whether two parsed answers are the same answer (stage 5 of the verifier).
 
-When both sides label every item with distinct names ("a=1, b=2"), items pair up by
-label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}); when one side
+Units first: when both sides carry units (units.py), another dimension is never equal
+(5 kg, 5 m) and the answer is converted to the reference's unit (50 cm is 0.5 m); a
+unit on one side only is dropped. Then, when both sides label every item with
+distinct names ("a=1, b=2"), items pair up by label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}); when one side
 labels every item distinctly and the other is a bare list, the list must follow the
 labelled side's order ("x=1, y=2" is not "2, 1"); values all given for one unknown
 ("x=1, x=1, x=3", "x_1=x_2=2") are a set, duplicates and all. Otherwise views are
@@ -45,6 +47,7 @@ from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, nu
 from .items import symbol_words
 from .parse import PI
 from .solve import unique_root
+from .units import conversions
 from .sets import INEQUALITIES, chain_intervals, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
 
 VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg"})
@@ -422,11 +425,23 @@ def _labelling(p: Parsed) -> str:
     return "one" if all(labels) and len(set(labels)) == 1 else "mixed"
 
 
+def _converted(node, factor, accept_rounded: bool):
+    """An answer item as the reference would write it: in the reference's unit (50 cm is
+    0.5 m) and, unless accept_rounded, with its decimals the values written."""
+    if not accept_rounded:
+        node = exact_decimals(node)
+    if factor is None:
+        return node
+    return ("mul", (node, ("num", factor, None))) if node[0] in VALUE_KINDS else node
+
+
 def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
     """Is the answer `a` the reference `r`? Unless accept_rounded, the answer's decimals
     are the values written (0.333 is not 1/3); the reference's may be rounded."""
-    if not accept_rounded:
-        a = Parsed(tuple(Item(exact_decimals(i.node), i.labels) for i in a.items), a.text)
+    factors = conversions([i.unit for i in a.items], [i.unit for i in r.items])
+    if factors is None:  # both sides carry units, of other dimensions (5 kg, 5 m)
+        return False
+    a = Parsed(tuple(Item(_converted(i.node, f, accept_rounded), i.labels) for i, f in zip(a.items, factors)), a.text)
     xs, ys = [i.node for i in a.items], [i.node for i in r.items]
     aligned = _by_label(a, r)
     if aligned is not None:  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}

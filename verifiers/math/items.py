@@ -4,7 +4,8 @@ A normalised answer is tokenised, then split into items at top-level separators
 (`,` `;` and the words "and"/"or"). Each item is cleaned before it is parsed:
 
     "\\text{only}x=0"                         -> "0"        (filler words, label x)
-    "\\frac{84}{13}\\text{days}"              -> "\\frac{84}{13}"   (trailing unit text)
+    "\\frac{84}{13}\\text{days}"              -> "\\frac{84}{13}"   (trailing unit text, kept
+                                                              as a Unit when units.py knows it)
     "12^{\\text{th}}", "15th"                 -> "12", "15"  (ordinals)
     "(x,y,z)=(1,2,3)", "Paolo:18", "f(x)=2x"  -> labels dropped, their symbols kept
     "AB=4", "|AB|=1", "\\angle ABC=30", "V_1:V_2=11:21"  -> named quantities too
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import re
 from typing import NamedTuple
+
+from .units import Unit, letter_unit, read_unit
 
 
 class ParseError(ValueError):
@@ -289,18 +292,32 @@ def _cut_qualifier(toks: list[Tok]) -> list[Tok]:
     return toks
 
 
-def _drop_units(toks: list[Tok]) -> list[Tok]:
-    """Trailing unit text after a quantity: "5.4 square units", "864 inches^2", "2.65 m"."""
-    while len(toks) > 1:
-        if len(toks) > 3 and toks[-2] == Tok("op", "^") and toks[-1].kind == "num" and toks[-3].kind == "text":
-            toks = toks[:-3]
-        elif toks[-1].kind == "text" and any(t.kind != "text" for t in toks[:-1]):
-            toks = toks[:-1]
-        elif toks[-1].kind == "let" and toks[-1].text.lower() in UNIT_WORDS and toks[-2].kind == "num":
-            toks = toks[:-1]
+def _unit_letters(tok: Tok) -> bool:
+    """A unit written without \\text after a number: "5 cm", "3 hours", and "90 \\text{min}"
+    (which normalize made the command \\min: a function name with nothing to apply to)."""
+    if tok == Tok("cmd", "min"):
+        return True
+    return tok.kind == "let" and (tok.text.lower() in UNIT_WORDS or letter_unit(tok.text))
+
+
+def _drop_units(toks: list[Tok]) -> tuple[list[Tok], Unit | None]:
+    """Trailing unit text after a quantity ("5.4 square units", "864 inches^2", "2.65 m",
+    "5cm^2"): the quantity's tokens, and the unit the tail names when units.py knows
+    all of it (None for "square units", "yuan (A)", or no tail)."""
+    cut = len(toks)
+    while cut > 1:
+        last = toks[cut - 1]
+        powered = cut > 3 and toks[cut - 2] == Tok("op", "^") and last.kind == "num"
+        if powered and (toks[cut - 3].kind == "text" or (_unit_letters(toks[cut - 3]) and toks[cut - 4].kind == "num")):
+            cut -= 3
+        elif last.kind == "text" and any(t.kind != "text" for t in toks[: cut - 1]):
+            cut -= 1
+        elif _unit_letters(last) and toks[cut - 2].kind == "num":
+            cut -= 1
         else:
             break
-    return toks
+    tail = " ".join(t.text for t in toks[cut:])
+    return toks[:cut], read_unit(tail) if tail else None
 
 
 def _balanced_end(toks: list[Tok], k: int) -> int:
@@ -409,15 +426,22 @@ def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
     return toks, frozenset(labels)
 
 
-def prepare_item(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], bool]:
-    """Clean one item's tokens; returns (tokens, label symbols, is_text)."""
+class Prepared(NamedTuple):
+    toks: list  # of Tok: what is left to parse
+    labels: frozenset  # symbols named by dropped labels ("x" in "x = 3")
+    is_text: bool  # free text is left: compared as words
+    unit: Unit | None  # the unit cut off the end, when units.py knows it
+
+
+def prepare_item(toks: list[Tok]) -> Prepared:
+    """Clean one item's tokens."""
     while toks and _is_fillers(toks[0]):
         toks = toks[1:]
     toks = _drop_ordinals(toks)
     toks = _cut_qualifier(toks)
-    toks = _drop_units(toks)
+    toks, unit = _drop_units(toks)
     if not toks:
-        return toks, frozenset(), True
+        return Prepared(toks, frozenset(), True, None)
     toks, labels = strip_labels(toks)
     is_text = any(t.kind == "text" for t in toks)
-    return toks, labels, is_text
+    return Prepared(toks, labels, is_text, unit)

@@ -183,6 +183,27 @@ CASES: list[Case] = [
         ("x=2+3=5", "5", True),
         (r"a_3=a_2+a_1=3+2=5", "5", True),
     ]),
+    *_cases("units_both_sides", [
+        # both sides carry units: they must agree, after conversion where it is known
+        (r"5 \text{ cm}", r"5 \text{ m}", False),
+        (r"5 \text{ kg}", r"5 \text{ m}", False),
+        (r"3 \text{ days}", r"3 \text{ weeks}", False),
+        (r"5 \text{ m}", r"5 \text{ m}^2", False),
+        (r"60 \text{ km/h}", r"60 \text{ mph}", False),
+        (r"240 \text{ yuan}", r"240 \text{ dollars}", False),
+        (r"12 \text{ minutes}", r"12 \text{ seconds}", False),
+        (r"50 \text{ cm}", r"0.5 \text{ m}", True),
+        (r"90 \text{ minutes}", r"1.5 \text{ hours}", True),
+        (r"3 \text{ weeks}", r"21 \text{ days}", True),
+        (r"500 \text{ cm}^2", r"0.05 \text{ m}^2", True),
+        (r"60 \text{ km/h}", r"\frac{50}{3} \text{ m/s}", True),
+        (r"6 \text{ ft}", r"72 \text{ inches}", True),
+        (r"12 \text{ meters}", r"12 \mathrm{m}", True),
+        # a unit on one side only is dropped, as before
+        (r"5 \text{ cm}", "5", True),
+        ("5", r"5 \text{ m}", True),
+        (r"5 \text{ cm}", "6", False),
+    ]),
     # --- wrong rejects -----------------------------------------------------------------
     *_cases("response_boxes", [
         (r"At first I get $\boxed{2}$, but checking again the answer is $\boxed{3}$.", "3", True),
