@@ -9,15 +9,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .items import LimitExceeded, ParseError, check_nesting, prepare_item, split_items, symbol_words, token_words, tokenize
+from .bigops import canonical
+from .items import (LimitExceeded, ParseError, check_nesting, declaration, prepare_item, split_items, symbol_words,
+                    token_words, tokenize)
 from .parse import Parser, add, neg
 from .units import Unit
+
+_BINDER_MARKS = ("\\sum", "\\prod", "\\int", "|", ":")  # a set-builder has "|" or ":"
 
 
 class Item(NamedTuple):
     node: tuple
     labels: frozenset  # symbols named by dropped labels ("x" in "x = 3")
     unit: Unit | None = None  # the unit written after it ("cm" in "5 cm"), when known
+    args: tuple = ()  # variables its definition label binds, in order ("x" in "f(x) = x^2")
 
 
 MAX_PM_BRANCHES = 64
@@ -53,6 +58,7 @@ def _capped(xs: list) -> list:
 class Parsed(NamedTuple):
     items: tuple  # of Item
     text: str  # the normalised answer
+    declared: frozenset = frozenset()  # parameters it declares ("k" in "..., k \\in \\mathbb{Z}")
 
 
 def parse_answer(normalized: str) -> Parsed:
@@ -62,9 +68,16 @@ def parse_answer(normalized: str) -> Parsed:
         toks = tokenize(normalized)
     except ParseError:
         return Parsed((Item(("text", " ".join(symbol_words(normalized))), frozenset()),), normalized)
-    items = []
-    for raw in split_items(toks):
-        item_toks, labels, is_text, unit = prepare_item(raw)
+    items, declared = [], set()
+    # binders get canonical names (binders.py), so that trees equal up to renaming are equal
+    has_binder = any(mark in normalized for mark in _BINDER_MARKS)
+    for k, raw in enumerate(split_items(toks)):
+        name = declaration(raw) if k > 0 else None
+        if name is not None:  # "k \\in \\mathbb{Z}" after the answer: no item of its own
+            declared.add(name)
+            continue
+        item_toks, labels, is_text, unit, args, qualified = prepare_item(raw)
+        declared |= qualified
         node = None
         if not is_text and item_toks:
             try:
@@ -79,5 +92,7 @@ def parse_answer(normalized: str) -> Parsed:
             source = item_toks or raw
             items.append(Item(("text", " ".join(token_words(source))), labels))
             continue
-        items.extend(Item(n, labels, unit) for n in expand_pm(node))
-    return Parsed(tuple(items), normalized)
+        if has_binder:
+            node = canonical(node)
+        items.extend(Item(n, labels, unit, args) for n in expand_pm(node))
+    return Parsed(tuple(items), normalized, frozenset(declared))

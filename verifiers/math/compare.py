@@ -20,10 +20,11 @@ tried in turn; the first that says "equal" decides:
      expression lacks to be that expression (`xy=6` is y = 6/x, `2x=10` is 5; x^2=25 is
      neither 5 nor -5: solve.py); a chain `L=M=R` that no constant member contradicts
      against R (its last right-hand side).
-  4. renaming: free symbols that occur on one side only may be renamed bijectively
-     (`k\\pi` = `n\\pi`, up to 3 symbols); when both sides name what they solve for
-     (labels), the labels take part, so `x=2y` is not `y=2x`; a bare letter answer
-     ("B", "n") is never renamed.
+  4. renaming: free symbols compare by name (`a^2+1` is not `x^2+1`, `x=2y` is not
+     `y=2x`); only bound ones are renamed (binders.py): a definition's variable
+     (`g(t)=t^2` = `f(x)=x^2`), and arbitrary constants (`k\\pi` = `n\\pi`, `x+C` =
+     `x+K`, a declared "for some integer t"). Sum, integral and set-builder variables
+     have canonical names from the parser, so those trees are equal as they stand.
   5. text: equal word lists ("Yes" = "\\text{yes}"); a short phrase inside a prose
      reference without negation ("stopped" in "A stopped clock shows the correct time
      more often.").
@@ -37,24 +38,23 @@ is not 1/3, "3.14159" is not π; verify.judge says when an accept needed roundin
 """
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from fractions import Fraction
 
 from .answer import Item, Parsed
-from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, sympy_equal
+from .binders import renamings
+from .evaluate import BIG_OPERATORS, EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, sympy_equal
 from .items import symbol_words
 from .parse import PI
 from .solve import unique_root
 from .units import conversions
 from .sets import INEQUALITIES, chain_intervals, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
 
-VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg"})
+VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg", "sum", "prod", "integral"})
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
 _STOP_WORDS = frozenset({"the", "a", "an"})
 _NEGATIONS = frozenset({"not", "no", "never", "neither", "nor", "cannot", "doesn", "isn", "aren", "don", "won", "t"})
-MAX_RENAMED = 3
 
 
 # --- values ----------------------------------------------------------------------
@@ -137,6 +137,10 @@ def _alternatives(node) -> list:
 
 
 def _scalar_equal(a, b) -> bool:
+    if a == b:  # the same tree (bound variables have canonical names: α-equivalent trees are equal)
+        return True
+    if a[0] in BIG_OPERATORS and a[0] == b[0] and a[1] == b[1] and _binder_equal(a, b):
+        return True
     ea, eb = exact(a), exact(b)
     if ea is not None and eb is not None and ea == eb:
         return True
@@ -150,6 +154,15 @@ def _scalar_equal(a, b) -> bool:
     if verdict is None:
         verdict = sympy_equal(a, b)
     return bool(verdict)
+
+
+def _binder_equal(a, b) -> bool:
+    """Two sums (products, integrals) over the same range whose bodies are equal values;
+    an integral has no numeric value here, so this is how two integrals compare."""
+    ends = [(x, y) for x, y in zip(a[2:4], b[2:4])]
+    if any((x is None) != (y is None) for x, y in ends):
+        return False
+    return all(x is None or value_equal(x, y) for x, y in ends) and value_equal(a[4], b[4])
 
 
 def value_equal(a, b) -> bool:
@@ -350,27 +363,6 @@ def _items_view(xs: list, ys: list, as_sets: bool = False) -> bool:
     return False
 
 
-def _renamings(a: Parsed, r: Parsed):
-    """Bijections from symbols only the answer uses to symbols only the reference uses."""
-    def symbols(p: Parsed, with_labels: bool) -> set:
-        out = set()
-        for item in p.items:
-            free_symbols(item.node, out)
-            if with_labels:
-                out |= item.labels
-        return out
-
-    if any(i.node[0] == "sym" and not i.labels for i in a.items + r.items):
-        return  # a bare letter is the answer itself (choice "B", variable "n"), not a dummy
-    with_labels = any(i.labels for i in a.items) and any(i.labels for i in r.items)
-    sa, sr = symbols(a, with_labels), symbols(r, with_labels)
-    only_a, only_r = sorted(sa - sr), sorted(sr - sa)
-    if not only_a or len(only_a) != len(only_r) or len(only_a) > MAX_RENAMED:
-        return
-    for perm in itertools.permutations(only_r):
-        yield dict(zip(only_a, perm))
-
-
 _MATH_CHARS = re.compile(r"[\d\\^_=+*/<>()\[\]{}|%&]")
 
 
@@ -441,7 +433,7 @@ def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bo
     factors = conversions([i.unit for i in a.items], [i.unit for i in r.items])
     if factors is None:  # both sides carry units, of other dimensions (5 kg, 5 m)
         return False
-    a = Parsed(tuple(Item(_converted(i.node, f, accept_rounded), i.labels) for i, f in zip(a.items, factors)), a.text)
+    a = a._replace(items=tuple(i._replace(node=_converted(i.node, f, accept_rounded)) for i, f in zip(a.items, factors)))
     xs, ys = [i.node for i in a.items], [i.node for i in r.items]
     aligned = _by_label(a, r)
     if aligned is not None:  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
@@ -453,7 +445,7 @@ def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bo
     as_sets = "one" in kinds  # x=2 or x=2 is the solution set {2}
     if _items_view(xs, ys, as_sets):
         return True
-    for mapping in _renamings(a, r):
+    for mapping in renamings(a, xs, r, ys):
         if _items_view([renamed(x, mapping) for x in xs], ys, as_sets):
             return True
     return _text_view(a, r)

@@ -281,15 +281,41 @@ def _drop_ordinals(toks: list[Tok]) -> list[Tok]:
     return out
 
 
-def _cut_qualifier(toks: list[Tok]) -> list[Tok]:
-    """Drop "for all x in Z" / "for some integer t" tails made only of quantifier words."""
+def _symbol_name(tok: Tok) -> str | None:
+    """The name of a one-letter or Greek symbol token."""
+    if tok.kind == "let" and len(tok.text) == 1:
+        return tok.text
+    return tok.text if tok.kind == "cmd" and tok.text in GREEK else None
+
+
+def _cut_qualifier(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
+    """Drop "for all x in Z" / "for some integer t" tails made only of quantifier words;
+    the symbols such a tail names are declared: bound there, free to be renamed."""
     for j in range(1, len(toks)):
         tok = toks[j]
         first = words(tok.text)[:1] if tok.kind in ("text", "let") else []
         if tok == Tok("cmd", "forall") or (first and first[0] in _QUALIFIER_START):
             tail = [w for t in toks[j:] if t.kind == "text" or (t.kind == "let" and len(t.text) > 1) for w in words(t.text)]
-            return toks[:j] if set(tail) <= _QUALIFIER_VOCAB else toks
-    return toks
+            if not set(tail) <= _QUALIFIER_VOCAB:
+                return toks, frozenset()
+            return toks[:j], frozenset(filter(None, map(_symbol_name, toks[j:])))
+    return toks, frozenset()
+
+
+_NUMBER_SETS = frozenset("ZNRQC")
+
+
+def declaration(toks: list[Tok]) -> str | None:
+    """The parameter an item such as "k \\in \\mathbb{Z}" declares (written after the answer:
+    "x = \\frac{\\pi}{2} + k\\pi, k \\in \\mathbb{Z}"), or None."""
+    if len(toks) < 3 or toks[1] != Tok("cmd", "in") or _symbol_name(toks[0]) is None:
+        return None
+    rest = toks[2:]
+    if rest[0].kind == "cmd" and rest[0].text in ("mathbb", "Bbb", "mathbf"):
+        rest = rest[2:] if len(rest) > 2 and rest[1] == Tok("op", "{") else rest[1:]
+    if rest and rest[0].kind == "let" and rest[0].text in _NUMBER_SETS:
+        return _symbol_name(toks[0])
+    return None
 
 
 def _unit_letters(tok: Tok) -> bool:
@@ -411,10 +437,28 @@ def _top_level(toks: list[Tok], seps: tuple) -> int:
     return -1
 
 
-def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
+def _definition_args(label: list[Tok]) -> tuple[str, ...]:
+    """The variables a definition binds, in order: x in "f(x) =", x and y in "g(x, y) =",
+    n in "a_n =" (none in "T(10) =" or "x_1 =")."""
+    if not _is_simple_label(label) or len(label) < 3:
+        return ()
+    if label[1] == Tok("op", "_"):
+        inner = label[3:-1] if label[2] == Tok("op", "{") else label[2:3]
+        name = _symbol_name(inner[0]) if len(inner) == 1 else None
+        return (name,) if name else ()
+    if label[1] != Tok("op", "("):
+        return ()
+    names = tuple(_symbol_name(t) for t in label[2:-1:2])
+    commas = all(t == Tok("op", ",") for t in label[3:-1:2])
+    return names if names and None not in names and commas else ()
+
+
+def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], tuple[str, ...]]:
     """Drop leading "lhs =" / "lhs \\in" labels (chains too: x=y=z=v), then "Word:" ones.
-    "=" is looked for first, so the ratio in "V_1:V_2=11:21" is a label, not a word."""
+    "=" is looked for first, so the ratio in "V_1:V_2=11:21" is a label, not a word.
+    Returns the tokens left, the labels' symbols and the variables of a definition."""
     labels: set[str] = set()
+    args: tuple[str, ...] = ()
     while True:
         cut = _top_level(toks, (("op", "="), ("cmd", "in"), ("cmd", "approx")))
         if not (0 < cut < len(toks) - 1 and _is_label(toks[:cut])):
@@ -422,8 +466,10 @@ def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
             if not (0 < cut < len(toks) - 1 and _is_word_label(toks[:cut])):
                 break
         labels |= _label_symbols(toks[:cut])
+        if toks[cut] == Tok("op", "="):
+            args = args or _definition_args(toks[:cut])
         toks = toks[cut + 1 :]
-    return toks, frozenset(labels)
+    return toks, frozenset(labels), args
 
 
 class Prepared(NamedTuple):
@@ -431,6 +477,8 @@ class Prepared(NamedTuple):
     labels: frozenset  # symbols named by dropped labels ("x" in "x = 3")
     is_text: bool  # free text is left: compared as words
     unit: Unit | None  # the unit cut off the end, when units.py knows it
+    args: tuple  # variables bound by a definition label, in order ("x" in "f(x) = x^2")
+    declared: frozenset  # symbols a dropped qualifier declares ("t" in "... for some integer t")
 
 
 def prepare_item(toks: list[Tok]) -> Prepared:
@@ -438,10 +486,10 @@ def prepare_item(toks: list[Tok]) -> Prepared:
     while toks and _is_fillers(toks[0]):
         toks = toks[1:]
     toks = _drop_ordinals(toks)
-    toks = _cut_qualifier(toks)
+    toks, declared = _cut_qualifier(toks)
     toks, unit = _drop_units(toks)
     if not toks:
-        return Prepared(toks, frozenset(), True, None)
-    toks, labels = strip_labels(toks)
+        return Prepared(toks, frozenset(), True, None, (), declared)
+    toks, labels, args = strip_labels(toks)
     is_text = any(t.kind == "text" for t in toks)
-    return Prepared(toks, labels, is_text, unit)
+    return Prepared(toks, labels, is_text, unit, args, declared)

@@ -9,6 +9,7 @@ Trees (all tuples, hashable):
     ("sym", name)   ("const", "pi" | "e" | "i" | "inf")
     ("add", terms)  ("mul", factors)  ("neg", x)  ("div", a, b)  ("pow", a, b)
     ("fn", name, args)   sqrt root log sin ... fact binom abs floor ceil max min apply:f
+    ("sum" | "prod" | "integral", index, lo, hi, body)   big operators (bigops.py)
     ("pm", a | None, b)  a ± b      ("pct", x)  x%      ("deg", x)  x°
     ("tuple", items) ("set", items) ("interval", lo, hi, lo_closed, hi_closed)
     ("matrix", rows) ("union", parts) ("inter", parts) ("setminus", a, b)
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from .bigops import big_operator
 from .items import GREEK, ParseError, Tok
 from .normalize import FUNCTION_NAMES
 
@@ -38,7 +40,7 @@ _RELOPS = {
 }
 _SETOPS = {("cmd", "cup"): "union", ("cmd", "cap"): "inter", ("cmd", "setminus"): "setminus", ("cmd", "backslash"): "setminus"}
 _MATRIX_ENVS = frozenset({"pmatrix", "bmatrix", "Bmatrix", "matrix", "vmatrix", "smallmatrix", "array"})
-_PRIMARY_CMDS = GREEK | FUNCTION_NAMES | {"pi", "infty", "frac", "sqrt", "binom", "lfloor", "lceil", "cdots"}
+_PRIMARY_CMDS = GREEK | FUNCTION_NAMES | {"pi", "infty", "frac", "sqrt", "binom", "lfloor", "lceil", "cdots", "sum", "prod", "int"}
 SET_KINDS = frozenset({"set", "interval", "union", "inter", "setminus", "setbuilder"})
 _END = Tok("end_of_input", "")
 
@@ -108,6 +110,13 @@ class Parser:
     # --- grammar, loosest first ---
     def parse_item(self):
         node = self.chain()
+        if self.peek() is not _END:
+            raise ParseError(f"trailing {self.peek().text!r}")
+        return node
+
+    def parse_sum(self):
+        """A whole token list as one expression without relations (an integrand)."""
+        node = self.sum()
         if self.peek() is not _END:
             raise ParseError(f"trailing {self.peek().text!r}")
         return node
@@ -333,6 +342,8 @@ class Parser:
             return ("fn", name[1:], (x,))
         if name == "{":
             return self.brace_set(Tok("cmd", "}"))
+        if name in ("sum", "prod", "int"):
+            return big_operator(self, name)
         raise ParseError(f"unsupported command \\{name}")
 
     def subscript(self) -> str | None:

@@ -68,7 +68,7 @@ def _power(p: Poly, n: int) -> Poly | None:
     return out
 
 
-def _rational(node, var: str) -> tuple[Poly, Poly] | None:
+def as_rational(node, var: str) -> tuple[Poly, Poly] | None:
     """The tree as numerator / denominator polynomials in `var`, or None."""
     if var not in free_symbols(node):
         return {0: node}, {0: _ONE}
@@ -76,10 +76,10 @@ def _rational(node, var: str) -> tuple[Poly, Poly] | None:
     if node == ("sym", var):
         return {1: _ONE}, {0: _ONE}
     if kind == "neg":
-        inner = _rational(node[1], var)
+        inner = as_rational(node[1], var)
         return None if inner is None else (_scale(inner[0], ("num", Fraction(-1), None)), inner[1])
     if kind in ("add", "mul"):
-        parts = [_rational(t, var) for t in node[1]]
+        parts = [as_rational(t, var) for t in node[1]]
         if any(p is None for p in parts):
             return None
         num, den = parts[0]
@@ -93,14 +93,14 @@ def _rational(node, var: str) -> tuple[Poly, Poly] | None:
                 return None
         return num, den
     if kind == "div":
-        a, b = _rational(node[1], var), _rational(node[2], var)
+        a, b = as_rational(node[1], var), as_rational(node[2], var)
         if a is None or b is None:
             return None
         num, den = _mul(a[0], b[1]), _mul(a[1], b[0])
         return None if num is None or den is None else (num, den)
     if kind == "pow" and var not in free_symbols(node[2]):
         n = _exact_or_none(node[2])
-        base = _rational(node[1], var)
+        base = as_rational(node[1], var)
         if base is None or n is None or n.denominator != 1 or abs(n) > MAX_DEGREE:
             return None
         num, den = _power(base[0], abs(int(n))), _power(base[1], abs(int(n)))
@@ -165,7 +165,7 @@ def _one_root(p: Poly):
 def unique_root(lhs, rhs, var: str):
     """The one value of `var` that satisfies lhs = rhs, as a tree, or None when the
     equation has several, none, every value, or is not solved here."""
-    left, right = _rational(lhs, var), _rational(rhs, var)
+    left, right = as_rational(lhs, var), as_rational(rhs, var)
     if left is None or right is None:
         return None
     a, b = _mul(left[0], right[1]), _mul(right[0], left[1])

@@ -204,6 +204,37 @@ CASES: list[Case] = [
         ("5", r"5 \text{ m}", True),
         (r"5 \text{ cm}", "6", False),
     ]),
+    *_cases("renamed_variables", [
+        # a symbol free in the reference is the same symbol in the answer
+        ("a^2+1", "x^2+1", False),
+        ("t^2", "x^2", False),
+        ("y = 3t + 1", "y = 3x + 1", False),
+        (r"\frac{a}{b}", r"\frac{x}{y}", False),
+        ("f(x) = ax", "f(x) = bx", False),
+        (r"\{x \mid x > a\}", r"\{x \mid x > b\}", False),
+        (r"\sum_{k=1}^{m} k", r"\sum_{k=1}^{n} k", False),
+        (r"\int_0^a x\,dx", r"\int_0^b x\,dx", False),
+        ("f(t) = t + s", "f(x) = x + y", False),
+        ("f(x,y) = x+2y", "f(a,b) = 2a+b", False),
+        ("2k+1", "2n+1", False),  # undeclared, k and n are free
+        (r"2t+1 \text{ for some integer } t", "2x+1", False),  # declared on one side only
+        (r"C_1 e^x + C_2 e^{-x}", r"c_1 e^{-x} + c_2 e^{-x}", False),
+        # bound variables and arbitrary constants may be renamed
+        ("g(t)=t^2", "f(x)=x^2", True),
+        ("f(t) = t^2", "x^2", True),
+        ("f(x,y) = x+2y", "f(a,b) = a+2b", True),
+        ("a_n = 2n + 1", "a_k = 2k+1", True),
+        (r"\{t \mid t^2 = 1\}", r"\{x \mid x^2 = 1\}", True),
+        (r"\sum_{i=1}^{n} i^2", r"\sum_{k=1}^{n} k^2", True),
+        (r"\int_0^1 t^2\,dt", r"\int_0^1 x^2\,dx", True),
+        (r"\frac{\pi}{2} + n\pi", r"\frac{\pi}{2} + k\pi", True),
+        (r"(-\frac{5\pi}{12} + n\pi, \frac{\pi}{12} + n\pi)", r"(-\frac{5\pi}{12} + k\pi, \frac{\pi}{12} + k\pi)", True),
+        (r"30^\circ + 360^\circ n", r"30^\circ + k \cdot 360^\circ", True),
+        (r"x = \frac{\pi}{2}+m\pi, m \in \mathbb{Z}", r"\frac{\pi}{2} + k\pi", True),
+        (r"2n+1 \text{ for some integer } n", r"2k+1, k \in \mathbb{Z}", True),
+        ("x^2 + C", "x^2 + K", True),
+        (r"C_1 e^x + C_2 e^{-x}", r"c_1 e^{x} + c_2 e^{-x}", True),
+    ]),
     # --- wrong rejects -----------------------------------------------------------------
     *_cases("response_boxes", [
         (r"At first I get $\boxed{2}$, but checking again the answer is $\boxed{3}$.", "3", True),

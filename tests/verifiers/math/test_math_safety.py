@@ -50,6 +50,15 @@ def test_pathological_inputs_end_as_error_quickly(answer):
     assert time.perf_counter() - t0 < 2.0
 
 
+@pytest.mark.parametrize("answer", [r"\sum_{k=1}^{10^{9}} k", r"\prod_{k=1}^{10^{6}} k", r"\sum_{k=1}^{n} \sum_{j=1}^{k} j^{k}",
+                                    r"\int_0^1 " * 200 + "x dx" * 200])
+def test_big_operators_are_bounded(answer):
+    """A sum is worked out term by term only up to MAX_TERMS; past that it has no value here."""
+    t0 = time.perf_counter()
+    assert check(answer, "5") in ("incorrect", "error")
+    assert time.perf_counter() - t0 < 2.0
+
+
 def test_huge_but_computable_values_are_fine():
     assert check("2^{1000}", "2^{1000}") == "correct"
     assert check("2^{1000}", "2^{999} \\cdot 2") == "correct"
