@@ -3,11 +3,12 @@
 Units first: when both sides carry units (units.py), another dimension is never equal
 (5 kg, 5 m) and the answer is converted to the reference's unit (50 cm is 0.5 m); a
 unit on one side only is dropped. Then, when both sides label every item with
-distinct names ("a=1, b=2"), items pair up by label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}); when one side
-labels every item distinctly and the other is a bare list, the list must follow the
-labelled side's order ("x=1, y=2" is not "2, 1"); values all given for one unknown
-("x=1, x=1, x=3", "x_1=x_2=2") are a set, duplicates and all. Otherwise views are
-tried in turn; the first that says "equal" decides:
+distinct names ("a=1, b=2"), items pair up by label and that decides ("a=2, b=1" is
+wrong although {1,2} = {2,1}); when one side labels every item distinctly and the
+other is a bare list, the list must follow the labelled side's order ("x=1, y=2" is
+not "2, 1"); values all given for one unknown ("x=1, x=1, x=3", "x_1=x_2=2") are a
+set, duplicates and all. Otherwise views are tried in turn; the first that says
+"equal" decides:
   1. items: several answers compare as a multiset (as a set when either side is
      written `\\{...\\}`); a single tuple/vector against a bare list compares in order;
      each pair of items by structure (tuples in order, sets without order, intervals
