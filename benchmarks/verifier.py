@@ -52,15 +52,17 @@ def boxed(text: str) -> str:
     return text if "\\boxed" in text else "\\boxed{" + text + "}"
 
 
-def ours(accept_rounded: bool = False):
+def ours(accept_rounded: bool = False, unanchored: str = "no_answer"):
     from jury.verifiers.math import verify as math_verify
 
     def verify(response: str, reference: str) -> bool:
         math_verify.clear_caches()
-        answer = math_verify.extract_answer(response)
+        # as the verifier worker extracts for a check: with the reference's number of parts
+        answer = math_verify.extract_answer(response, math_verify.reference_parts(reference), unanchored)
         return math_verify.check(answer, reference, accept_rounded=accept_rounded) == "correct"
 
-    return "jury.math_verify" + (" (rounded)" if accept_rounded else ""), verify
+    name = "jury.math_verify" + (" (rounded)" if accept_rounded else "") + (f" ({unanchored})" if unanchored != "no_answer" else "")
+    return name, verify
 
 
 def theirs():

@@ -26,7 +26,7 @@ from jury.protocol.messages import RolloutGroup, ScoredGroup, Shutdown, Verdict
 from jury.protocol.transport import Receiver, Sender
 from jury.verifiers import rewards as reward_schemes
 from jury.verifiers.derl.scorer import DerlScheme
-from jury.verifiers.math.verify import Judgement, answer_key, extract_answer, normalize, quick_check
+from jury.verifiers.math.verify import Judgement, answer_key, extract_answer, normalize, quick_check, reference_parts
 from jury.verifiers.pool import CheckPool
 from jury.verifiers.schemes import make_scheme
 
@@ -147,9 +147,9 @@ class VerifierWorker:
     def _score(self, group: RolloutGroup) -> ScoredGroup:
         """Extract, check against the label (when there is one), then the run's scheme."""
         for s in group.samples:
-            s.answer = extract_answer(s.text)
+            s.answer = extract_answer(s.text, unanchored=self.cfg.unanchored)
         label = group.task.label
-        verdicts = self._verdicts([s.answer for s in group.samples], label) if label is not None else \
+        verdicts = self._verdicts(self._checked_answers(group, label), label) if label is not None else \
             [Verdict("inconclusive", "none", 0.0) for _ in group.samples]
         view = reward_schemes.GroupView(
             answer_keys=[answer_key(s.answer) for s in group.samples],
@@ -164,6 +164,14 @@ class VerifierWorker:
                            vote_share=result.vote_share, gate=result.gate, num_distinct=result.num_distinct,
                            verify_s=0.0, worker_id=self.worker_id, counts=dict(result.counts),
                            pass_rate=correct / len(verdicts) if verdicts and label is not None else float("nan"))
+
+    def _checked_answers(self, group: RolloutGroup, label: str) -> list[str | None]:
+        """The answers checked against the label: the vote's, unless the label has several
+        parts, when a response may box one part at a time (the vote never reads the label)."""
+        parts = reference_parts(label)
+        if parts == 1:
+            return [s.answer for s in group.samples]
+        return [extract_answer(s.text, parts, self.cfg.unanchored) for s in group.samples]
 
     def _verdicts(self, answers: list[str | None], label: str) -> list[Verdict]:
         """Cache, then the cheap in-process check, then the pool for what is left."""

@@ -182,6 +182,8 @@ CASES: list[Case] = [
         ("2+3=5", "5", True),
         ("x=2+3=5", "5", True),
         (r"a_3=a_2+a_1=3+2=5", "5", True),
+        (r"2 \cdot 3 = 6", "2", False),
+        (r"\frac{12}{4} = 3", "12", False),
     ]),
     *_cases("units_both_sides", [
         # both sides carry units: they must agree, after conversion where it is known
@@ -272,6 +274,32 @@ CASES: list[Case] = [
         ("Final Answer: The smallest such n is 7.", "8", False),
         ("**Final Answer**\nThe value is $-2$.", "-2", True),
         ("Final Answer: The answer is 12 meters.", "12", True),
+    ]),
+    *_cases("response_final_sentence", [
+        # "Final Answer:" and a sentence: the value the sentence states, not the sentence
+        (r"Final Answer: The value of $x$ is 5.", "5", True),
+        (r"Final Answer: The value of $x$ is 5.", "x", False),
+        ("Final Answer: There are 15 apples in total.", "15", True),
+        ("Final Answer: There are 15 apples in total.", "16", False),
+        ("Final Answer: The perimeter is 24 cm.", r"24 \text{ cm}", True),
+        ("Final Answer: The perimeter is 24 cm.", r"24 \text{ m}", False),
+        (r"Final Answer: $\frac{3}{4}$ of the class passed.", "0.75", True),
+        (r"Final Answer: The sum is $1+2+3 = 6$.", "6", True),
+        (r"Final Answer: The sum is $1+2+3 = 6$.", "1", False),
+    ]),
+    *_cases("response_split_boxes", [
+        # an answer boxed in parts is one set of parts, as many as the reference has
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{1}$.", "5, 1", True),
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{1}$.", "(5, 1)", True),
+        (r"For part (a) we get $\boxed{3}$. Then part (b) gives $\boxed{7}$.", "3, 7", True),
+        (r"So $x = \boxed{2}$, and then $y = \boxed{3}$.", "x=2, y=3", True),
+        (r"$\boxed{2, 3}$", r"The roots are $\boxed{2}$ and then $\boxed{3}$.", True),
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{2}$.", "5, 1", False),
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{1}$.", "5", False),
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{1}$.", "5, 1, 0", False),
+        (r"Try $\boxed{1}$, $\boxed{7}$. Wrong: the max is $\boxed{5}$, the min is $\boxed{1}$.", "1, 7", False),
+        (r"So $x = \boxed{3}$, and then $y = \boxed{2}$.", "x=2, y=3", False),
+        (r"$\boxed{2, 4}$", r"The roots are $\boxed{2}$ and then $\boxed{3}$.", False),
     ]),
     *_cases("ascii_relations", [
         ("x >= 2", r"[2,\infty)", True),
@@ -431,5 +459,30 @@ CASES: list[Case] = [
         (r"-1 \le x < 1", "[-1, 1]", False),
         ("2 > x > 1", "(1, 3)", False),
         ("1 < x < 2", r"x\in]1,2]", False),
+    ]),
+]
+
+
+# Responses that neither box their answer nor state it ("the answer is", "Final Answer:"):
+# what they answer depends on VerifierConfig.unanchored, so they are kept apart from CASES.
+# The labels say whether the text gives the reference as its answer; the negatives are
+# responses that end on a value without committing to it (what last_expression accepts).
+NO_ANCHOR_CASES: list[Case] = [
+    *_cases("response_no_anchor", [
+        (r"So we get $x = 4$.", "4", True),
+        ("Thus the total is 15.", "15", True),
+        (r"We get $3 \times 4 = 12$.", "12", True),
+        ("Hence $$x = 5$$", "5", True),
+        ("Adding up, there are 42 marbles in all.", "42", True),
+        (r"Therefore the probability is $\frac{1}{2}$.", "0.5", True),
+        (r"The roots are $x = 2$ and $x = 3$.", "2, 3", True),
+        (r"So we get $x = 4$.", "5", False),
+        (r"Let me check whether $n = 7$ works.", "7", False),
+        (r"Next we compute $f(3) = 10$ and continue.", "10", False),
+        (r"Suppose the answer were $12$; then the sum would exceed $100$.", "100", False),
+        (r"It remains to verify the case $k = 2$.", "2", False),
+        (r"Find all real $x$ such that $x^2 = 4$.", "2", False),
+        ("The result follows. I hope this helps!", "1", False),
+        (r"We try $x = 4$ and $x = 5$ next.", "5", False),
     ]),
 ]
