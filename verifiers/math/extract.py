@@ -70,7 +70,10 @@ _INLINE_MATH = re.compile(r"\$\$?([^$]+?)\$\$?|\\\((.+?)\\\)")
 _DISPLAY_OR_INLINE = re.compile(r"\$\$(.+?)\$\$|\$([^$]+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _VERB = re.compile(r"\s(?:is|are|equals|was|were)\s", re.IGNORECASE)
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
+_TEXT_OR_WORD = re.compile(r"\\text\{[^{}]*\}|" + _WORD.pattern)
 _HAS_MATHS = re.compile(r"[\d$\\]")
+# maths written in plain words, in a sentence without anchor: "so f(x)=x", "hence x^2"
+_HAS_PLAIN_MATHS = re.compile(r"[\d$\\=^<>+*/]")
 _TEXT_BODY = re.compile(r"\\text\{[^{}]*\}")
 _MATH_WORDS = frozenset("and or sin cos tan cot sec csc log exp sqrt".split())
 
@@ -159,11 +162,18 @@ def _sentence_value(sentence: str) -> str | None:
         return _joined(rest, _last_group(rest, reversed(formulas)))
     if _has_maths(rest):
         rest = _around_maths(rest)
-    words = _WORD.sub(lambda m: m.group(0) if m.group(0).lower() in _MATH_WORDS else "\\text{" + m.group(0) + "}", rest)
+    words = _TEXT_OR_WORD.sub(_as_text, rest)
     return words.strip().strip("$").strip() or None
 
 
+def _as_text(m: re.Match) -> str:
+    """A prose word as \\text{} (so that units drop); a \\text{} group as written."""
+    word = m.group(0)
+    return word if word.startswith("\\") or word.lower() in _MATH_WORDS else "\\text{" + word + "}"
+
+
 def _prose(word: str) -> bool:
+    word = word.rstrip(",;:")
     return len(word) > 1 and word.isalpha() and word.lower() not in _MATH_WORDS
 
 
@@ -227,8 +237,9 @@ def _last_expression(text: str) -> str | None:
     formulas = [_Span(m.start(), m.end(), next(g for g in m.groups() if g)) for m in _DISPLAY_OR_INLINE.finditer(sentence)]
     if formulas:
         return _joined(sentence, _last_group(sentence, reversed(formulas)))
-    value = _sentence_value(sentence) if _has_maths(sentence) else None
-    return value if value and _has_maths(value) else None
+    plain = _TEXT_BODY.sub(" ", sentence)
+    value = _sentence_value(sentence) if _HAS_PLAIN_MATHS.search(plain) else None
+    return value if value and _HAS_PLAIN_MATHS.search(_TEXT_BODY.sub(" ", value)) else None
 
 
 def extract_answer(text: str, parts: int = 1, unanchored: Unanchored = "no_answer") -> str | None:
