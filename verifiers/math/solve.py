@@ -28,6 +28,10 @@ from .evaluate import EvalError, exact, free_symbols, identical, substituted
 from .parse import add, mul, neg
 
 MAX_DEGREE = 8
+# Expanding (x + a + b + ...)^8 builds coefficient trees whose evaluation (the identity
+# test walks a tree once per point, with no sharing) grows with the terms: past this
+# many nodes in all, the equation is not solved here (a plain "2x = 10" has a dozen)
+MAX_COEFFICIENT_NODES = 2_000
 _ZERO, _ONE = ("num", Fraction(0), None), ("num", Fraction(1), None)
 
 Poly = dict  # degree -> coefficient tree free of the unknown; {} is the zero polynomial
@@ -37,10 +41,34 @@ def _const(c: Fraction):
     return ("num", c, None) if c >= 0 else neg(("num", -c, None))
 
 
+def _number(c) -> Fraction | None:
+    """The value of a plain rational literal (or its negation), without walking a tree."""
+    if c[0] == "neg":
+        inner = _number(c[1])
+        return None if inner is None else -inner
+    return c[1] if c[0] == "num" else None
+
+
+def _plus(a, b):
+    qa, qb = _number(a), _number(b)
+    return _const(qa + qb) if qa is not None and qb is not None else add(a, b)
+
+
+def _times(a, b):
+    """a·b, folded when both are numbers: rational coefficients stay one literal each,
+    so (x - 5)^8 does not grow trees."""
+    qa, qb = _number(a), _number(b)
+    if qa is not None and qb is not None:
+        return _const(qa * qb)
+    if qa == 1 or qb == 1:
+        return b if qa == 1 else a
+    return mul(a, b)
+
+
 def _add(p: Poly, q: Poly) -> Poly:
     out = dict(p)
     for k, c in q.items():
-        out[k] = add(out[k], c) if k in out else c
+        out[k] = _plus(out[k], c) if k in out else c
     return out
 
 
@@ -50,13 +78,13 @@ def _mul(p: Poly, q: Poly) -> Poly | None:
     out: Poly = {}
     for i, a in p.items():
         for j, b in q.items():
-            term = mul(a, b)
-            out[i + j] = add(out[i + j], term) if i + j in out else term
+            term = _times(a, b)
+            out[i + j] = _plus(out[i + j], term) if i + j in out else term
     return out
 
 
 def _scale(p: Poly, c) -> Poly:
-    return {k: mul(c, a) for k, a in p.items()}
+    return {k: _times(c, a) for k, a in p.items()}
 
 
 def _power(p: Poly, n: int) -> Poly | None:
@@ -171,7 +199,11 @@ def unique_root(lhs, rhs, var: str):
     a, b = _mul(left[0], right[1]), _mul(right[0], left[1])
     if a is None or b is None:
         return None
-    p = _trimmed(_add(a, _scale(b, ("num", Fraction(-1), None))))
+    difference = _add(a, _scale(b, ("num", Fraction(-1), None)))
+    memo: dict = {}
+    if sum(_size(c, memo) for part in (difference, left[1], right[1]) for c in part.values()) > MAX_COEFFICIENT_NODES:
+        return None
+    p = _trimmed(difference)
     if not p or max(p) == 0:
         return None  # an identity (every value) or a contradiction (none)
     root = _one_root(p)
@@ -182,6 +214,17 @@ def unique_root(lhs, rhs, var: str):
         if _is_zero(value) is not False:
             return None
     return root
+
+
+def _size(node, memo: dict) -> int:
+    """Nodes of the tree as evaluation walks it (a shared subtree counts each time),
+    counted in time linear in the distinct subtrees."""
+    if not isinstance(node, tuple):
+        return 0
+    key = id(node)
+    if key not in memo:
+        memo[key] = 1 + sum(_size(part, memo) for part in node)
+    return memo[key]
 
 
 def _tree(p: Poly, var: str):
