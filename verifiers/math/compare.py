@@ -43,7 +43,7 @@ import math
 import re
 from fractions import Fraction
 
-from .answer import Item, Parsed
+from .answer import Parsed
 from .binders import renamings
 from .evaluate import BIG_OPERATORS, EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, sympy_equal
 from .items import symbol_words
