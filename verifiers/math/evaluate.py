@@ -459,8 +459,9 @@ def _to_sympy(node, sp):
 
 def sympy_equal(a, b) -> bool | None:
     """Symbolic equivalence of two small trees; None when sympy cannot tell."""
-    if _node_count(a) + _node_count(b) > MAX_SYMPY_NODES or "inf" in repr((a, b)):
-        return None
+    text = repr((a, b))
+    if _node_count(a) + _node_count(b) > MAX_SYMPY_NODES or "inf" in text or any(f"'{k}'" in text for k in BIG_OPERATORS):
+        return None  # (big operators have no sympy form here: no need to import it)
     import sympy  # deferred: the common path never needs it
 
     try:

@@ -87,7 +87,7 @@ def reference_parts(reference: str) -> int:
     """How many parts the reference's answer has: its items ("1, 2" and "x=1, y=2" have
     two), or the members of a lone tuple or set ("(5, 1)", "\\{2, 3\\}"). What
     extract_answer(text, parts=...) needs when the text is checked against it."""
-    r = normalize(_reference_answer(reference)) if len(reference) <= 10 * MAX_CHARS else ""
+    r = _normal_reference(reference) if len(reference) <= 10 * MAX_CHARS else ""
     if not r or len(r) > MAX_CHARS:
         return 1
     try:
@@ -107,14 +107,21 @@ def _reference_answer(reference: str) -> str:
 
 
 @lru_cache(maxsize=4096)
+def _normal_reference(reference: str) -> str:
+    # the worker asks reference_parts, then checks G samples against one reference
+    return normalize(_reference_answer(reference))
+
+
+@lru_cache(maxsize=4096)
 def _parsed(normalized: str) -> Parsed:
     # references repeat G times per group; answers repeat when the policy agrees
     return parse_answer(normalized)
 
 
 def clear_caches() -> None:
-    """Forget parsed answers (benchmarks measure cold checks)."""
+    """Forget parsed answers and normalised references (benchmarks measure cold checks)."""
     _parsed.cache_clear()
+    _normal_reference.cache_clear()
 
 
 class Judgement(NamedTuple):
@@ -129,10 +136,10 @@ def judge(answer: str | None, reference: str, accept_rounded: bool = False) -> J
         return Judgement("no_answer", False)
     if len(answer) > 10 * MAX_CHARS or len(reference) > 10 * MAX_CHARS:
         return Judgement("error", False)
-    answer, reference = _final_answer(answer, reference), _reference_answer(reference)
+    answer = _final_answer(answer, reference)
     if answer is None:
         return Judgement("no_answer", False)
-    a, r = normalize(answer), normalize(reference)
+    a, r = normalize(answer), _normal_reference(reference)
     if not a:
         return Judgement("no_answer", False)
     if not r or len(a) > MAX_CHARS or len(r) > MAX_CHARS:
