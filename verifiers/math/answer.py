@@ -7,6 +7,7 @@ answers still compare as words, and "a+b \\text{if} n" is not "a-b \\text{if} n"
 """
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from .bigops import canonical
@@ -15,7 +16,7 @@ from .items import (LimitExceeded, ParseError, check_nesting, declaration, prepa
 from .parse import Parser, add, neg
 from .units import Unit
 
-_BINDER_MARKS = ("\\sum", "\\prod", "\\int", "|", ":")  # a set-builder has "|" or ":"
+_BINDER_MARKS = re.compile(r"\\sum|\\prod|\\int|[|:]")  # a set-builder has "|" or ":"
 
 
 class Item(NamedTuple):
@@ -70,7 +71,7 @@ def parse_answer(normalized: str) -> Parsed:
         return Parsed((Item(("text", " ".join(symbol_words(normalized))), frozenset()),), normalized)
     items, declared = [], set()
     # binders get canonical names (binders.py), so that trees equal up to renaming are equal
-    has_binder = any(mark in normalized for mark in _BINDER_MARKS)
+    has_binder = _BINDER_MARKS.search(normalized) is not None
     for k, raw in enumerate(split_items(toks)):
         name = declaration(raw) if k > 0 else None
         if name is not None:  # "k \\in \\mathbb{Z}" after the answer: no item of its own

@@ -123,6 +123,8 @@ def canonical(node, env: dict | None = None, depth: int = 0):
         return node
     env = env or {}
     kind = node[0]
+    if not isinstance(kind, str):  # a tuple of trees
+        return tuple(canonical(x, env, depth) for x in node)
     if kind == "sym":
         return ("sym", env.get(node[1], node[1]))
     if kind in BINDERS:
@@ -135,6 +137,4 @@ def canonical(node, env: dict | None = None, depth: int = 0):
                  if isinstance(n, tuple) and n[0] == "sym"]
         inner = {**env, **{name: f"${depth}.{k}" for k, name in enumerate(names)}}
         return ("setbuilder", canonical(node[1], inner, depth + 1), canonical(node[2], inner, depth + 1))
-    if not isinstance(kind, str):
-        return tuple(canonical(x, env, depth) for x in node)
     return (kind,) + tuple(canonical(x, env, depth) for x in node[1:])

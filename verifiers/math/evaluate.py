@@ -32,6 +32,7 @@ REL_TOL, ABS_TOL = 1e-9, 1e-12
 NON_ANALYTIC = frozenset({"abs", "floor", "ceil", "max", "min", "sum", "prod"})
 MAX_TERMS = 1_000  # terms of sums and products worked out in one evaluation, nested ones included
 BIG_OPERATORS = frozenset({"sum", "prod", "integral"})  # (kind, index name, lo, hi, body)
+_BINDING = BIG_OPERATORS | {"setbuilder"}  # ("setbuilder", variable tree, condition)
 
 
 class EvalError(ArithmeticError):
@@ -319,16 +320,21 @@ def free_symbols(node, acc: set | None = None) -> set[str]:
     variable of a set-builder are not free ({x | x > a} has the one free symbol a)."""
     acc = set() if acc is None else acc
     if isinstance(node, tuple) and node:
-        if node[0] == "sym" and isinstance(node[1], str):
+        head = node[0]
+        if not isinstance(head, str):  # a tuple of trees (checked first: hashing one walks it)
+            for part in node:
+                free_symbols(part, acc)
+            return acc
+        if head == "sym" and isinstance(node[1], str):
             acc.add(node[1])
             return acc
-        if node[0] in BIG_OPERATORS or node[0] == "setbuilder":
+        if head in _BINDING:
             inner = set()
             for part in node[2:]:
                 free_symbols(part, inner)
-            acc |= inner - ({node[1]} if node[0] in BIG_OPERATORS else free_symbols(node[1]))
+            acc |= inner - ({node[1]} if head in BIG_OPERATORS else free_symbols(node[1]))
             return acc
-        for part in node[1:] if isinstance(node[0], str) else node:
+        for part in node[1:]:
             if isinstance(part, tuple):
                 free_symbols(part, acc)
     return acc
