@@ -285,7 +285,9 @@ class GeneratorConfig:
 
 # What a response that neither boxes its answer nor states it ("the answer is", "Final
 # Answer:") answers: no_answer (nothing: verdict no_answer), or last_expression (the last
-# mathematical expression of its final sentence, as math-verify reads such responses)
+# mathematical expression of its final sentence, as math-verify reads such responses).
+# no_answer is the default because last_expression also pays responses that end on a value
+# without committing to it (measured in docs/results.md, Math verifier)
 Unanchored = Literal["no_answer", "last_expression"]
 
 
