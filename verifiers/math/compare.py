@@ -436,17 +436,20 @@ def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bo
         return False
     a = a._replace(items=tuple(i._replace(node=_converted(i.node, f, accept_rounded)) for i, f in zip(a.items, factors)))
     xs, ys = [i.node for i in a.items], [i.node for i in r.items]
-    aligned = _by_label(a, r)
-    if aligned is not None:  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
-        return all(map(item_equal, xs, aligned))
+    aligned = _by_label(a, r)  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
     kinds = {_labelling(a), _labelling(r)}
-    if kinds == {"distinct", "none"} and len(xs) > 1 and len(ys) > 1:
-        # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it
-        return len(xs) == len(ys) and all(map(item_equal, xs, ys))
+    # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it
+    ordered = kinds == {"distinct", "none"} and len(xs) > 1 and len(ys) > 1
     as_sets = "one" in kinds  # x=2 or x=2 is the solution set {2}
-    if _items_view(xs, ys, as_sets):
+
+    def equal(nodes: list) -> bool:
+        if aligned is not None:
+            return all(map(item_equal, nodes, aligned))
+        if ordered:
+            return len(nodes) == len(ys) and all(map(item_equal, nodes, ys))
+        return _items_view(nodes, ys, as_sets)
+
+    # bound symbols may be renamed under the labels' rules too (f(x) = x + C is f(x) = x + c)
+    if equal(xs) or any(equal([renamed(x, mapping) for x in xs]) for mapping in renamings(a, xs, r, ys)):
         return True
-    for mapping in renamings(a, xs, r, ys):
-        if _items_view([renamed(x, mapping) for x in xs], ys, as_sets):
-            return True
-    return _text_view(a, r)
+    return aligned is None and not ordered and _text_view(a, r)  # where labels decided, words do not

@@ -235,6 +235,8 @@ CASES: list[Case] = [
         (r"x = \frac{\pi}{2}+m\pi, m \in \mathbb{Z}", r"\frac{\pi}{2} + k\pi", True),
         (r"2n+1 \text{ for some integer } n", r"2k+1, k \in \mathbb{Z}", True),
         ("x^2 + C", "x^2 + K", True),
+        (r"f(x) = \sin x + C", r"f(x) = \sin x + c", True),  # under a label too
+        (r"f(x) = \sin x + a", r"f(x) = \sin x + b", False),
         (r"C_1 e^x + C_2 e^{-x}", r"c_1 e^{x} + c_2 e^{-x}", True),
     ]),
     # --- wrong rejects -----------------------------------------------------------------
