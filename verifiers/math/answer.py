@@ -70,7 +70,7 @@ def parse_answer(normalized: str) -> Parsed:
     except ParseError:
         return Parsed((Item(("text", " ".join(symbol_words(normalized))), frozenset()),), normalized)
     items, declared = [], set()
-    # binders get canonical names (binders.py), so that trees equal up to renaming are equal
+    # bound variables get canonical names (bigops.canonical): trees equal up to renaming are equal
     has_binder = _BINDER_MARKS.search(normalized) is not None
     for k, raw in enumerate(split_items(toks)):
         name = declaration(raw) if k > 0 else None

@@ -298,8 +298,26 @@ def _cut_qualifier(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
             tail = [w for t in toks[j:] if t.kind == "text" or (t.kind == "let" and len(t.text) > 1) for w in words(t.text)]
             if not set(tail) <= _QUALIFIER_VOCAB:
                 return toks, frozenset()
-            return toks[:j], frozenset(filter(None, map(_symbol_name, toks[j:])))
+            return toks[:j], _named(toks[j:])
     return toks, frozenset()
+
+
+_SET_FONTS = frozenset({"mathbb", "Bbb", "mathbf"})
+
+
+def _named(tail: list[Tok]) -> frozenset[str]:
+    """The symbols a qualifier names: t in "for some integer t", x in "for all x \\in
+    \\mathbb{R}" (not the R of the number set)."""
+    names, k = set(), 0
+    while k < len(tail):
+        if tail[k].kind == "cmd" and tail[k].text in _SET_FONTS:
+            k += 4 if k + 1 < len(tail) and tail[k + 1] == Tok("op", "{") else 2
+            continue
+        name = _symbol_name(tail[k])
+        if name:
+            names.add(name)
+        k += 1
+    return frozenset(names)
 
 
 _NUMBER_SETS = frozenset("ZNRQC")
@@ -311,7 +329,7 @@ def declaration(toks: list[Tok]) -> str | None:
     if len(toks) < 3 or toks[1] != Tok("cmd", "in") or _symbol_name(toks[0]) is None:
         return None
     rest = toks[2:]
-    if rest[0].kind == "cmd" and rest[0].text in ("mathbb", "Bbb", "mathbf"):
+    if rest[0].kind == "cmd" and rest[0].text in _SET_FONTS:
         rest = rest[2:] if len(rest) > 2 and rest[1] == Tok("op", "{") else rest[1:]
     if rest and rest[0].kind == "let" and rest[0].text in _NUMBER_SETS:
         return _symbol_name(toks[0])

@@ -5,6 +5,8 @@ Each pair is (answer, reference). The "same" list must come out "correct", the
 docstring without looking at the benchmark.
 """
 import pytest
+from jury.verifiers.math.answer import parse_answer
+from jury.verifiers.math.normalize import normalize
 from jury.verifiers.math.verify import VERDICTS, Judgement, check, judge
 
 SAME = [
@@ -140,6 +142,18 @@ def test_symbols_one_letter_apart_are_different(answer, reference):
     apart, so at every integer point floor(m) = floor(n). Free symbols compare by name."""
     assert check(answer, reference) == "incorrect"
     assert check(answer, answer) == "correct"
+
+
+@pytest.mark.parametrize("answer, declared", [
+    (r"(3t, 5t) \text{ for some integer } t", {"t"}),
+    (r"f(x) = 1 \text{ for all } x \in \mathbb{R}", {"x"}),        # not the R of the number set
+    (r"x = \frac{\pi}{2} + k\pi, k \in \mathbb{Z}", {"k"}),        # a declaration item is no answer item
+    (r"x + C \text{ where } C \in \mathbb{R}", {"C"}),
+    (r"x \in \mathbb{R}", set()),                                   # alone, it is the answer
+])
+def test_declared_parameters(answer, declared):
+    parsed = parse_answer(normalize(answer))
+    assert parsed.declared == declared and parsed.items
 
 
 def test_sympy_is_the_last_resort():
