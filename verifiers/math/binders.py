@@ -74,14 +74,14 @@ def _periodic(nodes: list, name: str) -> bool:
     return bool(holding) and all(_period_step(t, name) for t in holding)
 
 
-def _kinds(p: Parsed, nodes: list) -> dict[str, tuple]:
-    """The answer's renamable symbols: ("arg", position) for a definition's variable,
-    ("constant",) for an arbitrary constant."""
+def _kinds(p: Parsed, nodes: list, names: list) -> dict[str, tuple]:
+    """Which of `names` an answer may rename: ("arg", position) for a definition's
+    variable, ("constant",) for an arbitrary constant; the others are not keys."""
     kinds = {}
     for item in p.items:
         for k, name in enumerate(item.args):
             kinds.setdefault(name, ("arg", k))
-    for name in set().union(*map(free_symbols, nodes)) - set(kinds):
+    for name in set(names) - set(kinds):
         if name in p.declared or _CONSTANT_NAME.fullmatch(name) or _periodic(nodes, name):
             kinds[name] = ("constant",)
     return kinds
@@ -99,7 +99,7 @@ def renamings(a: Parsed, xs: list, r: Parsed, ys: list):
     only_a, only_r = sorted(sa - sr), sorted(sr - sa)
     if not only_a or len(only_a) != len(only_r) or len(only_a) > MAX_RENAMED:
         return
-    ka, kr = _kinds(a, xs), _kinds(r, ys)
+    ka, kr = _kinds(a, xs, only_a), _kinds(r, ys, only_r)
     # a definition against a side that defines nothing is read at that side's variable,
     # when that is the one symbol the sides differ in
     defines_a, defines_r = (any(k[0] == "arg" for k in kinds.values()) for kinds in (ka, kr))
