@@ -3,6 +3,7 @@
     python benchmarks/verifier.py                        # ours and math-verify
     python benchmarks/verifier.py --only ours --misses   # and list what we get wrong
     python benchmarks/verifier.py --only ours --accept-rounded   # ours, rounded decimals accepted
+    python benchmarks/verifier.py --unanchored           # and what verifier.unanchored costs and buys
 
 HardVerify-Math (TinyV, 250 items): each item has a ground truth, a correct answer
 that rule-based verifiers tend to reject (fn_output) and a wrong one (tn_output). Both
@@ -41,26 +42,29 @@ def default_data() -> pathlib.Path:
     return base / "data" / "HardVerify-Math.json"
 
 
-def load_suite(path: pathlib.Path = SUITE) -> list:
+def load_suite(path: pathlib.Path = SUITE):
+    """The suite module: CASES, and NO_ANCHOR_CASES (responses without a box or an answer statement)."""
     spec = importlib.util.spec_from_file_location("equivalence_cases", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.CASES
+    return module
 
 
 def boxed(text: str) -> str:
     return text if "\\boxed" in text else "\\boxed{" + text + "}"
 
 
-def ours(accept_rounded: bool = False):
+def ours(accept_rounded: bool = False, unanchored: str = "no_answer"):
     from jury.verifiers.math import verify as math_verify
 
     def verify(response: str, reference: str) -> bool:
         math_verify.clear_caches()
-        answer = math_verify.extract_answer(response)
+        # as the verifier worker extracts for a check: with the reference's number of parts
+        answer = math_verify.extract_answer(response, math_verify.reference_parts(reference), unanchored)
         return math_verify.check(answer, reference, accept_rounded=accept_rounded) == "correct"
 
-    return "jury.math_verify" + (" (rounded)" if accept_rounded else ""), verify
+    name = "jury.math_verify" + (" (rounded)" if accept_rounded else "") + (f" ({unanchored})" if unanchored != "no_answer" else "")
+    return name, verify
 
 
 def theirs():
@@ -137,6 +141,45 @@ def run_suite(verify, cases: list) -> dict:
     }
 
 
+# How a response gives an answer without an anchor (no box, no "the answer is" / "Final Answer:")
+UNANCHORED_TEMPLATES = {"inline": "So we get ${}$.", "plain": "Putting it all together, {}."}
+
+
+def run_unanchored(verify, items: list[dict], suite) -> dict:
+    """What verifier.unanchored=last_expression costs and buys: accepts of responses that
+    give their answer without an anchor. Wrong accepts: HardVerify's wrong answers
+    (tn_output) in each template, its questions read as responses that answer nothing,
+    the suite's wrong answers in each template and its uncommitted responses
+    (NO_ANCHOR_CASES); right accepts: the correct ones (fn_output, the suite's)."""
+    out = {"hardverify": {}, "suite": {}}
+    for name, template in UNANCHORED_TEMPLATES.items():
+        out["hardverify"][f"{name}: fn_output accepted"] = sum(verify(template.format(x["fn_output"]), x["ground_truth"]) for x in items)
+        out["hardverify"][f"{name}: tn_output accepted"] = sum(verify(template.format(x["tn_output"]), x["ground_truth"]) for x in items)
+    out["hardverify"]["question accepted"] = sum(verify(x["question"], x["ground_truth"]) for x in items)
+    bare = [c for c in suite.CASES if not c.is_response]
+    for name, template in UNANCHORED_TEMPLATES.items():
+        verdicts = [(verify(template.format(c.text), c.reference), c.expected) for c in bare]
+        out["suite"][f"{name}: right accepts"] = sum(ok and e for ok, e in verdicts)
+        out["suite"][f"{name}: wrong accepts"] = sum(ok and not e for ok, e in verdicts)
+    verdicts = [(verify(c.text, c.reference), c.expected) for c in suite.NO_ANCHOR_CASES]
+    out["suite"]["no-anchor cases: right accepts"] = sum(ok and e for ok, e in verdicts)
+    out["suite"]["no-anchor cases: wrong accepts"] = sum(ok and not e for ok, e in verdicts)
+    out["sizes"] = {"hardverify": len(items), "suite_bare": len(bare), "suite_bare_wrong": sum(not c.expected for c in bare),
+                    "no_anchor": len(suite.NO_ANCHOR_CASES), "no_anchor_wrong": sum(not c.expected for c in suite.NO_ANCHOR_CASES)}
+    return out
+
+
+def print_unanchored(results: dict) -> None:
+    sizes = next(iter(results.values()))["sizes"]
+    print(f"\nResponses without an anchor (HardVerify: {sizes['hardverify']} items; suite: {sizes['suite_bare']} bare "
+          f"answers, {sizes['suite_bare_wrong']} wrong; {sizes['no_anchor']} no-anchor cases, {sizes['no_anchor_wrong']} wrong): accepts")
+    names = list(results)
+    print(f"{'':<44}" + "".join(f"  {name:>34}" for name in names))
+    for part in ("hardverify", "suite"):
+        for key in results[names[0]][part]:
+            print(f"{part + ' ' + key:<44}" + "".join(f"  {results[name][part][key]:>34}" for name in names))
+
+
 def print_tables(hard: dict, suite: dict, n: int, core: int) -> None:
     print(f"HardVerify-Math, {n} items, one core (#{core})")
     print(f"{'verifier':<27}{'accepted':>10}{'rejected':>10}{'checks/s':>11}{'p50 ms':>9}{'p99 ms':>9}{'cpu checks/s':>14}")
@@ -165,21 +208,31 @@ def main():
     p.add_argument("--core", type=int, default=0, help="CPU core to pin to")
     p.add_argument("--misses", action="store_true", help="print our misclassified items")
     p.add_argument("--accept-rounded", action="store_true", help="ours accepts rounded decimal answers (0.333 for 1/3)")
+    p.add_argument("--unanchored", action="store_true",
+                   help="also measure verifier.unanchored: ours at both settings (and math-verify) on answers given without an anchor")
     p.add_argument("--json", type=pathlib.Path, default=ROOT / "runs" / "verifier_benchmark.json")
     args = p.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {args.core})
     items = json.loads(args.data.read_text())
-    cases = load_suite()
+    module = load_suite()
+    cases = module.CASES
     factories = {"ours": lambda: ours(args.accept_rounded), "math-verify": theirs}
-    hard, suite = {}, {}
+    hard, suite, unanchored = {}, {}, {}
     for key, factory in factories.items():
         if args.only in (None, key):
             name, verify = factory()
             hard[name] = run(verify, items)
             suite[name] = run_suite(verify, cases)
+            if args.unanchored:
+                if key == "ours":
+                    unanchored[name] = run_unanchored(verify, items, module)
+                    name, verify = ours(args.accept_rounded, "last_expression")
+                unanchored[name] = run_unanchored(verify, items, module)
 
     print_tables(hard, suite, len(items), args.core)
+    if unanchored:
+        print_unanchored(unanchored)
     if args.misses:
         name = next(iter(hard))
         print(f"\n{name} misses on HardVerify-Math:")
@@ -189,7 +242,8 @@ def main():
         for m in suite[name]["misses"]:
             print(f"  [{m['kind']}] expected {m['expected']}: {m['text']!r}  vs  {m['reference']!r}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"data": str(args.data), "core": args.core, "hardverify": hard, "equivalence_suite": suite}
+    payload = {"data": str(args.data), "core": args.core, "hardverify": hard, "equivalence_suite": suite,
+               "unanchored": unanchored}
     args.json.write_text(json.dumps(payload, indent=1))
     print(f"wrote {args.json}")
 

@@ -1,8 +1,8 @@
 """Evaluation: pass@k and answer diversity of a policy on held-out problems.
 
-    problems ──the run's prompt format, n samples each──> texts ──extract_answer──> answers
-       answers ──quick_check, then check in a pool with a hard timeout──> c correct of n
-       (n, c) ──pass_at_k──> pass@k        answers ──answer_key──> distinct answers
+    problems ──the run's prompt format, n samples each──> texts ──the label checker──> answers
+       answers ──the checker: cache, quick check, a pool with a hard timeout──> c correct of n
+       (n, c) ──pass_at_k──> pass@k        answers ──the checker's vote key──> distinct answers
 
 Used two ways: `jury eval CHECKPOINT` (experiments/evaluate.py, its own vLLM engine) and
 evaluation during training (`eval.every`, `Evaluator` below), which samples through the
@@ -17,7 +17,6 @@ from collections import Counter
 from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
-CHECK_FN = "jury.verifiers.math.verify:check"
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -48,29 +47,28 @@ class ProblemResult:
     distinct: int            # distinct parsable answers (answer_key), as the verifier counts them
 
 
-def grade(problems: list, completions: list[list[str]], *, timeout_s: float = 5.0,
-          pool_workers: int = 1) -> list[ProblemResult]:
-    """Verdicts and distinct answers for each problem's samples, as the verifier worker judges them."""
-    from jury.verifiers.math.verify import answer_key, extract_answer, quick_check
+def grade(problems: list, completions: list[list[str]], *, timeout_s: float = 5.0, pool_workers: int = 1,
+          verifier=None) -> list[ProblemResult]:
+    """Verdicts and distinct answers for each problem's samples, as the verifier worker judges them:
+    the same label checker (verifiers/math/checker.py) with the run's verifier settings (`verifier`,
+    a VerifierConfig: unanchored answers, rounding), its pool bounding each check by `timeout_s`."""
+    from dataclasses import replace
 
-    answers = [[extract_answer(t) for t in texts] for texts in completions]
-    verdicts = [[quick_check(a, p.answer) for a in row] for p, row in zip(problems, answers)]
-    todo = [(i, j) for i, row in enumerate(verdicts) for j, v in enumerate(row) if v is None]
-    if todo:
-        from jury.verifiers.pool import CheckPool
+    from jury.protocol.config import VerifierConfig
+    from jury.verifiers.math import MathChecker
 
-        # symbolic checks of model output can hang; the pool turns that into a "timeout" verdict
-        pool = CheckPool(pool_workers, timeout_s)
-        try:
-            results = pool.map(CHECK_FN, [(answers[i][j], problems[i].answer) for i, j in todo])
-        finally:
-            pool.close()
-        for (i, j), r in zip(todo, results):
-            verdicts[i][j] = r.value if r.status == "ok" else r.status
-    return [ProblemResult(problem=p.problem, label=p.answer, answers=a, verdicts=v,
-                          correct=sum(x == "correct" for x in v),
-                          distinct=len({answer_key(x) for x in a} - {None}))
-            for p, a, v in zip(problems, answers, verdicts)]
+    checker = MathChecker(replace(verifier or VerifierConfig(), check_timeout_s=timeout_s, pool_workers=pool_workers))
+    try:
+        out = []
+        for p, texts in zip(problems, completions):
+            answers = [checker.extract(t) for t in texts]
+            verdicts = [v.kind for v in checker.check(answers, p.answer, texts)]
+            out.append(ProblemResult(problem=p.problem, label=p.answer, answers=answers, verdicts=verdicts,
+                                     correct=sum(x == "correct" for x in verdicts),
+                                     distinct=len({checker.key(a) for a in answers} - {None})))
+        return out
+    finally:
+        checker.close()
 
 
 def summarise(results: list[ProblemResult], ks: list[int]) -> dict:
@@ -122,8 +120,9 @@ def default_dataset(run_cfg: dict, data) -> str:
 class Evaluator:
     """eval.every steps: the eval problems through the run's generators, at the version they hold."""
 
-    def __init__(self, cfg, problems: list, prompts: list[str], skipped: int = 0):
+    def __init__(self, cfg, problems: list, prompts: list[str], skipped: int = 0, verifier=None):
         self.cfg, self.problems, self.prompts, self.skipped = cfg, problems, prompts, skipped
+        self.verifier = verifier  # the run's VerifierConfig: grade as its workers do
 
     @classmethod
     def from_config(cls, run, prompt_format, tokenizer=None):
@@ -135,7 +134,7 @@ class Evaluator:
         prompts = [prompt_format.render(p.problem) for p in problems]
         fits = [tokenizer is None or len(tokenizer(t)["input_ids"]) <= run.max_prompt_tokens for t in prompts]
         return cls(e, [p for p, ok in zip(problems, fits) if ok], [t for t, ok in zip(prompts, fits) if ok],
-                   skipped=fits.count(False))
+                   skipped=fits.count(False), verifier=run.verifier)
 
     def due(self, step: int) -> bool:
         return self.cfg.every > 0 and (step + 1) % self.cfg.every == 0
@@ -160,7 +159,7 @@ class Evaluator:
 
     def score(self, texts: list[list[str]]) -> dict[str, float]:
         """eval/pass@1, eval/pass@{samples}, eval/distinct_answers(_max) over the problems' samples."""
-        s = summarise(grade(self.problems, texts), sorted({1, self.cfg.samples}))
+        s = summarise(grade(self.problems, texts, verifier=self.verifier), sorted({1, self.cfg.samples}))
         out = {f"eval/{k}": float(v) for k, v in s.items() if k.startswith("pass@") or k.startswith("distinct")}
         out.update({"eval/problems": float(s["problems"]), "eval/skipped_too_long": float(self.skipped)})
         return out

@@ -266,6 +266,14 @@ class GeneratorConfig:
                  ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
 
 
+# What a response that neither boxes its answer nor states it ("the answer is", "Final
+# Answer:") answers: no_answer (nothing: verdict no_answer), or last_expression (the last
+# mathematical expression of its final sentence, as math-verify reads such responses).
+# no_answer is the default because last_expression also pays responses that end on a value
+# without committing to it (measured in docs/results.md, Math verifier)
+Unanchored = Literal["no_answer", "last_expression"]
+
+
 @dataclass(frozen=True)
 class VerifierConfig:
     reward: Literal["ground_truth", "majority_vote", "jury", "self_certainty", "entropy", "tinyv"] = "jury"
@@ -275,6 +283,7 @@ class VerifierConfig:
     pool_workers: int = 1          # processes for checks
     check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
     accept_rounded: bool = False   # accept 0.333 for 1/3 (a decimal answer that only rounds to the value); counted apart
+    unanchored: Unanchored = "no_answer"  # a response without a box or an answer statement (see Unanchored)
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {verifier: 1}
     cache_size: int = 100_000
     tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or a local model's name (tiny)
@@ -296,6 +305,7 @@ class VerifierConfig:
         _require(self, ("reszero_c", self.reszero_c >= 0, ">= 0"),
                  ("pool_workers", self.pool_workers >= 1, ">= 1 (checks run in these processes)"),
                  ("check_timeout_s", self.check_timeout_s > 0, "> 0"),
+                 ("unanchored", self.unanchored in typing.get_args(Unanchored), f"one of {typing.get_args(Unanchored)}"),
                  ("cache_size", self.cache_size >= 0, ">= 0"),
                  ("tinyv_max_tokens", self.tinyv_max_tokens >= 1, ">= 1"),
                  ("llm_prompt_tokens", self.llm_prompt_tokens >= 1, ">= 1"),

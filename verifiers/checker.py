@@ -3,7 +3,8 @@
     checker = MathChecker(cfg)                 # verifiers/math/checker.py (code execution, another domain: a new file)
     answers = [checker.extract(s.text) for s in group.samples]
     keys = [checker.key(a) for a in answers]   # vote keys: equivalent answers, equal keys; None never votes
-    verdicts = checker.check(answers, label)   # a Verdict per sample against the label
+    verdicts = checker.check(answers, label, texts)   # a Verdict per sample against the label (it
+                                               # may read a text again knowing the label's shape)
     checker.stats(); checker.close()           # its counters (metrics); processes it owns
 
 The worker calls it once per group; the run's reward scheme (verifiers/schemes.py) reads the
@@ -24,7 +25,7 @@ class LabelChecker(Protocol):
 
     def key(self, answer: str | None) -> str | None: ...
 
-    def check(self, answers: list[str | None], label: str) -> list[Verdict]: ...
+    def check(self, answers: list[str | None], label: str, texts: list[str]) -> list[Verdict]: ...
 
     def stats(self) -> dict[str, float]: ...
 

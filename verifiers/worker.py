@@ -120,7 +120,8 @@ class VerifierWorker:
         for sample in group.samples:
             sample.answer = self.checker.extract(sample.text)
         answers, label = [sample.answer for sample in group.samples], group.task.label
-        verdicts = self.checker.check(answers, label) if label is not None else \
+        texts = [sample.text for sample in group.samples]
+        verdicts = self.checker.check(answers, label, texts) if label is not None else \
             [Verdict("inconclusive", "none", 0.0) for _ in group.samples]
         view = reward_schemes.GroupView(
             answer_keys=[self.checker.key(a) for a in answers],

@@ -54,6 +54,30 @@ def test_rounded_answers_follow_the_setting_and_are_counted_apart(accept_rounded
         w.stop()
 
 
+def test_an_answer_boxed_in_parts_meets_a_reference_in_parts(worker):
+    """The check reads as many boxes as the label has parts; the sample's answer, which the
+    vote keys on, is still the last group of boxes alone (a vote must not read the label)."""
+    texts = ["The maximum is \\boxed{5} and the minimum is \\boxed{1}.", "The maximum is \\boxed{5} and the minimum is \\boxed{2}.",
+             "\\boxed{5, 1}", "\\boxed{1}"]
+    group = _group(texts, label="5, 1")
+    sg = worker.score(group)
+    assert [v.kind for v in sg.verdicts] == ["correct", "incorrect", "correct", "incorrect"]
+    assert [s.answer for s in group.samples] == ["1", "2", "5, 1", "1"]
+
+
+@pytest.mark.parametrize("unanchored", ["no_answer", "last_expression"])
+def test_unanchored_answers_follow_the_setting(unanchored):
+    w = make_worker(VerifierConfig(reward="ground_truth", unanchored=unanchored), "v4")
+    try:
+        group = _group(["So we get $x = 12$.", "So we get $x = 11$.", "\\boxed{12}"])
+        sg = w.score(group)
+        first = ["correct", "incorrect"] if unanchored == "last_expression" else ["no_answer", "no_answer"]
+        assert [v.kind for v in sg.verdicts] == first + ["correct"]
+        assert group.samples[0].answer == ("x = 12" if unanchored == "last_expression" else None)
+    finally:
+        w.stop()
+
+
 def test_jury_reward_with_the_arithmetic_gate():
     w = make_worker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate=ArithGate)
     try:
@@ -173,7 +197,7 @@ class ExactChecker:
     def key(self, answer):
         return answer
 
-    def check(self, answers, label):
+    def check(self, answers, label, texts):
         return [Verdict("no_answer" if a is None else "correct" if a == label else "incorrect", self.name, 0.0)
                 for a in answers]
 

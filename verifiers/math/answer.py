@@ -7,15 +7,23 @@ answers still compare as words, and "a+b \\text{if} n" is not "a-b \\text{if} n"
 """
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
-from .items import LimitExceeded, ParseError, check_nesting, prepare_item, split_items, symbol_words, token_words, tokenize
+from .bigops import canonical
+from .items import (LimitExceeded, ParseError, check_nesting, declaration, prepare_item, split_items, symbol_words,
+                    token_words, tokenize)
 from .parse import Parser, add, neg
+from .units import Unit
+
+_BINDER_MARKS = re.compile(r"\\sum|\\prod|\\int|[|:]")  # a set-builder has "|" or ":"
 
 
 class Item(NamedTuple):
     node: tuple
     labels: frozenset  # symbols named by dropped labels ("x" in "x = 3")
+    unit: Unit | None = None  # the unit written after it ("cm" in "5 cm"), when known
+    args: tuple = ()  # variables its definition label binds, in order ("x" in "f(x) = x^2")
 
 
 MAX_PM_BRANCHES = 64
@@ -51,6 +59,7 @@ def _capped(xs: list) -> list:
 class Parsed(NamedTuple):
     items: tuple  # of Item
     text: str  # the normalised answer
+    declared: frozenset = frozenset()  # parameters it declares ("k" in "..., k \\in \\mathbb{Z}")
 
 
 def parse_answer(normalized: str) -> Parsed:
@@ -60,9 +69,16 @@ def parse_answer(normalized: str) -> Parsed:
         toks = tokenize(normalized)
     except ParseError:
         return Parsed((Item(("text", " ".join(symbol_words(normalized))), frozenset()),), normalized)
-    items = []
-    for raw in split_items(toks):
-        item_toks, labels, is_text = prepare_item(raw)
+    items, declared = [], set()
+    # bound variables get canonical names (bigops.canonical): trees equal up to renaming are equal
+    has_binder = _BINDER_MARKS.search(normalized) is not None
+    for k, raw in enumerate(split_items(toks)):
+        name = declaration(raw) if k > 0 else None
+        if name is not None:  # "k \\in \\mathbb{Z}" after the answer: no item of its own
+            declared.add(name)
+            continue
+        item_toks, labels, is_text, unit, args, qualified = prepare_item(raw)
+        declared |= qualified
         node = None
         if not is_text and item_toks:
             try:
@@ -77,5 +93,7 @@ def parse_answer(normalized: str) -> Parsed:
             source = item_toks or raw
             items.append(Item(("text", " ".join(token_words(source))), labels))
             continue
-        items.extend(Item(n, labels) for n in expand_pm(node))
-    return Parsed(tuple(items), normalized)
+        if has_binder:
+            node = canonical(node)
+        items.extend(Item(n, labels, unit, args) for n in expand_pm(node))
+    return Parsed(tuple(items), normalized, frozenset(declared))

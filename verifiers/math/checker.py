@@ -14,7 +14,7 @@ from collections import OrderedDict
 
 from jury.protocol.config import VerifierConfig
 from jury.protocol.messages import Verdict
-from jury.verifiers.math.verify import Judgement, answer_key, extract_answer, normalize, quick_check
+from jury.verifiers.math.verify import Judgement, answer_key, extract_answer, normalize, quick_check, reference_parts
 from jury.verifiers.pool import CheckPool
 
 CHECK_FN = "jury.verifiers.math.verify:judge"
@@ -52,13 +52,20 @@ class MathChecker:
         self.counts = {"pool_checks": 0, "rounded_accepts": 0}
 
     def extract(self, text: str) -> str | None:
-        return extract_answer(text)
+        """The answer the vote counts (verifier.unanchored: whether a last expression without a box
+        or an answer statement is one)."""
+        return extract_answer(text, unanchored=self.cfg.unanchored)
 
     def key(self, answer: str | None) -> str | None:
         return answer_key(answer)
 
-    def check(self, answers: list[str | None], label: str) -> list[Verdict]:
-        """Cache, then the cheap in-process check, then the pool for what is left."""
+    def check(self, answers: list[str | None], label: str, texts: list[str]) -> list[Verdict]:
+        """Cache, then the cheap in-process check, then the pool for what is left. A label of
+        several parts is checked against answers read again with that many parts (a response may
+        box one part at a time; the vote never reads the label, so its answers stay as they are)."""
+        parts = reference_parts(label)
+        if parts > 1:
+            answers = [extract_answer(t, parts, self.cfg.unanchored) for t in texts]
         out: list[Verdict | None] = [None] * len(answers)
         ref = normalize(label)
         todo = []

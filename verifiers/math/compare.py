@@ -1,11 +1,14 @@
 """Deciding whether two parsed answers are the same answer (stage 5 of the verifier).
 
-When both sides label every item with distinct names ("a=1, b=2"), items pair up by
-label and that decides ("a=2, b=1" is wrong although {1,2} = {2,1}); when one side
-labels every item distinctly and the other is a bare list, the list must follow the
-labelled side's order ("x=1, y=2" is not "2, 1"); values all given for one unknown
-("x=1, x=1, x=3", "x_1=x_2=2") are a set, duplicates and all. Otherwise views are
-tried in turn; the first that says "equal" decides:
+Units first: when both sides carry units (units.py), another dimension is never equal
+(5 kg, 5 m) and the answer is converted to the reference's unit (50 cm is 0.5 m); a
+unit on one side only is dropped. Then, when both sides label every item with
+distinct names ("a=1, b=2"), items pair up by label and that decides ("a=2, b=1" is
+wrong although {1,2} = {2,1}); when one side labels every item distinctly and the
+other is a bare list, the list must follow the labelled side's order ("x=1, y=2" is
+not "2, 1"); values all given for one unknown ("x=1, x=1, x=3", "x_1=x_2=2") are a
+set, duplicates and all. Otherwise views are tried in turn; the first that says
+"equal" decides:
   1. items: several answers compare as a multiset (as a set when either side is
      written `\\{...\\}`); a single tuple/vector against a bare list compares in order;
      each pair of items by structure (tuples in order, sets without order, intervals
@@ -14,12 +17,15 @@ tried in turn; the first that says "equal" decides:
   2. the real line: when intervals or inequalities are involved, both sides become
      unions of intervals (`k<-5` = `(-\\infty,-5)`, `a\\le-2 \\text{or} a=1` =
      `(-\\infty,-2]\\cup\\{1\\}`).
-  3. equations against expressions: `xy=6` against `6/x` (solve for the one symbol
-     the expression lacks); an identity `L=R` against R.
-  4. renaming: free symbols that occur on one side only may be renamed bijectively
-     (`k\\pi` = `n\\pi`, up to 3 symbols); when both sides name what they solve for
-     (labels), the labels take part, so `x=2y` is not `y=2x`; a bare letter answer
-     ("B", "n") is never renamed.
+  3. equations against expressions: an equation must determine the one symbol the
+     expression lacks to be that expression (`xy=6` is y = 6/x, `2x=10` is 5; x^2=25 is
+     neither 5 nor -5: solve.py); a chain `L=M=R` that no constant member contradicts
+     against R (its last right-hand side).
+  4. renaming: free symbols compare by name (`a^2+1` is not `x^2+1`, `x=2y` is not
+     `y=2x`); only bound ones are renamed (binders.py): a definition's variable
+     (`g(t)=t^2` = `f(x)=x^2`), and arbitrary constants (`k\\pi` = `n\\pi`, `x+C` =
+     `x+K`, a declared "for some integer t"). Sum, integral and set-builder variables
+     have canonical names from the parser, so those trees are equal as they stand.
   5. text: equal word lists ("Yes" = "\\text{yes}"); a short phrase inside a prose
      reference without negation ("stopped" in "A stopped clock shows the correct time
      more often.").
@@ -33,22 +39,23 @@ is not 1/3, "3.14159" is not π; verify.judge says when an accept needed roundin
 """
 from __future__ import annotations
 
-import itertools
 import math
 import re
 from fractions import Fraction
 
-from .answer import Item, Parsed
-from .evaluate import EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
+from .answer import Parsed
+from .binders import renamings
+from .evaluate import BIG_OPERATORS, EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, sympy_equal
 from .items import symbol_words
 from .parse import PI
+from .solve import unique_root
+from .units import conversions
 from .sets import INEQUALITIES, chain_intervals, infinity_sign, is_set_like, normalised, realsets_equal, to_realset
 
-VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg"})
+VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg", "sum", "prod", "integral"})
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
 _STOP_WORDS = frozenset({"the", "a", "an"})
 _NEGATIONS = frozenset({"not", "no", "never", "neither", "nor", "cannot", "doesn", "isn", "aren", "don", "won", "t"})
-MAX_RENAMED = 3
 
 
 # --- values ----------------------------------------------------------------------
@@ -131,6 +138,10 @@ def _alternatives(node) -> list:
 
 
 def _scalar_equal(a, b) -> bool:
+    if a == b:  # the same tree (bound variables have canonical names: α-equivalent trees are equal)
+        return True
+    if a[0] in BIG_OPERATORS and a[0] == b[0] and a[1] == b[1] and _binder_equal(a, b):
+        return True
     ea, eb = exact(a), exact(b)
     if ea is not None and eb is not None and ea == eb:
         return True
@@ -144,6 +155,15 @@ def _scalar_equal(a, b) -> bool:
     if verdict is None:
         verdict = sympy_equal(a, b)
     return bool(verdict)
+
+
+def _binder_equal(a, b) -> bool:
+    """Two sums (products, integrals) over the same range whose bodies are equal values;
+    an integral has no numeric value here, so this is how two integrals compare."""
+    ends = [(x, y) for x, y in zip(a[2:4], b[2:4])]
+    if any((x is None) != (y is None) for x, y in ends):
+        return False
+    return all(x is None or value_equal(x, y) for x, y in ends) and value_equal(a[4], b[4])
 
 
 def value_equal(a, b) -> bool:
@@ -295,17 +315,25 @@ def _realsets_view(xs: list, ys: list) -> bool:
 
 
 def _equation_view(eq, value) -> bool:
-    """`xy=6` vs `6/x`: solve for the one symbol the value lacks; `L=R` identity vs R."""
-    if eq[0] != "rel" or eq[1] != ("=",) or value[0] not in VALUE_KINDS:
+    """An equation against a value. A chain is a computation and its last right-hand
+    side is the answer: "2+3=5", and "a_2+a_1 = 3+2 = 5" (three members or more), as
+    long as no constant member contradicts it ("2+2 = 5" is no answer 5). A single
+    equation must determine the one symbol the value lacks to be that value (`2x=10` is
+    5, `xy=6` is y = 6/x): satisfying it is not enough (x^2=25 holds for 5 and for -5;
+    solve.py)."""
+    if eq[0] != "rel" or set(eq[1]) != {"="} or value[0] not in VALUE_KINDS:
         return False
-    lhs, rhs = eq[2]
-    if identical(lhs, rhs):
-        return value_equal(value, rhs)
-    missing = (free_symbols(lhs) | free_symbols(rhs)) - free_symbols(value)
+    members, last = eq[2], eq[2][-1]
+    if all(identical(p, q) for p, q in zip(members, members[1:])):
+        return value_equal(value, last)
+    if len(members) > 2:
+        steps = [m for m in members[:-1] if not free_symbols(m)]
+        return all(identical(m, last) for m in steps) and value_equal(value, last)
+    missing = (free_symbols(members[0]) | free_symbols(members[1])) - free_symbols(value)
     if len(missing) != 1:
         return False
-    v = missing.pop()
-    return bool(identical(substituted(lhs, v, value), substituted(rhs, v, value)))
+    root = unique_root(members[0], members[1], missing.pop())
+    return root is not None and value_equal(value, root)
 
 
 def _ordering(nodes: list) -> tuple | None:
@@ -334,27 +362,6 @@ def _items_view(xs: list, ys: list, as_sets: bool = False) -> bool:
     if len(xs) == len(ys) == 1:
         return _equation_view(xs[0], ys[0]) or _equation_view(ys[0], xs[0])
     return False
-
-
-def _renamings(a: Parsed, r: Parsed):
-    """Bijections from symbols only the answer uses to symbols only the reference uses."""
-    def symbols(p: Parsed, with_labels: bool) -> set:
-        out = set()
-        for item in p.items:
-            free_symbols(item.node, out)
-            if with_labels:
-                out |= item.labels
-        return out
-
-    if any(i.node[0] == "sym" and not i.labels for i in a.items + r.items):
-        return  # a bare letter is the answer itself (choice "B", variable "n"), not a dummy
-    with_labels = any(i.labels for i in a.items) and any(i.labels for i in r.items)
-    sa, sr = symbols(a, with_labels), symbols(r, with_labels)
-    only_a, only_r = sorted(sa - sr), sorted(sr - sa)
-    if not only_a or len(only_a) != len(only_r) or len(only_a) > MAX_RENAMED:
-        return
-    for perm in itertools.permutations(only_r):
-        yield dict(zip(only_a, perm))
 
 
 _MATH_CHARS = re.compile(r"[\d\\^_=+*/<>()\[\]{}|%&]")
@@ -411,23 +418,38 @@ def _labelling(p: Parsed) -> str:
     return "one" if all(labels) and len(set(labels)) == 1 else "mixed"
 
 
+def _converted(node, factor, accept_rounded: bool):
+    """An answer item as the reference would write it: in the reference's unit (50 cm is
+    0.5 m) and, unless accept_rounded, with its decimals the values written."""
+    if not accept_rounded:
+        node = exact_decimals(node)
+    if factor is None:
+        return node
+    return ("mul", (node, ("num", factor, None))) if node[0] in VALUE_KINDS else node
+
+
 def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
     """Is the answer `a` the reference `r`? Unless accept_rounded, the answer's decimals
     are the values written (0.333 is not 1/3); the reference's may be rounded."""
-    if not accept_rounded:
-        a = Parsed(tuple(Item(exact_decimals(i.node), i.labels) for i in a.items), a.text)
+    factors = conversions([i.unit for i in a.items], [i.unit for i in r.items])
+    if factors is None:  # both sides carry units, of other dimensions (5 kg, 5 m)
+        return False
+    a = a._replace(items=tuple(i._replace(node=_converted(i.node, f, accept_rounded)) for i, f in zip(a.items, factors)))
     xs, ys = [i.node for i in a.items], [i.node for i in r.items]
-    aligned = _by_label(a, r)
-    if aligned is not None:  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
-        return all(map(item_equal, xs, aligned))
+    aligned = _by_label(a, r)  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
     kinds = {_labelling(a), _labelling(r)}
-    if kinds == {"distinct", "none"} and len(xs) > 1 and len(ys) > 1:
-        # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it
-        return len(xs) == len(ys) and all(map(item_equal, xs, ys))
+    # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it
+    ordered = kinds == {"distinct", "none"} and len(xs) > 1 and len(ys) > 1
     as_sets = "one" in kinds  # x=2 or x=2 is the solution set {2}
-    if _items_view(xs, ys, as_sets):
+
+    def equal(nodes: list) -> bool:
+        if aligned is not None:
+            return all(map(item_equal, nodes, aligned))
+        if ordered:
+            return len(nodes) == len(ys) and all(map(item_equal, nodes, ys))
+        return _items_view(nodes, ys, as_sets)
+
+    # bound symbols may be renamed under the labels' rules too (f(x) = x + C is f(x) = x + c)
+    if equal(xs) or any(equal([renamed(x, mapping) for x in xs]) for mapping in renamings(a, xs, r, ys)):
         return True
-    for mapping in _renamings(a, r):
-        if _items_view([renamed(x, mapping) for x in xs], ys, as_sets):
-            return True
-    return _text_view(a, r)
+    return aligned is None and not ordered and _text_view(a, r)  # where labels decided, words do not

@@ -16,9 +16,11 @@ Three ways, cheapest first:
 from __future__ import annotations
 
 import cmath
+import hashlib
 import math
 import zlib
 from fractions import Fraction
+from functools import lru_cache
 
 from .items import LimitExceeded
 
@@ -26,7 +28,11 @@ MAX_BITS = 20_000  # exact results above ~6000 digits are refused
 MAX_FACTORIAL = 1_000
 MAX_SYMPY_NODES = 60
 REL_TOL, ABS_TOL = 1e-9, 1e-12
-NON_ANALYTIC = frozenset({"abs", "floor", "ceil", "max", "min"})
+# a sum or product over a symbolic range is defined at integers only: wide points have some
+NON_ANALYTIC = frozenset({"abs", "floor", "ceil", "max", "min", "sum", "prod"})
+MAX_TERMS = 1_000  # terms of sums and products worked out in one evaluation, nested ones included
+BIG_OPERATORS = frozenset({"sum", "prod", "integral"})  # (kind, index name, lo, hi, body)
+_BINDING = BIG_OPERATORS | {"setbuilder"}  # ("setbuilder", variable tree, condition)
 
 
 class EvalError(ArithmeticError):
@@ -108,7 +114,50 @@ def _exact(node) -> Fraction | None:
         return None if x is None else x / 100
     if kind == "fn":
         return _exact_fn(node[1], [exact(a) for a in node[2]])
+    if kind in ("sum", "prod"):
+        return _exact_big(node)
     return None
+
+
+class _Terms:
+    """The terms left to the evaluation under way: a sum inside a sum spends from the
+    outer one's budget (999 x 999 terms took 24 s before)."""
+    depth = 0
+    left = 0
+
+    def __init__(self, count: int):
+        self.count = count
+
+    def __enter__(self):
+        if _Terms.depth == 0:
+            _Terms.left = MAX_TERMS
+        _Terms.depth += 1
+        if self.count > _Terms.left:
+            _Terms.depth -= 1
+            raise EvalError("too many terms")
+        _Terms.left -= self.count
+
+    def __exit__(self, *exc):
+        _Terms.depth -= 1
+
+
+def _exact_big(node) -> Fraction | None:
+    """A sum or product over a rational range, term by term (MAX_TERMS in all)."""
+    kind, var, lo, hi, body = node
+    lo, hi = exact(lo), exact(hi)
+    if lo is None or hi is None or lo.denominator != 1 or hi.denominator != 1:
+        return None
+    out = Fraction(0) if kind == "sum" else Fraction(1)
+    try:
+        with _Terms(max(0, int(hi - lo) + 1)):
+            for k in range(int(lo), int(hi) + 1):
+                term = exact(substituted(body, var, ("num", Fraction(k), None)))
+                if term is None:
+                    return None
+                out = _bounded(out + term if kind == "sum" else out * term)  # a product of powers grows fast
+    except EvalError:
+        return None
+    return out
 
 
 def _exact_fn(name: str, args: list) -> Fraction | None:
@@ -236,7 +285,27 @@ def _numeric(node, env) -> complex:
         return _numeric(node[1], env) * _PI / 180
     if kind == "fn":
         return _numeric_fn(node[1], [_numeric(a, env) for a in node[2]])
+    if kind in ("sum", "prod"):
+        return _numeric_big(node, env)
     raise EvalError(f"{kind} is not a number")
+
+
+def _integer(z: complex) -> int:
+    k = round(z.real)
+    if abs(z.imag) > 1e-9 or abs(z.real - k) > 1e-9:
+        raise EvalError("a range bound that is no integer")
+    return k
+
+
+def _numeric_big(node, env) -> complex:
+    kind, var, lo, hi, body = node
+    lo, hi = _integer(_numeric(lo, env)), _integer(_numeric(hi, env))
+    out = 0j if kind == "sum" else 1 + 0j
+    with _Terms(max(0, hi - lo + 1)):
+        for k in range(lo, hi + 1):
+            term = _numeric(body, {**env, var: complex(k)})
+            out = out + term if kind == "sum" else out * term
+    return out
 
 
 def close(a: complex, b: complex) -> bool:
@@ -247,30 +316,52 @@ def close(a: complex, b: complex) -> bool:
 
 
 def free_symbols(node, acc: set | None = None) -> set[str]:
+    """Symbols not bound inside the tree: the index of a sum or integral and the
+    variable of a set-builder are not free ({x | x > a} has the one free symbol a)."""
     acc = set() if acc is None else acc
     if isinstance(node, tuple) and node:
-        if node[0] == "sym" and isinstance(node[1], str):
+        head = node[0]
+        if not isinstance(head, str):  # a tuple of trees (checked first: hashing one walks it)
+            for part in node:
+                free_symbols(part, acc)
+            return acc
+        if head == "sym" and isinstance(node[1], str):
             acc.add(node[1])
             return acc
-        for part in node[1:] if isinstance(node[0], str) else node:
+        if head in _BINDING:
+            inner = set()
+            for part in node[2:]:
+                free_symbols(part, inner)
+            acc |= inner - ({node[1]} if head in BIG_OPERATORS else free_symbols(node[1]))
+            return acc
+        for part in node[1:]:
             if isinstance(part, tuple):
                 free_symbols(part, acc)
     return acc
 
 
 def function_names(node, acc: set | None = None) -> set[str]:
+    """Names of the functions applied in the tree; "sum" and "prod" for those operators."""
     acc = set() if acc is None else acc
     if isinstance(node, tuple) and node:
         if node[0] == "fn":
             acc.add(node[1])
+        elif node[0] in ("sum", "prod"):
+            acc.add(node[0])
         for part in node[1:] if isinstance(node[0], str) else node:
             if isinstance(part, tuple):
                 function_names(part, acc)
     return acc
 
 
+@lru_cache(maxsize=4096)
 def _unit(name: str, point: int) -> float:
-    return zlib.crc32(f"{name}|{point}".encode()) / 2**32
+    """A fixed pseudo-random number in [0, 1) for a symbol at a point. A real hash: CRC32
+    is linear, so names one letter apart (m, n) got points 0.01 apart, and at the
+    integer points of a floor or a sum the two symbols took the same value (floor(m)
+    "equalled" floor(n))."""
+    digest = hashlib.blake2b(f"{name}|{point}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
 
 
 def points(symbols: set[str], wide: bool) -> list[dict[str, complex]]:
@@ -302,6 +393,8 @@ def substituted(node, name: str, value):
         return node
     if node == ("sym", name):
         return value
+    if node[0] in BIG_OPERATORS and node[1] == name:  # the name is bound again inside: only the range is free
+        return node[:2] + tuple(substituted(p, name, value) for p in node[2:4]) + node[4:]
     head, parts = (node[:1], node[1:]) if isinstance(node[0], str) else ((), node)
     return head + tuple(substituted(p, name, value) for p in parts)
 
@@ -372,8 +465,9 @@ def _to_sympy(node, sp):
 
 def sympy_equal(a, b) -> bool | None:
     """Symbolic equivalence of two small trees; None when sympy cannot tell."""
-    if _node_count(a) + _node_count(b) > MAX_SYMPY_NODES or "inf" in repr((a, b)):
-        return None
+    text = repr((a, b))
+    if _node_count(a) + _node_count(b) > MAX_SYMPY_NODES or "inf" in text or any(f"'{k}'" in text for k in BIG_OPERATORS):
+        return None  # (big operators have no sympy form here: no need to import it)
     import sympy  # deferred: the common path never needs it
 
     try:

@@ -12,14 +12,20 @@ A model's response:
      one answer spread over several boxes. Boxes separated by words are earlier
      attempts, not part of it.
      A group keeps its labels: "x = \\boxed{3} and y = \\boxed{4}" is "x=3, y=4".
+     Checked against a reference of n parts, a group of fewer boxes gives way to the
+     last n boxes: "the maximum is \\boxed{5} and the minimum is \\boxed{1}" answers
+     "5, 1" (the vote, which must not read the reference, keeps the last group).
   2. A "final answer" statement written after the last box (and holding some maths)
      is the answer instead: the box was not the last word.
   3. Without boxes: the statement after the last "final answer" / "the answer is".
+  4. Without either (unanchored="last_expression", a setting): the last mathematical
+     expression of the final sentence, as math-verify reads such responses.
 
-A statement is read up to the end of its sentence. Its inline maths ($...$, \\(...\\)),
-grouped as boxes are, is the answer; without inline maths, the words after its last
-"is"/"are"/"equals" are ("The number of apples is 15" -> "15"), other words kept as
-\\text{} so that units drop.
+A statement is read up to the end of its sentence, for the value it states: of its
+last "is"/"are"/"equals", the side that holds maths ("The value of $x$ is 5" -> "5"),
+and there its inline maths ($...$, \\(...\\)), grouped as boxes are, or else the
+maths in its words, the words around it dropped ("There are 15 apples in total" ->
+"15") but a unit right after it kept ("24 cm").
 
 A reference solution boxes nothing but its answer, so `extract_reference` joins all
 its boxes ("\\boxed{1} and \\boxed{2}" -> "1, 2"), where a response only counts its last
@@ -29,9 +35,16 @@ never closes bounds the scan of every box before it. Standard library only.
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from jury.protocol.boxed import brace_group, group_end
+from jury.protocol.boxed import group_end
+
+from .items import UNIT_WORDS
+from .normalize import normalize
+from .units import read_unit
+
+if TYPE_CHECKING:  # the name only: check processes need not load the config module and yaml
+    from jury.protocol.config import Unanchored
 
 MAX_TEXT_CHARS = 1_000_000  # only this many trailing characters are read
 MAX_EXTRACTED_CHARS = 2_000  # an answer longer than this is not an answer
@@ -52,10 +65,15 @@ _ANSWER_IS = re.compile(
     r"(?:final answer\**\s*(?:is\b|:)|final answer\**[ \t]*\n|the answer\s*(?:is\b|:))\**\s*:?\**\s*", re.IGNORECASE
 )
 _SENTENCE_END = re.compile(r"\.(?:\s|$)")
+_SENTENCE_BREAK = re.compile(r"[.!?](?:\s|$)|\n")
 _INLINE_MATH = re.compile(r"\$\$?([^$]+?)\$\$?|\\\((.+?)\\\)")
+_DISPLAY_OR_INLINE = re.compile(r"\$\$(.+?)\$\$|\$([^$]+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _VERB = re.compile(r"\s(?:is|are|equals|was|were)\s", re.IGNORECASE)
 _WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}(?![A-Za-z])")
+_TEXT_OR_WORD = re.compile(r"\\text\{[^{}]*\}|" + _WORD.pattern)
 _HAS_MATHS = re.compile(r"[\d$\\]")
+# maths written in plain words, in a sentence without anchor: "so f(x)=x", "hence x^2"
+_HAS_PLAIN_MATHS = re.compile(r"[\d$\\=^<>+*/]")
 _TEXT_BODY = re.compile(r"\\text\{[^{}]*\}")
 _MATH_WORDS = frozenset("and or sin cos tan cot sec csc log exp sqrt".split())
 
@@ -92,13 +110,18 @@ def _label(text: str, start: int) -> str | None:
 
 
 def _joined(text: str, spans: list[_Span]) -> str:
-    """Several boxes of one answer as a list, each with the label written before it."""
+    """Several boxes of one answer as a list, each with the label written before it. A box
+    that repeats an earlier one (same label, same normal form) is the same answer said
+    again ("so $\\boxed{5}$ ... hence $\\boxed{5}$"), not a second copy in the list."""
     if len(spans) == 1:
         return spans[0].body
-    parts = []
+    parts, seen = [], set()
     for span in spans:
         label = _label(text, span.start)
-        parts.append(f"{label}={span.body}" if label else span.body)
+        key = (label, normalize(span.body))
+        if key not in seen:
+            seen.add(key)
+            parts.append(f"{label}={span.body}" if label else span.body)
     return ", ".join(parts)
 
 
@@ -120,16 +143,50 @@ def _last_group(text: str, spans) -> list[_Span]:
 def _statement(text: str, start: int) -> str | None:
     """The answer stated from text[start] to the end of the sentence."""
     rest = text[start : start + 4 * MAX_EXTRACTED_CHARS].split("\n", 1)[0]
-    rest = _SENTENCE_END.split(rest, maxsplit=1)[0].strip(" *")
+    return _sentence_value(_SENTENCE_END.split(rest, maxsplit=1)[0])
+
+
+def _sentence_value(sentence: str) -> str | None:
+    """The value a sentence states. Of its last "is"/"are"/"equals", the side that holds
+    maths ("The value of $x$ is 5" -> 5, "15 is the number of apples" -> 15); there,
+    the inline maths grouped as boxes are, or else the maths written in words with
+    the words around it dropped ("There are 15 apples in total" -> 15) but a unit
+    right after it kept ("12 meters"); words in the middle stay as \\text{}."""
+    rest = sentence.strip(" *")
+    verbs = list(_VERB.finditer(rest))
+    if verbs:
+        before, after = rest[: verbs[-1].start()], rest[verbs[-1].end() :]
+        rest = before if _has_maths(before) and not _has_maths(after) else after
     formulas = [_Span(m.start(), m.end(), m.group(1) or m.group(2)) for m in _INLINE_MATH.finditer(rest)]
     if formulas:
         return _joined(rest, _last_group(rest, reversed(formulas)))
-    verbs = list(_VERB.finditer(rest))
-    if verbs:  # "the number of apples is 15" -> 15; "15 is the number of apples" -> 15
-        before, after = rest[: verbs[-1].start()], rest[verbs[-1].end() :]
-        rest = before if _has_maths(before) and not _has_maths(after) else after
-    words = _WORD.sub(lambda m: m.group(0) if m.group(0).lower() in _MATH_WORDS else "\\text{" + m.group(0) + "}", rest)
+    if _has_maths(rest):
+        rest = _around_maths(rest)
+    words = _TEXT_OR_WORD.sub(_as_text, rest)
     return words.strip().strip("$").strip() or None
+
+
+def _as_text(m: re.Match) -> str:
+    """A prose word as \\text{} (so that units drop); a \\text{} group as written."""
+    word = m.group(0)
+    return word if word.startswith("\\") or word.lower() in _MATH_WORDS else "\\text{" + word + "}"
+
+
+def _prose(word: str) -> bool:
+    word = word.rstrip(",;:")
+    return len(word) > 1 and word.isalpha() and word.lower() not in _MATH_WORDS
+
+
+def _around_maths(rest: str) -> str:
+    """The words from the first to the last that hold maths, and a unit after them."""
+    words = rest.split()
+    while words and _prose(words[0]):
+        words.pop(0)
+    end = len(words)
+    while end and _prose(words[end - 1]):
+        end -= 1
+    unit = end < len(words) and (words[end].lower() in UNIT_WORDS or read_unit(words[end]) is not None)
+    return " ".join(words[: end + unit])
 
 
 def _has_maths(text: str) -> bool:
@@ -149,19 +206,70 @@ def _final(found: str | None) -> str | None:
     return found
 
 
-def extract_answer(text: str) -> str | None:
-    """A response's final answer (see the module docstring), or None."""
+def _last_boxes(text: str, n: int) -> list[_Span]:
+    """The last n boxes, outermost, in order."""
+    spans: list[_Span] = []
+    for span in _boxes_backwards(text):
+        while spans and span.end > spans[-1].start:
+            spans.pop()
+        spans.append(span)
+        if len(spans) == n:
+            break
+    return spans[::-1]
+
+
+def _final_sentence(text: str) -> str:
+    """The text after its last sentence break (". ", "! ", "? ", a line break) that is not
+    inside maths: "... So we get $x = 4$." -> "So we get $x = 4$"."""
+    tail = text[-4 * MAX_EXTRACTED_CHARS :].rstrip().rstrip(".!?").rstrip()
+    maths = [(m.start(), m.end()) for m in _DISPLAY_OR_INLINE.finditer(tail)]
+    start = 0
+    for m in _SENTENCE_BREAK.finditer(tail):
+        if not any(a < m.start() < b for a, b in maths):
+            start = m.end()
+    return tail[start:]
+
+
+def _last_expression(text: str) -> str | None:
+    """The last mathematical expression of the final sentence (as math-verify reads a
+    response that neither boxes nor states its answer), or None when it holds none."""
+    sentence = _final_sentence(text)
+    formulas = [_Span(m.start(), m.end(), next(g for g in m.groups() if g)) for m in _DISPLAY_OR_INLINE.finditer(sentence)]
+    if formulas:
+        return _joined(sentence, _last_group(sentence, reversed(formulas)))
+    plain = _TEXT_BODY.sub(" ", sentence)
+    value = _sentence_value(sentence) if _HAS_PLAIN_MATHS.search(plain) else None
+    return value if value and _HAS_PLAIN_MATHS.search(_TEXT_BODY.sub(" ", value)) else None
+
+
+def extract_answer(text: str, parts: int = 1, unanchored: Unanchored = "no_answer") -> str | None:
+    """A response's final answer (see the module docstring), or None.
+
+    parts: how many parts the reference has. When the last group of boxes holds fewer,
+    the last `parts` boxes are the answer, each a part ("the maximum is \\boxed{5} and
+    the minimum is \\boxed{1}"). Only a check against a reference may pass it: a vote
+    must not read the reference, even its shape.
+    unanchored: what a response with neither a box nor an answer statement answers:
+    "no_answer", or "last_expression" (the last mathematical expression of its final
+    sentence)."""
+    if unanchored not in ("no_answer", "last_expression"):
+        raise ValueError(f"unanchored must be no_answer or last_expression, got {unanchored!r}")
     if not text:
         return None
     text = text[-MAX_TEXT_CHARS:]
     group = _last_group(text, _boxes_backwards(text))
     if not group:
-        return _final(_answer_is(text))
+        stated = _answer_is(text)
+        if stated is None and unanchored == "last_expression":
+            stated = _last_expression(text)
+        return _final(stated)
     after = [m for m in _FINAL_ANSWER.finditer(text, group[-1].end)]
     if after:
         stated = _answer_is(text, after[-1].start())
         if stated and _has_maths(stated):
             return _final(stated)
+    if len(group) < parts:
+        group = _last_boxes(text, parts)
     return _final(_joined(text, group))
 
 

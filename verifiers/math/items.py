@@ -4,7 +4,8 @@ A normalised answer is tokenised, then split into items at top-level separators
 (`,` `;` and the words "and"/"or"). Each item is cleaned before it is parsed:
 
     "\\text{only}x=0"                         -> "0"        (filler words, label x)
-    "\\frac{84}{13}\\text{days}"              -> "\\frac{84}{13}"   (trailing unit text)
+    "\\frac{84}{13}\\text{days}"              -> "\\frac{84}{13}"   (trailing unit text, kept
+                                                              as a Unit when units.py knows it)
     "12^{\\text{th}}", "15th"                 -> "12", "15"  (ordinals)
     "(x,y,z)=(1,2,3)", "Paolo:18", "f(x)=2x"  -> labels dropped, their symbols kept
     "AB=4", "|AB|=1", "\\angle ABC=30", "V_1:V_2=11:21"  -> named quantities too
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import re
 from typing import NamedTuple
+
+from .units import Unit, letter_unit, read_unit
 
 
 class ParseError(ValueError):
@@ -278,29 +281,87 @@ def _drop_ordinals(toks: list[Tok]) -> list[Tok]:
     return out
 
 
-def _cut_qualifier(toks: list[Tok]) -> list[Tok]:
-    """Drop "for all x in Z" / "for some integer t" tails made only of quantifier words."""
+def _symbol_name(tok: Tok) -> str | None:
+    """The name of a one-letter or Greek symbol token."""
+    if tok.kind == "let" and len(tok.text) == 1:
+        return tok.text
+    return tok.text if tok.kind == "cmd" and tok.text in GREEK else None
+
+
+def _cut_qualifier(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
+    """Drop "for all x in Z" / "for some integer t" tails made only of quantifier words;
+    the symbols such a tail names are declared: bound there, free to be renamed."""
     for j in range(1, len(toks)):
         tok = toks[j]
         first = words(tok.text)[:1] if tok.kind in ("text", "let") else []
         if tok == Tok("cmd", "forall") or (first and first[0] in _QUALIFIER_START):
             tail = [w for t in toks[j:] if t.kind == "text" or (t.kind == "let" and len(t.text) > 1) for w in words(t.text)]
-            return toks[:j] if set(tail) <= _QUALIFIER_VOCAB else toks
-    return toks
+            if not set(tail) <= _QUALIFIER_VOCAB:
+                return toks, frozenset()
+            return toks[:j], _named(toks[j:])
+    return toks, frozenset()
 
 
-def _drop_units(toks: list[Tok]) -> list[Tok]:
-    """Trailing unit text after a quantity: "5.4 square units", "864 inches^2", "2.65 m"."""
-    while len(toks) > 1:
-        if len(toks) > 3 and toks[-2] == Tok("op", "^") and toks[-1].kind == "num" and toks[-3].kind == "text":
-            toks = toks[:-3]
-        elif toks[-1].kind == "text" and any(t.kind != "text" for t in toks[:-1]):
-            toks = toks[:-1]
-        elif toks[-1].kind == "let" and toks[-1].text.lower() in UNIT_WORDS and toks[-2].kind == "num":
-            toks = toks[:-1]
+_SET_FONTS = frozenset({"mathbb", "Bbb", "mathbf"})
+
+
+def _named(tail: list[Tok]) -> frozenset[str]:
+    """The symbols a qualifier names: t in "for some integer t", x in "for all x \\in
+    \\mathbb{R}" (not the R of the number set)."""
+    names, k = set(), 0
+    while k < len(tail):
+        if tail[k].kind == "cmd" and tail[k].text in _SET_FONTS:
+            k += 4 if k + 1 < len(tail) and tail[k + 1] == Tok("op", "{") else 2
+            continue
+        name = _symbol_name(tail[k])
+        if name:
+            names.add(name)
+        k += 1
+    return frozenset(names)
+
+
+_NUMBER_SETS = frozenset("ZNRQC")
+
+
+def declaration(toks: list[Tok]) -> str | None:
+    """The parameter an item such as "k \\in \\mathbb{Z}" declares (written after the answer:
+    "x = \\frac{\\pi}{2} + k\\pi, k \\in \\mathbb{Z}"), or None."""
+    if len(toks) < 3 or toks[1] != Tok("cmd", "in") or _symbol_name(toks[0]) is None:
+        return None
+    rest = toks[2:]
+    if rest[0].kind == "cmd" and rest[0].text in _SET_FONTS:
+        rest = rest[2:] if len(rest) > 2 and rest[1] == Tok("op", "{") else rest[1:]
+    if rest and rest[0].kind == "let" and rest[0].text in _NUMBER_SETS:
+        return _symbol_name(toks[0])
+    return None
+
+
+def _unit_letters(tok: Tok) -> bool:
+    """A unit written without \\text after a number: "5 cm", "3 hours", and "90 \\text{min}"
+    (which normalize made the command \\min: a function name with nothing to apply to)."""
+    if tok == Tok("cmd", "min"):
+        return True
+    return tok.kind == "let" and (tok.text.lower() in UNIT_WORDS or letter_unit(tok.text))
+
+
+def _drop_units(toks: list[Tok]) -> tuple[list[Tok], Unit | None]:
+    """Trailing unit text after a quantity ("5.4 square units", "864 inches^2", "2.65 m",
+    "5cm^2"): the quantity's tokens, and the unit the tail names when units.py knows
+    all of it (None for "square units", "yuan (A)", or no tail)."""
+    cut = len(toks)
+    while cut > 1:
+        last = toks[cut - 1]
+        powered = cut > 3 and toks[cut - 2] == Tok("op", "^") and last.kind == "num"
+        if powered and (toks[cut - 3].kind == "text" or (_unit_letters(toks[cut - 3]) and toks[cut - 4].kind == "num")):
+            cut -= 3
+        elif last.kind == "text" and any(t.kind != "text" for t in toks[: cut - 1]):
+            cut -= 1
+        elif _unit_letters(last) and toks[cut - 2].kind == "num":
+            cut -= 1
         else:
             break
-    return toks
+    tail = " ".join(t.text for t in toks[cut:])
+    return toks[:cut], read_unit(tail) if tail else None
 
 
 def _balanced_end(toks: list[Tok], k: int) -> int:
@@ -394,10 +455,28 @@ def _top_level(toks: list[Tok], seps: tuple) -> int:
     return -1
 
 
-def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
+def _definition_args(label: list[Tok]) -> tuple[str, ...]:
+    """The variables a definition binds, in order: x in "f(x) =", x and y in "g(x, y) =",
+    n in "a_n =" (none in "T(10) =" or "x_1 =")."""
+    if not _is_simple_label(label) or len(label) < 3:
+        return ()
+    if label[1] == Tok("op", "_"):
+        inner = label[3:-1] if label[2] == Tok("op", "{") else label[2:3]
+        name = _symbol_name(inner[0]) if len(inner) == 1 else None
+        return (name,) if name else ()
+    if label[1] != Tok("op", "("):
+        return ()
+    names = tuple(_symbol_name(t) for t in label[2:-1:2])
+    commas = all(t == Tok("op", ",") for t in label[3:-1:2])
+    return names if names and None not in names and commas else ()
+
+
+def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], tuple[str, ...]]:
     """Drop leading "lhs =" / "lhs \\in" labels (chains too: x=y=z=v), then "Word:" ones.
-    "=" is looked for first, so the ratio in "V_1:V_2=11:21" is a label, not a word."""
+    "=" is looked for first, so the ratio in "V_1:V_2=11:21" is a label, not a word.
+    Returns the tokens left, the labels' symbols and the variables of a definition."""
     labels: set[str] = set()
+    args: tuple[str, ...] = ()
     while True:
         cut = _top_level(toks, (("op", "="), ("cmd", "in"), ("cmd", "approx")))
         if not (0 < cut < len(toks) - 1 and _is_label(toks[:cut])):
@@ -405,19 +484,30 @@ def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str]]:
             if not (0 < cut < len(toks) - 1 and _is_word_label(toks[:cut])):
                 break
         labels |= _label_symbols(toks[:cut])
+        if toks[cut] == Tok("op", "="):
+            args = args or _definition_args(toks[:cut])
         toks = toks[cut + 1 :]
-    return toks, frozenset(labels)
+    return toks, frozenset(labels), args
 
 
-def prepare_item(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], bool]:
-    """Clean one item's tokens; returns (tokens, label symbols, is_text)."""
+class Prepared(NamedTuple):
+    toks: list  # of Tok: what is left to parse
+    labels: frozenset  # symbols named by dropped labels ("x" in "x = 3")
+    is_text: bool  # free text is left: compared as words
+    unit: Unit | None  # the unit cut off the end, when units.py knows it
+    args: tuple  # variables bound by a definition label, in order ("x" in "f(x) = x^2")
+    declared: frozenset  # symbols a dropped qualifier declares ("t" in "... for some integer t")
+
+
+def prepare_item(toks: list[Tok]) -> Prepared:
+    """Clean one item's tokens."""
     while toks and _is_fillers(toks[0]):
         toks = toks[1:]
     toks = _drop_ordinals(toks)
-    toks = _cut_qualifier(toks)
-    toks = _drop_units(toks)
+    toks, declared = _cut_qualifier(toks)
+    toks, unit = _drop_units(toks)
     if not toks:
-        return toks, frozenset(), True
-    toks, labels = strip_labels(toks)
+        return Prepared(toks, frozenset(), True, None, (), declared)
+    toks, labels, args = strip_labels(toks)
     is_text = any(t.kind == "text" for t in toks)
-    return toks, labels, is_text
+    return Prepared(toks, labels, is_text, unit, args, declared)

@@ -84,7 +84,10 @@ _SIMPLE_SUBS = [
     (r"\\rbrace(?![a-zA-Z])", r"\\}", "\\rbrace"),
     (r"\\(?:ldots|dots|cdots|dotsc|dotsb)(?![a-zA-Z])", r"\\cdots ", "dots"),
     (r"\\varnothing(?![a-zA-Z])", r"\\emptyset", "\\varnothing"),
-    (r"\\!", "", "\\!"),  # a negative space joins: "12,\\!000" is twelve thousand
+    # a negative space joins: "12,\\!000" is twelve thousand, and so is "12,\\! 000": TeX
+    # ignores spaces in maths, so the space typed after the command must not reach the
+    # comma-space rule below and make a list of it
+    (r"\\!\s*", "", "\\!"),
     (r"\\(?:,|;|:| |quad(?![a-zA-Z])|qquad(?![a-zA-Z]))", " ", "\\"),
     (r"~", " ", "~"),
     (r"\{,\}", "", "{,}"),

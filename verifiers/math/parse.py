@@ -9,6 +9,7 @@ Trees (all tuples, hashable):
     ("sym", name)   ("const", "pi" | "e" | "i" | "inf")
     ("add", terms)  ("mul", factors)  ("neg", x)  ("div", a, b)  ("pow", a, b)
     ("fn", name, args)   sqrt root log sin ... fact binom abs floor ceil max min apply:f
+    ("sum" | "prod" | "integral", index, lo, hi, body)   big operators (bigops.py)
     ("pm", a | None, b)  a ± b      ("pct", x)  x%      ("deg", x)  x°
     ("tuple", items) ("set", items) ("interval", lo, hi, lo_closed, hi_closed)
     ("matrix", rows) ("union", parts) ("inter", parts) ("setminus", a, b)
@@ -17,11 +18,16 @@ Trees (all tuples, hashable):
     ("text", words)      an item that is not maths
 Grammar, loosest first: chain (relations) > set operations > sum > term (explicit and
 implicit products, `:` as division) > factor (powers, !, %, °) > primary.
+Readings where plain text is ambiguous: a tower associates to the right (2^3^2 is
+2^9); a unary minus is looser than a power (-2^2 is -4); a factorial binds to what it
+follows, as typeset (3!^2 is 36, 2^3! is (2^3)!); an implicit product right after a
+division ("1/2x") has two readings in use, so it does not parse.
 """
 from __future__ import annotations
 
 from fractions import Fraction
 
+from .bigops import big_operator
 from .items import GREEK, ParseError, Tok
 from .normalize import FUNCTION_NAMES
 
@@ -34,7 +40,7 @@ _RELOPS = {
 }
 _SETOPS = {("cmd", "cup"): "union", ("cmd", "cap"): "inter", ("cmd", "setminus"): "setminus", ("cmd", "backslash"): "setminus"}
 _MATRIX_ENVS = frozenset({"pmatrix", "bmatrix", "Bmatrix", "matrix", "vmatrix", "smallmatrix", "array"})
-_PRIMARY_CMDS = GREEK | FUNCTION_NAMES | {"pi", "infty", "frac", "sqrt", "binom", "lfloor", "lceil", "cdots"}
+_PRIMARY_CMDS = GREEK | FUNCTION_NAMES | {"pi", "infty", "frac", "sqrt", "binom", "lfloor", "lceil", "cdots", "sum", "prod", "int"}
 SET_KINDS = frozenset({"set", "interval", "union", "inter", "setminus", "setbuilder"})
 _END = Tok("end_of_input", "")
 
@@ -104,6 +110,13 @@ class Parser:
     # --- grammar, loosest first ---
     def parse_item(self):
         node = self.chain()
+        if self.peek() is not _END:
+            raise ParseError(f"trailing {self.peek().text!r}")
+        return node
+
+    def parse_sum(self):
+        """A whole token list as one expression without relations (an integrand)."""
+        node = self.sum()
         if self.peek() is not _END:
             raise ParseError(f"trailing {self.peek().text!r}")
         return node
@@ -180,6 +193,10 @@ class Parser:
             elif t in (Tok("op", "/"), Tok("cmd", "div"), Tok("op", ":")):
                 self.take()
                 node = ("div", node, self.signed_factor())
+                if self.starts_primary(self.peek()):
+                    # "1/2x": (1/2)x to some readers, 1/(2x) to others (and to every
+                    # textbook that writes implicit products tighter); no reading is safe
+                    raise ParseError("implicit product after a division")
             elif self.starts_primary(t):
                 mixed = self.mixed_fraction(node)
                 node = add(node, mixed) if mixed else mul(node, self.factor())
@@ -230,22 +247,34 @@ class Parser:
         return node
 
     def exponent(self):
+        """What follows a `^`: ("deg", None) for a degree sign, else ("pow", exponent).
+        A tower without braces is read as mathematicians read it, from the right:
+        2^3^2 is 2^(3^2) = 512, never (2^3)^2; a sign belongs to the whole rest of the
+        tower (e^-x^2 is e^(-(x^2)))."""
         t = self.peek()
         if t == Tok("cmd", "circ"):
             self.take()
             return "deg", None
+        if t.kind == "op" and t.text in "-+":
+            self.take()
+            x = self.exponent()[1]
+            return "pow", neg(x) if t.text == "-" else x
         if t == Tok("op", "{"):
             inner = self.peek(1)
             if self.peek(2) == Tok("op", "}") and (inner == Tok("cmd", "circ")):
                 self.i += 3
                 return "deg", None
-            return "pow", self.group()
-        if t.kind == "op" and t.text in "-+":
+            base = self.group()
+        else:
+            self.split_letters()
+            base = self.primary()
+        if self.at("op", "^"):
             self.take()
-            x = self.exponent()[1]
-            return "pow", neg(x) if t.text == "-" else x
-        self.split_letters()
-        return "pow", self.primary()
+            kind, upper = self.exponent()
+            if kind == "deg":
+                raise ParseError("a degree sign on an exponent")
+            base = ("pow", base, upper)
+        return "pow", base
 
     def group(self):
         """`{ ... }` as a grouping."""
@@ -313,6 +342,8 @@ class Parser:
             return ("fn", name[1:], (x,))
         if name == "{":
             return self.brace_set(Tok("cmd", "}"))
+        if name in ("sum", "prod", "int"):
+            return big_operator(self, name)
         raise ParseError(f"unsupported command \\{name}")
 
     def subscript(self) -> str | None:

@@ -5,7 +5,9 @@
 
 How the verifier worker uses it (the worker owns the pool and the verdict cache):
 
-    answer = extract_answer(response_text)          # None: no final answer
+    vote = extract_answer(response_text, unanchored=cfg)     # None: no final answer
+    answer = extract_answer(response_text, reference_parts(reference), cfg)  # for the check:
+                                                    # an answer boxed in parts, as many as the reference's
     key = (normalize(answer), normalize(reference), accept_rounded)
     judgement = (cache.get(key)                     # answer None -> "no_answer"
                  or quick_check(answer, reference)  # in-process, cheap; None = unsure
@@ -18,7 +20,8 @@ depends on its inputs only through their normal forms (so the cache is sound), n
 evals model output, and imports sympy only for its last-resort symbolic step (small
 trees only); the pool's per-check timeout is the backstop for the rest. An answer
 or reference still wrapped in \\boxed{} is extracted first (a response by its last group
-of boxes, a reference solution by all its boxes: see extract).
+of boxes, or its last boxes as many as the reference has parts; a reference solution
+by all its boxes: see extract).
 
 `quick_check` decides only literal matches and plain numbers (integers, decimals,
 a/b, \\frac{a}{b}) without parsing; whatever it returns, `check` returns too.
@@ -45,8 +48,8 @@ the size limit). Keys of exact answers are plain rationals, so a gate can parse 
 
 Stages: extract (final answer) -> normalize (lexical normal form) -> items (tokens,
 items, labels, units) -> parse (trees) -> answer (whole answers, ±) ->
-evaluate (exact / numeric / sympy) -> sets (intervals) -> compare
-(views). Standard library, plus sympy lazily.
+evaluate (exact / numeric / sympy) -> sets (intervals), solve (does an equation
+determine its unknown) -> compare (views). Standard library, plus sympy lazily.
 """
 from __future__ import annotations
 
@@ -62,8 +65,8 @@ from .items import MAX_CHARS, LimitExceeded
 from .extract import extract_answer, extract_reference
 from .normalize import normalize
 
-__all__ = ["extract_answer", "extract_reference", "normalize", "check", "judge", "Judgement", "quick_check", "answer_key",
-           "exact_value", "clear_caches", "VERDICTS"]
+__all__ = ["extract_answer", "extract_reference", "reference_parts", "normalize", "check", "judge", "Judgement",
+           "quick_check", "answer_key", "exact_value", "clear_caches", "VERDICTS"]
 
 VERDICTS = ("correct", "incorrect", "no_answer", "error")
 QUICK_MAX_CHARS = 200
@@ -72,11 +75,28 @@ _DECIMAL_POINT = re.compile(r"-?\d*\.\d+")
 _PLAIN_NUMBER = re.compile(r"(-?)(?:(\d+(?:\.\d+)?)|(\d+)/(\d+)|\\frac\{(\d+)\}\{(\d+)\})")
 
 
-def _final_answer(answer: str) -> str | None:
-    """check() also accepts a whole boxed response: it extracts first."""
+def _final_answer(answer: str, reference: str) -> str | None:
+    """check() also accepts a whole boxed response: it extracts first, with the
+    reference's number of parts (an answer boxed in parts is one set of parts)."""
     if "\\boxed" in answer or "\\fbox" in answer:
-        return extract_answer(answer)
+        return extract_answer(answer, parts=reference_parts(reference))
     return answer
+
+
+def reference_parts(reference: str) -> int:
+    """How many parts the reference's answer has: its items ("1, 2" and "x=1, y=2" have
+    two), or the members of a lone tuple or set ("(5, 1)", "\\{2, 3\\}"). What
+    extract_answer(text, parts=...) needs when the text is checked against it."""
+    r = _normal_reference(reference) if len(reference) <= 10 * MAX_CHARS else ""
+    if not r or len(r) > MAX_CHARS:
+        return 1
+    try:
+        items = _parsed(r).items
+    except (LimitExceeded, RecursionError, EvalError):
+        return 1
+    if len(items) == 1 and items[0].node[0] in ("tuple", "set"):
+        return max(1, len(items[0].node[1]))
+    return len(items)
 
 
 def _reference_answer(reference: str) -> str:
@@ -87,14 +107,21 @@ def _reference_answer(reference: str) -> str:
 
 
 @lru_cache(maxsize=4096)
+def _normal_reference(reference: str) -> str:
+    # the worker asks reference_parts, then checks G samples against one reference
+    return normalize(_reference_answer(reference))
+
+
+@lru_cache(maxsize=4096)
 def _parsed(normalized: str) -> Parsed:
     # references repeat G times per group; answers repeat when the policy agrees
     return parse_answer(normalized)
 
 
 def clear_caches() -> None:
-    """Forget parsed answers (benchmarks measure cold checks)."""
+    """Forget parsed answers and normalised references (benchmarks measure cold checks)."""
     _parsed.cache_clear()
+    _normal_reference.cache_clear()
 
 
 class Judgement(NamedTuple):
@@ -109,10 +136,10 @@ def judge(answer: str | None, reference: str, accept_rounded: bool = False) -> J
         return Judgement("no_answer", False)
     if len(answer) > 10 * MAX_CHARS or len(reference) > 10 * MAX_CHARS:
         return Judgement("error", False)
-    answer, reference = _final_answer(answer), _reference_answer(reference)
+    answer = _final_answer(answer, reference)
     if answer is None:
         return Judgement("no_answer", False)
-    a, r = normalize(answer), normalize(reference)
+    a, r = normalize(answer), _normal_reference(reference)
     if not a:
         return Judgement("no_answer", False)
     if not r or len(a) > MAX_CHARS or len(r) > MAX_CHARS:
@@ -191,7 +218,8 @@ def _normalized_final(answer: str | None) -> str | None:
     """The final answer normalised, or None when there is none or it is over the size limit."""
     if answer is None:
         return None
-    answer = _final_answer(answer)
+    if "\\boxed" in answer or "\\fbox" in answer:  # a vote reads no reference: the last group of boxes
+        answer = extract_answer(answer)
     a = normalize(answer) if answer is not None and len(answer) <= 10 * MAX_CHARS else ""
     return a if a and len(a) <= MAX_CHARS else None
 

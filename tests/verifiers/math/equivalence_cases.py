@@ -85,6 +85,13 @@ CASES: list[Case] = [
         ("5, 7", r"(a) $\boxed{5}$; (b) $\boxed{7}$", True),
         ("0.5", r"So the answer is $\boxed{\frac{1}{2}}$.", True),
         ("7", r"First $\boxed{5}$ for part one, then $\boxed{7}$ for part two.", False),
+        # the same answer boxed again is one answer, not two copies of it
+        ("5", r"So $x = \boxed{5}$. Checking, $x = \boxed{5}$ works.", True),
+        ("5", r"The answer is $\boxed{5}$, that is $\boxed{5}$.", True),
+        (r"\frac12", r"We get $\boxed{\frac{1}{2}}$; in lowest terms $\boxed{\dfrac12}$.", True),
+        ("5, 5", r"So $\boxed{5}$, and again $\boxed{5}$.", False),
+        ("5", r"So $\boxed{5}$, and then $\boxed{6}$.", False),
+        ("2", r"$a = \boxed{2}$ and $b = \boxed{2}$", False),
     ]),
     *_cases("labelled_order", [
         ("2, 1", "x=1, y=2", False),
@@ -124,6 +131,114 @@ CASES: list[Case] = [
         (r"\frac{600}{7}", "85.71", True),
         ("1.27", "1.3", True),
     ]),
+    *_cases("operator_readings", [
+        # a brace-less tower is read from the right, as mathematicians read it
+        ("2^3^2", "512", True),
+        ("2^3^2", "2^{3^2}", True),
+        ("2^3^2", "64", False),
+        ("2^3^2", "(2^3)^2", False),
+        ("x^2^3", "x^8", True),
+        ("x^2^3", "x^6", False),
+        # unary minus is looser than a power
+        ("-2^2", "-4", True),
+        ("-2^2", "4", False),
+        ("-x^2", "-(x^2)", True),
+        ("-x^2", "(-x)^2", False),
+        ("(-2)^2", "4", True),
+        # a factorial binds to what it follows; an exponent in braces is whole
+        ("3!^2", "36", True),
+        ("3!^2", "(3^2)!", False),
+        ("2^{3!}", "64", True),
+        ("2^3!", "64", False),
+        # "1/2x" is ambiguous, so it is neither reading; the unambiguous spellings are fine
+        ("1/2x", r"\frac{x}{2}", False),
+        ("1/2x", r"\frac{1}{2x}", False),
+        ("1/(2x)", r"\frac{1}{2x}", True),
+        ("(1/2)x", r"\frac{x}{2}", True),
+        ("x/2", r"\frac{1}{2}x", True),
+        ("2x/3", r"\frac{2x}{3}", True),
+    ]),
+    *_cases("boxed_equation", [
+        # satisfied by the reference is not enough: several roots, or a whole range of them
+        ("x^2=25", "5", False),
+        ("x^2=25", "-5", False),
+        ("x^2-5x+6=0", "2", False),
+        ("(x-1)(x-2)=0", "1", False),
+        ("x^3=8", "2", False),
+        ("|x|=x", "3", False),
+        (r"\sqrt{x^2}=x", "7", False),
+        (r"\lfloor x \rfloor = x", "4", False),
+        ("x+1=x+1", "3", False),
+        ("2+2=5", "5", False),
+        ("x^2=25", r"\pm 5", False),  # an unsolved equation, even where its roots are the list
+        # an equation that determines the unknown to be the reference, and chains
+        ("x=5", "5", True),
+        ("2x=10", "5", True),
+        ("3x+2=2x+7", "5", True),
+        ("10=2x", "5", True),
+        ("(x-5)^2=0", "5", True),
+        (r"\frac{1}{x}=\frac{1}{5}", "5", True),
+        ("xy=6", "6/x", True),
+        ("2+3=5", "5", True),
+        ("x=2+3=5", "5", True),
+        (r"a_3=a_2+a_1=3+2=5", "5", True),
+        (r"2 \cdot 3 = 6", "2", False),
+        (r"\frac{12}{4} = 3", "12", False),
+    ]),
+    *_cases("units_both_sides", [
+        # both sides carry units: they must agree, after conversion where it is known
+        (r"5 \text{ cm}", r"5 \text{ m}", False),
+        (r"5 \text{ kg}", r"5 \text{ m}", False),
+        (r"3 \text{ days}", r"3 \text{ weeks}", False),
+        (r"5 \text{ m}", r"5 \text{ m}^2", False),
+        (r"60 \text{ km/h}", r"60 \text{ mph}", False),
+        (r"240 \text{ yuan}", r"240 \text{ dollars}", False),
+        (r"12 \text{ minutes}", r"12 \text{ seconds}", False),
+        (r"50 \text{ cm}", r"0.5 \text{ m}", True),
+        (r"90 \text{ minutes}", r"1.5 \text{ hours}", True),
+        (r"3 \text{ weeks}", r"21 \text{ days}", True),
+        (r"500 \text{ cm}^2", r"0.05 \text{ m}^2", True),
+        (r"60 \text{ km/h}", r"\frac{50}{3} \text{ m/s}", True),
+        (r"6 \text{ ft}", r"72 \text{ inches}", True),
+        (r"12 \text{ meters}", r"12 \mathrm{m}", True),
+        # a unit on one side only is dropped, as before
+        (r"5 \text{ cm}", "5", True),
+        ("5", r"5 \text{ m}", True),
+        (r"5 \text{ cm}", "6", False),
+    ]),
+    *_cases("renamed_variables", [
+        # a symbol free in the reference is the same symbol in the answer
+        ("a^2+1", "x^2+1", False),
+        ("t^2", "x^2", False),
+        ("y = 3t + 1", "y = 3x + 1", False),
+        (r"\frac{a}{b}", r"\frac{x}{y}", False),
+        ("f(x) = ax", "f(x) = bx", False),
+        (r"\{x \mid x > a\}", r"\{x \mid x > b\}", False),
+        (r"\sum_{k=1}^{m} k", r"\sum_{k=1}^{n} k", False),
+        (r"\int_0^a x\,dx", r"\int_0^b x\,dx", False),
+        ("f(t) = t + s", "f(x) = x + y", False),
+        ("f(x,y) = x+2y", "f(a,b) = 2a+b", False),
+        ("2k+1", "2n+1", False),  # undeclared, k and n are free
+        (r"2t+1 \text{ for some integer } t", "2x+1", False),  # declared on one side only
+        (r"C_1 e^x + C_2 e^{-x}", r"c_1 e^{-x} + c_2 e^{-x}", False),
+        # bound variables and arbitrary constants may be renamed
+        ("g(t)=t^2", "f(x)=x^2", True),
+        ("f(t) = t^2", "x^2", True),
+        ("f(x,y) = x+2y", "f(a,b) = a+2b", True),
+        ("a_n = 2n + 1", "a_k = 2k+1", True),
+        (r"\{t \mid t^2 = 1\}", r"\{x \mid x^2 = 1\}", True),
+        (r"\sum_{i=1}^{n} i^2", r"\sum_{k=1}^{n} k^2", True),
+        (r"\int_0^1 t^2\,dt", r"\int_0^1 x^2\,dx", True),
+        (r"\frac{\pi}{2} + n\pi", r"\frac{\pi}{2} + k\pi", True),
+        (r"(-\frac{5\pi}{12} + n\pi, \frac{\pi}{12} + n\pi)", r"(-\frac{5\pi}{12} + k\pi, \frac{\pi}{12} + k\pi)", True),
+        (r"30^\circ + 360^\circ n", r"30^\circ + k \cdot 360^\circ", True),
+        (r"x = \frac{\pi}{2}+m\pi, m \in \mathbb{Z}", r"\frac{\pi}{2} + k\pi", True),
+        (r"2n+1 \text{ for some integer } n", r"2k+1, k \in \mathbb{Z}", True),
+        ("x^2 + C", "x^2 + K", True),
+        (r"f(x) = \sin x + C", r"f(x) = \sin x + c", True),  # under a label too
+        (r"f(x) = \sin x + a", r"f(x) = \sin x + b", False),
+        (r"C_1 e^x + C_2 e^{-x}", r"c_1 e^{x} + c_2 e^{-x}", True),
+    ]),
     # --- wrong rejects -----------------------------------------------------------------
     *_cases("response_boxes", [
         (r"At first I get $\boxed{2}$, but checking again the answer is $\boxed{3}$.", "3", True),
@@ -161,6 +276,32 @@ CASES: list[Case] = [
         ("Final Answer: The smallest such n is 7.", "8", False),
         ("**Final Answer**\nThe value is $-2$.", "-2", True),
         ("Final Answer: The answer is 12 meters.", "12", True),
+    ]),
+    *_cases("response_final_sentence", [
+        # "Final Answer:" and a sentence: the value the sentence states, not the sentence
+        (r"Final Answer: The value of $x$ is 5.", "5", True),
+        (r"Final Answer: The value of $x$ is 5.", "x", False),
+        ("Final Answer: There are 15 apples in total.", "15", True),
+        ("Final Answer: There are 15 apples in total.", "16", False),
+        ("Final Answer: The perimeter is 24 cm.", r"24 \text{ cm}", True),
+        ("Final Answer: The perimeter is 24 cm.", r"24 \text{ m}", False),
+        (r"Final Answer: $\frac{3}{4}$ of the class passed.", "0.75", True),
+        (r"Final Answer: The sum is $1+2+3 = 6$.", "6", True),
+        (r"Final Answer: The sum is $1+2+3 = 6$.", "1", False),
+    ]),
+    *_cases("response_split_boxes", [
+        # an answer boxed in parts is one set of parts, as many as the reference has
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{1}$.", "5, 1", True),
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{1}$.", "(5, 1)", True),
+        (r"For part (a) we get $\boxed{3}$. Then part (b) gives $\boxed{7}$.", "3, 7", True),
+        (r"So $x = \boxed{2}$, and then $y = \boxed{3}$.", "x=2, y=3", True),
+        (r"$\boxed{2, 3}$", r"The roots are $\boxed{2}$ and then $\boxed{3}$.", True),
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{2}$.", "5, 1", False),
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{1}$.", "5", False),
+        (r"The maximum is $\boxed{5}$ and the minimum is $\boxed{1}$.", "5, 1, 0", False),
+        (r"Try $\boxed{1}$, $\boxed{7}$. Wrong: the max is $\boxed{5}$, the min is $\boxed{1}$.", "1, 7", False),
+        (r"So $x = \boxed{3}$, and then $y = \boxed{2}$.", "x=2, y=3", False),
+        (r"$\boxed{2, 4}$", r"The roots are $\boxed{2}$ and then $\boxed{3}$.", False),
     ]),
     *_cases("ascii_relations", [
         ("x >= 2", r"[2,\infty)", True),
@@ -241,6 +382,16 @@ CASES: list[Case] = [
         ("10 000", "1000", False),
         ("12 345", "12, 345", False),
     ]),
+    *_cases("thin_space_thousands", [
+        (r"12,\! 000", "12000", True),
+        (r"1,\! 234,\! 567", "1234567", True),
+        (r"12,\!  345", "12345", True),
+        (r"3,\! 500", r"3.5\times 10^3", True),
+        (r"12,\! 000", "12, 000", False),
+        (r"12,\! 000", "12", False),
+        (r"1,\! 234", "1, 234", False),
+        (r"12,\! 345", r"\{12, 345\}", False),
+    ]),
     *_cases("percent_words", [
         ("28 percent", r"28\%", True),
         ("28 pct", "0.28", True),
@@ -310,5 +461,30 @@ CASES: list[Case] = [
         (r"-1 \le x < 1", "[-1, 1]", False),
         ("2 > x > 1", "(1, 3)", False),
         ("1 < x < 2", r"x\in]1,2]", False),
+    ]),
+]
+
+
+# Responses that neither box their answer nor state it ("the answer is", "Final Answer:"):
+# what they answer depends on VerifierConfig.unanchored, so they are kept apart from CASES.
+# The labels say whether the text gives the reference as its answer; the negatives are
+# responses that end on a value without committing to it (what last_expression accepts).
+NO_ANCHOR_CASES: list[Case] = [
+    *_cases("response_no_anchor", [
+        (r"So we get $x = 4$.", "4", True),
+        ("Thus the total is 15.", "15", True),
+        (r"We get $3 \times 4 = 12$.", "12", True),
+        ("Hence $$x = 5$$", "5", True),
+        ("Adding up, there are 42 marbles in all.", "42", True),
+        (r"Therefore the probability is $\frac{1}{2}$.", "0.5", True),
+        (r"The roots are $x = 2$ and $x = 3$.", "2, 3", True),
+        (r"So we get $x = 4$.", "5", False),
+        (r"Let me check whether $n = 7$ works.", "7", False),
+        (r"Next we compute $f(3) = 10$ and continue.", "10", False),
+        (r"Suppose the answer were $12$; then the sum would exceed $100$.", "100", False),
+        (r"It remains to verify the case $k = 2$.", "2", False),
+        (r"Find all real $x$ such that $x^2 = 4$.", "2", False),
+        ("The result follows. I hope this helps!", "1", False),
+        (r"We try $x = 4$ and $x = 5$ next.", "5", False),
     ]),
 ]

@@ -6,11 +6,13 @@ only cases that change are rounded decimal answers, and they change to accepts.
 """
 import pytest
 from equivalence_cases import CASES
-from jury.verifiers.math.verify import check, extract_answer, judge
+from jury.verifiers.math.verify import check, extract_answer, judge, reference_parts
 
 
 def _answer(case):
-    return extract_answer(case.text if case.is_response else "\\boxed{" + case.text + "}")
+    """As the worker extracts for a check: with the reference's number of parts."""
+    text = case.text if case.is_response else "\\boxed{" + case.text + "}"
+    return extract_answer(text, parts=reference_parts(case.reference))
 
 
 def test_the_suite_is_large_and_has_both_labels():

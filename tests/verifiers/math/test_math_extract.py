@@ -42,11 +42,52 @@ def test_extract_answer(text, expected):
 
 
 @pytest.mark.parametrize("text, expected", [
+    # "Final Answer:" and a sentence: the value the sentence states
+    (r"Final Answer: The value of $x$ is 5.", "5"),                  # the side of the verb with maths
+    ("Final Answer: There are 15 apples in total.", "15"),           # words around the number dropped
+    ("Final Answer: The perimeter is 24 cm.", "24 cm"),              # a unit right after it kept
+    (r"Final Answer: $\frac{3}{4}$ of the class passed.", r"\frac{3}{4}"),
+    ("Final Answer: The answer is yes.", r"\text{yes}"),             # no maths: the words
+])
+def test_a_final_answer_sentence_gives_its_value(text, expected):
+    assert extract_answer(text) == expected
+
+
+def test_parts_widen_the_last_group_to_as_many_boxes():
+    text = r"Try \boxed{7}. Wrong. The max is \boxed{5}, and the min is \boxed{1}."
+    assert [extract_answer(text, parts) for parts in (1, 2, 3, 4)] == ["1", "5, 1", "7, 5, 1", "7, 5, 1"]
+    assert extract_answer(r"\boxed{1}, \boxed{2}, \boxed{3}", parts=2) == "1, 2, 3"   # a group is never cut
+    assert extract_answer(r"$x = \boxed{2}$, so $y = \boxed{3}$", parts=2) == "x=2, y=3"  # labels kept
+
+
+@pytest.mark.parametrize("text, expected", [
+    (r"So we get $x = 4$.", "x = 4"),
+    ("Thus the total is 15.", "15"),
+    ("Hence $$x = 5$$", "x = 5"),
+    ("We have $x=1$.\nThen $y = 2$ and $z=3$", "y = 2, z=3"),      # the final sentence only, its last group
+    ("Thus\n$$x = 4,\ny = 5$$", "x = 4,\ny = 5"),                  # a line break inside maths ends no sentence
+    ("The result follows. I hope this helps!", None),               # a final sentence without maths
+    (r"\boxed{3}. So we get $x = 4$.", "3"),                         # a box is an anchor: the setting is not read
+])
+def test_last_expression_of_an_unanchored_response(text, expected):
+    assert extract_answer(text, unanchored="last_expression") == expected
+    assert extract_answer(text) == ("3" if expected == "3" else None)  # no_answer, the default
+
+
+def test_unknown_unanchored_setting_is_refused():
+    with pytest.raises(ValueError, match="unanchored"):
+        extract_answer("x", unanchored="last")
+
+
+@pytest.mark.parametrize("text, expected", [
     (r"\boxed{1} \text{ and } \boxed{2}", "1, 2"),
     (r"First $\boxed{5}$ for part one, then $\boxed{7}$ for part two.", "5, 7"),
     (r"$a = \boxed{1}$, $b = \boxed{2}$", "a=1, b=2"),
     (r"\boxed{\{1, \boxed{2}\}}", r"\{1, \boxed{2}\}"),
     ("no box: the answer is 3", "3"),
+    (r"so $\boxed{5}$; hence $\boxed{5}$", "5"),                  # one answer, boxed twice
+    (r"$\boxed{5}$, $\boxed{5.0}$", "5, 5.0"),                    # extraction compares spellings, not values
+    (r"$x = \boxed{2}$, $y = \boxed{2}$", "x=2, y=2"),             # two labelled values that agree
 ])
 def test_extract_reference_reads_every_box(text, expected):
     assert extract_reference(text) == expected
@@ -88,6 +129,7 @@ def test_long_gaps_between_boxes_are_read_in_linear_time(gap):
     ("1,000,000", "1000000"),
     ("1{,}000", "1000"),
     ("12,\\!345", "12345"),
+    ("12,\\! 345", "12345"),                                   # TeX ignores the space after \!: no list
     ("12, 345", "12, 345"),                                     # a list: the space stays, so it is no number
     ("1, 2", "1,2"),
     ("1 000 000", "1000000"),                                   # space thousands

@@ -5,6 +5,8 @@ Each pair is (answer, reference). The "same" list must come out "correct", the
 docstring without looking at the benchmark.
 """
 import pytest
+from jury.verifiers.math.answer import parse_answer
+from jury.verifiers.math.normalize import normalize
 from jury.verifiers.math.verify import VERDICTS, Judgement, check, judge
 
 SAME = [
@@ -44,6 +46,9 @@ SAME = [
     (r"y = -\frac{1}{2}x + 3", "x + 2y = 6"), ("y = 2x+3", "2x - y + 3 = 0"), ("6/x", "xy=6"),
     # renamed arbitrary constants
     (r"\frac{\pi}{2} + k\pi", r"\frac{\pi}{2} + n\pi"),
+    # sums and products: worked out over a rational range, at integer points over a symbolic one
+    (r"\sum_{k=1}^{10} k", "55"), (r"\prod_{i=1}^{5} i", "120"), (r"\sum_{k=1}^{10} k + 1", "56"),
+    (r"\sum_{k=1}^{n} k", r"\frac{n(n+1)}{2}"), (r"\sum_{j=0}^{n} 2^j", "2^{n+1}-1"),
     # prose references
     (r"\text{Alice}", "Alice wins the game"), (r"\text{infinitely many}", r"\infty"), ("Yes", r"\text{yes}"),
     (r"\text{non-negative}", r"\text{non negative}"), (r"a+b \text{ if } n \text{ is even}", r"a + b\text{ if }n\text{ is even}"),
@@ -60,6 +65,8 @@ DIFFERENT = [
     ("3.15", r"\pi"), ("0.1", "0.10000001"), ("a+2b", "b+2a"), ("|x|", "x"), (r"\lfloor n/2 \rfloor", "n/2"), ("x=2y", "y=2x"),
     ("a=1, b=2", "a=2, b=1"), (r"x=1 \text{ or } x=3", r"\{1,2\}"), ("x^2+2x+1", "(x-1)^2"), ("(1,2)", "(2,1)"),
     (r"\begin{pmatrix}1&2\\3&4\end{pmatrix}", r"\begin{pmatrix}1&3\\2&4\end{pmatrix}"), (r"\frac{\pi}{2} + k\pi", r"\frac{\pi}{2}"),
+    (r"\sum_{k=1}^{n} k", r"\frac{n(n-1)}{2}"), (r"\sum_{k=1}^{10} k + 1", "66"), (r"\prod_{i=1}^{5} i", "5i"),
+    (r"\int_0^1 x^2\,dx", r"\int_0^2 x^2\,dx"),
     (r"\text{Bob}", "Alice wins the game"), (r"\text{odd}", "The number is not odd"), ("n", "m"), ("N", "n"),
     ("Yes", "No"),
     # a comma and a space separate items; "2e-1" is 2e - 1; "1,5" is a decimal only beside a point
@@ -124,6 +131,29 @@ def test_verdict_kinds():
     assert check(r"The result: \boxed{\frac{6}{4}}", "1.5") == "correct"  # a whole response is extracted first
     assert check("1", "") == "error"
     assert set(VERDICTS) == {"correct", "incorrect", "no_answer", "error"}
+
+
+@pytest.mark.parametrize("answer, reference", [
+    (r"\lfloor m \rfloor", r"\lfloor n \rfloor"), (r"\lceil a \rceil", r"\lceil b \rceil"),
+    (r"\sum_{k=1}^{m} k", r"\sum_{k=1}^{n} k"), (r"\lfloor x/2 \rfloor", r"\lfloor y/2 \rfloor"),
+])
+def test_symbols_one_letter_apart_are_different(answer, reference):
+    """Evaluation points came from CRC32, linear in the name's bits: m and n sat 0.01
+    apart, so at every integer point floor(m) = floor(n). Free symbols compare by name."""
+    assert check(answer, reference) == "incorrect"
+    assert check(answer, answer) == "correct"
+
+
+@pytest.mark.parametrize("answer, declared", [
+    (r"(3t, 5t) \text{ for some integer } t", {"t"}),
+    (r"f(x) = 1 \text{ for all } x \in \mathbb{R}", {"x"}),        # not the R of the number set
+    (r"x = \frac{\pi}{2} + k\pi, k \in \mathbb{Z}", {"k"}),        # a declaration item is no answer item
+    (r"x + C \text{ where } C \in \mathbb{R}", {"C"}),
+    (r"x \in \mathbb{R}", set()),                                   # alone, it is the answer
+])
+def test_declared_parameters(answer, declared):
+    parsed = parse_answer(normalize(answer))
+    assert parsed.declared == declared and parsed.items
 
 
 def test_sympy_is_the_last_resort():
