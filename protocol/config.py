@@ -273,6 +273,12 @@ class VerifierConfig:
     reward: Literal["ground_truth", "majority_vote", "jury", "self_certainty", "entropy", "tinyv"] = "jury"
     fallback: Literal["reszero", "zero", "mv"] = "reszero"  # JURY-RL when the proof gate is inconclusive
     reszero_c: float = 0.01
+    # ResZero's rule for a sample without a parsable answer (verifiers/rewards.py, README "Reward
+    # schemes"). cap: at most the lowest reward of a parsed sample in its group, the group then
+    # re-centred (sum 0 kept): not answering never pays more than any answer. residual: the paper's
+    # formula read literally (it is silent on the case): such a sample sits in the residual set
+    # with z = 0 and can out-earn the majority (+0.58 against -1.73 under the GRPO advantage, issue 25)
+    unparsable: Literal["cap", "residual"] = "cap"
     gate: Literal["arith", "lean", "none"] = "arith"
     pool_workers: int = 1          # processes for checks
     check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
@@ -291,7 +297,7 @@ class VerifierConfig:
     num_cpus: float = 0.5
 
     def __post_init__(self):
-        _require(self, ("reszero_c", self.reszero_c >= 0, ">= 0"),
+        _require(self, ("reszero_c", self.reszero_c >= 0, ">= 0"), _one_of(self, "unparsable"),
                  ("pool_workers", self.pool_workers >= 1, ">= 1 (checks run in these processes)"),
                  ("check_timeout_s", self.check_timeout_s > 0, "> 0"),
                  ("cache_size", self.cache_size >= 0, ">= 0"),

@@ -38,7 +38,18 @@ def load_run_config(run_dir: str, overrides: list[str] = ()) -> RunConfig:
     version it was written at (none: before versions, 1)."""
     path = f"{run_dir}/config.yaml"
     data = read_yaml(path)
+    _migrate_unparsable(data)
     return _from_data(data, overrides, data.pop("config_version", 1), path)
+
+
+def _migrate_unparsable(data: dict):
+    """A run folder records every field, so one without verifier.unparsable was written before
+    the setting existed, when ResZero left unparsable samples in its residual set: keep that
+    (`residual`) for --resume and replay. Keyed on the field's absence, not a version: the
+    rule is new, no earlier meaning of a field changed."""
+    verifier = data.get("verifier")
+    if isinstance(verifier, dict) and "unparsable" not in verifier:
+        verifier["unparsable"] = "residual"
 
 
 def dump_config(cfg: RunConfig) -> str:

@@ -18,10 +18,17 @@ rule is deterministic without favouring any particular answer string.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
 FALLBACKS = ("reszero", "zero", "mv")
+# What ResZero does with a sample that has no parsable answer (verifier.unparsable; README,
+# Reward schemes). "cap": its reward is capped at the lowest reward of a parsed sample in its
+# group, and the group is re-centred so that the rewards still sum to 0. "residual": the paper's
+# formula read literally, the sample sits in the residual set R with z = 0, which can pay more
+# than an answer.
+UNPARSABLE_RULES = ("cap", "residual")
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,7 @@ def majority_vote(view: GroupView) -> RewardResult:
     return _result(view, _indicator(view.answer_keys, majority(view.answer_keys)[0]))
 
 
-def reszero(answer_keys: list, majority_answer: str | None, c: float) -> list[float]:
+def reszero(answer_keys: list, majority_answer: str | None, c: float, unparsable: str = "cap") -> list[float]:
     """ResZero (§4.2.3, Eq. 5): penalise the unverified majority, zero-mean residue.
 
     M = supporters of â, R = the rest, α = |M|/G. For i in R, z_i is the leave-one-out
@@ -105,7 +112,13 @@ def reszero(answer_keys: list, majority_answer: str | None, c: float) -> list[fl
     gets γ; |R| = 0 (unanimous) gives α = 1 and r_i = -c + c = 0 for all; no parsable
     answer at all gives α = 0 and zeros. Unparsable answers (None) never support each
     other, so they sit in R with z = 0.
+    The paper is silent on unparsable answers, and read literally (`unparsable="residual"`)
+    a sample with none gets -αū + γ, above the majority's -cα + γ whenever ū < c: not
+    answering pays. `unparsable="cap"` (the default) caps each one at the lowest reward
+    of a parsed sample and re-centres the group (cap_unparsable).
     """
+    if unparsable not in UNPARSABLE_RULES:
+        raise ValueError(f"unparsable must be one of {UNPARSABLE_RULES}, got {unparsable!r}")
     g = len(answer_keys)
     if g == 0:
         return []
@@ -119,16 +132,41 @@ def reszero(answer_keys: list, majority_answer: str | None, c: float) -> list[fl
             same = sum(1 for j in residual if j != i and answer_keys[i] is not None and answer_keys[j] == answer_keys[i])
             z[i] = same / (len(residual) - 1)
     u_bar = sum(z.values()) / len(residual) if residual else 0.0
-    return [-c * alpha + gamma if in_m[i] else alpha * (z[i] - u_bar) + gamma for i in range(g)]
+    rewards = [-c * alpha + gamma if in_m[i] else alpha * (z[i] - u_bar) + gamma for i in range(g)]
+    return cap_unparsable(answer_keys, rewards) if unparsable == "cap" else rewards
 
 
-def jury(view: GroupView, *, gate: Callable[[str, str], bool | None], fallback: str = "reszero", c: float = 0.01) -> RewardResult:
+def cap_unparsable(answer_keys: list, rewards: list[float]) -> list[float]:
+    """Each unparsable sample (key None) earns at most the lowest reward of the group's parsed
+    samples; then every reward is shifted by one constant so that they sum to 0 again.
+
+    Why this rule: it is the smallest change that makes not answering never pay more than
+    any answer. It changes only the samples that out-earned an answer (at worst a tie with
+    the worst answer: no format penalty, which the paper does not have), and a shift common
+    to the whole group leaves the order of the rewards, and every group-normalised advantage
+    (GRPO, Dr.GRPO and RLOO all subtract the group mean), as they were. So the parsed samples
+    keep their paper values up to that shift, and a group where no unparsable sample out-earns
+    an answer is returned unchanged.
+    """
+    parsed = [r for k, r in zip(answer_keys, rewards) if k is not None]
+    low = min(parsed, default=math.inf)
+    if all(k is not None or r <= low for k, r in zip(answer_keys, rewards)):
+        return list(rewards)
+    capped = [r if k is not None else min(r, low) for k, r in zip(answer_keys, rewards)]
+    shift = math.fsum(capped) / len(capped)
+    return [r - shift for r in capped]
+
+
+def jury(view: GroupView, *, gate: Callable[[str, str], bool | None], fallback: str = "reszero", c: float = 0.01,
+         unparsable: str = "cap") -> RewardResult:
     """JURY-RL (§4.2.2, Algorithm 1): votes propose, proofs dispose.
 
     The gate is asked once, about â only: δ = 1 when it returns True (proved), else 0
     (None "inconclusive" and False "refuted" both fall back). δ = 1: r_i = 1[a_i = â].
     δ = 0: the fallback, "reszero" (default, §4.2.3), "zero" or "mv" (the ablation
     of §6.2.1). With no parsable answer the gate is not asked and all rewards are 0.
+    `unparsable`: ResZero's rule for samples without an answer (reszero); the other
+    branches give them 0, the lowest reward they give anyone.
     """
     if fallback not in FALLBACKS:
         raise ValueError(f"jury fallback must be one of {FALLBACKS}, got {fallback!r}")
@@ -139,7 +177,7 @@ def jury(view: GroupView, *, gate: Callable[[str, str], bool | None], fallback: 
     if gate(view.problem, winner) is True:
         return _result(view, _indicator(keys, winner), gate="proved")
     if fallback == "reszero":
-        rewards = reszero(keys, winner, c)
+        rewards = reszero(keys, winner, c, unparsable)
     else:
         rewards = [0.0] * len(keys) if fallback == "zero" else _indicator(keys, winner)
     return _result(view, rewards, gate="inconclusive")

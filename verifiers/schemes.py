@@ -63,8 +63,8 @@ class Pure:
 class Jury:
     """JURY-RL: the proof gate is asked about the majority answer only (rewards.jury)."""
 
-    def __init__(self, gate: ProofGate | None, fallback: str, c: float):
-        self.gate, self.fallback, self.c = gate, fallback, c
+    def __init__(self, gate: ProofGate | None, fallback: str, c: float, unparsable: str = "cap"):
+        self.gate, self.fallback, self.c, self.unparsable = gate, fallback, c, unparsable
         self.calls = self.proved = 0
         self.totals: dict[str, float] = {}  # the gate's per-call records, summed
 
@@ -72,7 +72,7 @@ class Jury:
         # the gate reads the answer as written, not its vote key
         answers = {key: s.answer for key, s in zip(view.answer_keys, group.samples) if key is not None}
         result = rewards.jury(view, gate=lambda problem, key: self._ask(problem, answers.get(key, key)),
-                              fallback=self.fallback, c=self.c)
+                              fallback=self.fallback, c=self.c, unparsable=self.unparsable)
         return replace(result, scheme="jury")
 
     def _ask(self, problem: str, answer: str) -> bool:
@@ -138,7 +138,7 @@ class TinyV:
 def make_scheme(cfg: VerifierConfig, *, gate: ProofGate | None = None, llm: LLMClient | None = None) -> Scheme:
     """The run's scheme from verifier.reward."""
     if cfg.reward == "jury":
-        return Jury(gate, cfg.fallback, cfg.reszero_c)
+        return Jury(gate, cfg.fallback, cfg.reszero_c, cfg.unparsable)
     if cfg.reward == "tinyv":
         return TinyV(llm, cfg.tinyv_max_tokens)
     return Pure(cfg.reward)
