@@ -235,3 +235,15 @@ def test_an_old_run_folder_is_migrated_and_a_new_file_with_a_removed_key_is_refu
     user.write_text("config_version: 99\n")
     with pytest.raises(ConfigError, match="config_version 99 is not one this jury-rl reads"):
         load_config(str(user))
+
+
+def test_a_run_folder_from_before_the_unparsable_rule_resumes_with_the_rule_it_ran(tmp_path):
+    from jury.protocol.config_load import dump_config, load_run_config
+
+    # every field is recorded, so a folder without verifier.unparsable predates it: ResZero then
+    # left unparsable samples in its residual set, and --resume or replay must keep doing so
+    text = dump_config(load_config(None, ["steps=4"])).replace("  unparsable: cap\n", "")
+    (tmp_path / "config.yaml").write_text(text)
+    assert load_run_config(str(tmp_path)).verifier.unparsable == "residual"
+    assert load_run_config(str(tmp_path), ["verifier.unparsable=cap"]).verifier.unparsable == "cap"
+    assert load_config(None).verifier.unparsable == "cap"  # a new run gets the cap
