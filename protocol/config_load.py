@@ -165,6 +165,10 @@ def _value(hint, value, name):
                 type(k) is int and isinstance(w, (int, float)) and not isinstance(w, bool) for k, w in value.items()):
             raise ConfigError(f"{name} must be k or {{k: weight}} with integer k, got {value!r}")
         return {k: float(w) for k, w in value.items()}
+    if typing.get_origin(hint) is dict and typing.get_args(hint)[1] is str:  # verifier.llm_endpoints
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise ConfigError(f"{name} must map names to text, got {value!r}")
+        return dict(value)
     if typing.get_origin(hint) is dict:  # custom resources: names to amounts
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0

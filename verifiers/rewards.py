@@ -40,10 +40,12 @@ class GroupView:
     token_logprobs: list  # list[list[float]]: behaviour log-probs of every token of each completion
     problem: str
     tinyv: list | None = None  # list[bool | None]: the TinyV cascade's result per sample
+    # list[int]: the prompt each sample answers (Sample.view: 0 the task's, 1 its CoReward rewrite); None: all 0
+    views: list | None = None
 
     def __post_init__(self):
         g = len(self.answer_keys)
-        for name in ("verdicts", "token_logprobs", "tinyv"):
+        for name in ("verdicts", "token_logprobs", "tinyv", "views"):
             field = getattr(self, name)
             if field is not None and len(field) != g:
                 raise ValueError(f"GroupView.{name} has {len(field)} entries for a group of {g}")
@@ -215,6 +217,60 @@ def tinyv(view: GroupView) -> RewardResult:
     return _result(view, [1.0 if ok is True else 0.0 for ok in view.tinyv])
 
 
+# ── the label-free baselines of JURY-RL's Table 1 (§5.3): an LLM judge, an LLM teacher, CoReward ──
+def llm_judge(view: GroupView, *, judged: list) -> RewardResult:
+    """LLM-as-a-Judge (§5.3, Appendix D): r_i = 1 iff the judge's verdict about the pair
+    (question, a_i) is True. `judged`: list[bool | None], the verdict per sample; None (the
+    reply named neither True nor False) earns 0, and so does an unparsable answer, which is
+    never shown to the judge."""
+    if len(judged) != len(view.answer_keys):
+        raise ValueError(f"llm_judge: {len(judged)} verdicts for a group of {len(view.answer_keys)}")
+    return _result(view, [1.0 if k is not None and j is True else 0.0 for k, j in zip(view.answer_keys, judged)])
+
+
+def llm_kd(view: GroupView, *, verdicts: list | None) -> RewardResult:
+    """LLM-KD (§5.3): the teacher's answer to the problem is the pseudo-label, and r_i = 1 iff
+    the run's label checker calls a_i correct against it (`verdicts`, its kinds). None: the
+    teacher gave no extractable answer, so nothing can be checked and every reward is 0."""
+    if verdicts is None:
+        return _result(view, [0.0] * len(view.answer_keys))
+    return _result(view, [1.0 if v == "correct" else 0.0 for v in verdicts])
+
+
+def coreward(view: GroupView) -> RewardResult:
+    """CoReward: Co-rewarding-I (Zhang et al. 2025, JURY-RL's "CoReward"), as its reward manager
+    computes it (tmlr-group/Co-rewarding@6c60ea45, Co-rewarding-I/verl/workers/reward_manager/
+    co_reward.py, CoRewardManager.__call__ and majority_vote).
+
+    The group holds G samples of the prompt (view 0) and G of its rewrite (view 1). The
+    pseudo-label of each view is the majority answer of the *other* view: r_i = 1 iff a_i
+    equals it; an unparsable answer never votes and earns 0; a view whose other view has no
+    parsable answer earns 0. Ties go to the answer seen first, as Counter.most_common does.
+    The learner normalises each view apart (learner/grpo.py). Two differences, both on
+    purpose: answers are compared by their vote keys (equivalent forms are one answer; theirs
+    compares raw strings), and a group without a rewrite gets 0 everywhere and is counted
+    (theirs drops a problem whose rewrite failed before training). The facts reported
+    (majority, vote share, distinct answers) are the original view's.
+    """
+    keys, views = view.answer_keys, view.views or [0] * len(view.answer_keys)
+    original = [k for k, v in zip(keys, views) if v == 0]
+    if set(views) != {0, 1}:
+        return _coreward_result(original, [0.0] * len(keys), {"coreward/no_rewrite_groups": 1.0})
+    rewrite = [k for k, v in zip(keys, views) if v == 1]
+    pseudo = {0: majority(rewrite)[0], 1: majority(original)[0]}  # each view is labelled by the other
+    rewards = [1.0 if k is not None and k == pseudo[v] else 0.0 for k, v in zip(keys, views)]
+    counts = {"coreward/views_agree": float(pseudo[0] is not None and pseudo[0] == pseudo[1]),
+              "coreward/views_unlabelled": float((pseudo[0] is None) + (pseudo[1] is None))}
+    return _coreward_result(original, rewards, counts)
+
+
+def _coreward_result(original: list, rewards: list[float], counts: dict) -> RewardResult:
+    winner, support = majority(original)
+    return RewardResult(rewards=rewards, majority_answer=winner,
+                        vote_share=support / len(original) if original else 0.0,
+                        num_distinct=len({k for k in original if k is not None}), counts=counts)
+
+
 REWARD_SCHEMES: dict[str, Callable[..., RewardResult]] = {
     "ground_truth": ground_truth,
     "majority_vote": majority_vote,
@@ -222,4 +278,7 @@ REWARD_SCHEMES: dict[str, Callable[..., RewardResult]] = {
     "entropy": entropy,
     "tinyv": tinyv,
     "jury": jury,
+    "llm_judge": llm_judge,
+    "llm_kd": llm_kd,
+    "coreward": coreward,
 }

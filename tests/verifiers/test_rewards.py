@@ -202,7 +202,8 @@ def test_tinyv_scheme_reads_the_cascade():
 
 
 def test_registry_and_view_validation():
-    assert set(REWARD_SCHEMES) == {"ground_truth", "majority_vote", "self_certainty", "entropy", "tinyv", "jury"}
+    assert set(REWARD_SCHEMES) == {"ground_truth", "majority_vote", "self_certainty", "entropy", "tinyv", "jury",
+                                   "llm_judge", "llm_kd", "coreward"}
     assert REWARD_SCHEMES["jury"] is jury
     with pytest.raises(ValueError, match="verdicts"):
         GroupView(answer_keys=["1", "2"], verdicts=["correct"], token_logprobs=[[], []], problem="")
