@@ -207,3 +207,23 @@ def test_registry_and_view_validation():
     assert REWARD_SCHEMES["jury"] is jury
     with pytest.raises(ValueError, match="verdicts"):
         GroupView(answer_keys=["1", "2"], verdicts=["correct"], token_logprobs=[[], []], problem="")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.booleans()), min_size=2, max_size=12),
+       st.sampled_from([True, False, None]), st.sampled_from(["reszero", "zero", "mv"]))
+def test_no_label_or_vote_scheme_pays_an_unparsable_sample_more_than_an_answer(samples, gate_says, fallback):
+    """Issue 25, item 4, for the schemes that read answers (the confidence scores read log-probs):
+    majority vote, ground truth (an unparsable sample's verdict is no_answer), TinyV (never asked
+    about one) and JURY-RL with every gate outcome and fallback (ResZero under the cap)."""
+    keys = [k for k, _ in samples]
+    verdicts = ["no_answer" if k is None else "correct" if ok else "incorrect" for k, ok in samples]
+    cascade = [False if k is None else ok for k, ok in samples]
+    results = [majority_vote(view(keys)), ground_truth(view(keys, verdicts=verdicts)),
+               tinyv_reward(view(keys, verdicts=verdicts, tinyv=cascade)),
+               jury(view(keys), gate=lambda p, a: gate_says, fallback=fallback, c=0.1)]
+    for res in results:
+        parsed = [r for k, r in zip(keys, res.rewards) if k is not None]
+        unparsable = [r for k, r in zip(keys, res.rewards) if k is None]
+        if parsed and unparsable:
+            assert max(unparsable) <= min(parsed), (keys, res)
