@@ -4,7 +4,8 @@
            group = await generate(task)        # G samples, behaviour log-probs, versions
            rollouts.send(group)                # RolloutGroup, ZeroMQ PUSH to verifiers
 
-Many tasks are in flight at once (the engine batches them). `update_weights` stops
+A CoReward task carries a rewrite of its prompt: it gets G samples of each, marked by
+`Sample.view`, in one group. Many tasks are in flight at once (the engine batches them). `update_weights` stops
 taking new tasks, then by `sync_mode`: lets the ones in flight finish ("drain": every
 group comes from one version), aborts them and generates them again after the swap
 ("interrupt": likewise, sooner), or swaps under them ("inflight": the engine applies
@@ -173,24 +174,37 @@ class Generator:
         )
         version_start, t0 = self.version, time.perf_counter()
         request_id = f"{task.task_id}-{self.actor_id}-{t0}"
-        if self.cfg.sync_mode == "inflight":
-            prompt_ids, samples = await self._generate_streamed(task.prompt, params, request_id)
-        else:
-            final = None
-            async for out in self.engine.generate(await render(self.engine, {"prompt": task.prompt}), params,
-                                                  request_id=request_id):
-                final = out
-            prompt_ids, samples = final.prompt_token_ids, [_sample(c) for c in final.outputs]
-        if len(samples) != self.cfg.group_size:
-            raise RuntimeError(f"engine returned {len(samples)} of {self.cfg.group_size} samples")
+        # CoReward: G samples of the rewrite beside the G of the prompt, one request each, side by side
+        views = [task.prompt] + ([task.rewrite] if task.rewrite is not None else [])
+        answered = await asyncio.gather(*(self._generate_view(p, params, f"{request_id}-v{v}")
+                                          for v, p in enumerate(views)))
+        samples = []
+        for v, (_, view_samples) in enumerate(answered):
+            for s in view_samples:
+                s.view = v
+            samples += view_samples
+        if len(samples) != self.cfg.group_size * len(views):
+            raise RuntimeError(f"engine returned {len(samples)} of {self.cfg.group_size} x {len(views)} samples")
         dt = time.perf_counter() - t0
         self._stats["groups"] += 1
         self._stats["samples"] += len(samples)
         self._stats["tokens"] += sum(len(s.token_ids) for s in samples)
         self._stats["generate_s"] += dt
-        return RolloutGroup(task=task, prompt_ids=np.asarray(prompt_ids, np.int32), samples=samples,
+        rewrite_ids = answered[1][0] if len(answered) > 1 else []
+        return RolloutGroup(task=task, prompt_ids=np.asarray(answered[0][0], np.int32), samples=samples,
                             version_start=version_start, version_end=self.version, actor_id=self.actor_id,
-                            generate_s=dt, t_generated=time.time())
+                            generate_s=dt, t_generated=time.time(),
+                            rewrite_prompt_ids=np.asarray(rewrite_ids, np.int32))
+
+    async def _generate_view(self, prompt: str, params, request_id: str) -> tuple[list[int], list[Sample]]:
+        """G samples of one prompt: its token ids and the samples."""
+        if self.cfg.sync_mode == "inflight":
+            return await self._generate_streamed(prompt, params.clone(), request_id)
+        final = None
+        async for out in self.engine.generate(await render(self.engine, {"prompt": prompt}), params,
+                                              request_id=request_id):
+            final = out
+        return final.prompt_token_ids, [_sample(c) for c in final.outputs]
 
     async def _generate_streamed(self, prompt: str, params, request_id: str) -> tuple[list[int], list[Sample]]:
         """Inflight mode: token deltas as the engine makes them, each stamped with the version

@@ -49,8 +49,12 @@ def preflight(cfg: RunConfig, resume: str | None = None):
     if positions and cfg.max_model_len > positions:
         raise ConfigError(f"max_model_len ({cfg.max_model_len}) exceeds the {positions} positions model {cfg.model} "
                           "takes (its max_position_embeddings): vLLM would refuse it at engine start")
-    if cfg.verifier.reward == "tinyv":
-        hf_folder("verifier.tinyv_model", cfg.verifier.tinyv_model)
+    v = cfg.verifier
+    for reward, field in (("tinyv", "tinyv_model"), ("llm_judge", "judge_model"), ("llm_kd", "teacher_model"),
+                          ("coreward", "rewrite_model")):
+        model = getattr(v, field)
+        if v.reward == reward and model not in v.llm_endpoints and (reward != "coreward" or v.rewrites == "llm"):
+            hf_folder(f"verifier.{field}", model)
     if cfg.derl.enabled:
         hf_folder("derl.model", cfg.derl.model)
     for field, value in (("checkpoint_dir", cfg.checkpoint_dir), ("run_dir", cfg.run_dir)):
@@ -157,6 +161,8 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
             pipe.feeder.consumed((step + 1) * cfg.batch_groups)
             if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
                 row.update(pipe.derl.after_step(result))
+            if pipe.rewriter:  # CoReward: finished rewrites in before the next tasks are admitted
+                row.update(pipe.rewriter.after_step())
             pipe.feeder.admit(pipe.version, stop_at=total)
             if evaluator and evaluator.due(step):  # after the sync: the engines hold the new weights
                 row.update(evaluator.run(pipe.generators, pipe.version, cfg.generator.max_new_tokens,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import replace
-from typing import Protocol
+from typing import Callable, Iterator, Protocol
 
 from jury.data.problems import Problem
 from jury.data.tasks import problem_stream
@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 
 class PromptMixer(Protocol):
-    """Reshapes some tasks as they are admitted (DeRL's diversifying prompts: cluster/diversify.py)."""
+    """Reshapes some tasks as they are admitted (DeRL's diversifying prompts: cluster/diversify.py;
+    CoReward's rewrites: cluster/rewrite.py)."""
 
     def mix(self, task: PromptTask, problem: Problem) -> PromptTask: ...
 
@@ -52,15 +53,21 @@ def draw_staleness(forced: dict[int, float], seed: int, index: int) -> int:
 class Feeder:
     def __init__(self, dataset: str, seed: int, batch_groups: int, window: int, host: str,
                  *, tokenizer=None, max_prompt_tokens: int = 0, curve=None, forced: dict[int, float] | None = None,
-                 mixer: PromptMixer | None = None, data: DataConfig | None = None):
+                 mixer: PromptMixer | None = None, data: DataConfig | None = None,
+                 ahead: Callable[[Iterator[Problem]], Iterator[Problem]] | None = None):
+        """`ahead`: wraps the problem stream to see problems before they are admitted (CoReward's
+        rewriter asks for their rewrites in the background); it must yield the same problems."""
         data = data or DataConfig()
         self.problems = problem_stream(dataset, seed, data)
+        if ahead is not None:
+            self.problems = ahead(self.problems)
         self.prompts = PromptFormat.from_config(data, tokenizer)  # template, then the chat template
         self.forced = dict(forced or {})  # k -> probability; the plan's window reaches the largest k
         self.seed, self.batch_groups, self.window = seed, batch_groups, window
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
         self.admitted = 0
         self.refused_too_long = 0
+        self.rewrite_too_long = 0               # CoReward rewrites over max_prompt_tokens, dropped
         self.resent = 0
         self.drawn = 0                          # problems taken from the stream, refused ones included
         self.pending: dict[int, PromptTask] = {}  # the ledger: admitted, not yet consumed
@@ -147,10 +154,23 @@ class Feeder:
     def _task(self, p: Problem, version: int) -> PromptTask:
         task = PromptTask(task_id=f"s{self.seed}-{self.admitted}", index=self.admitted,
                           prompt=self.prompts.text(p.problem), label=p.answer, source=p.source,
-                          admitted_version=version)
+                          admitted_version=version, problem=p.problem, rewrite=p.rewrite)
         task = self.mixer.mix(task, p) if self.mixer else task
+        if task.rewrite is not None:  # a bare statement until here (the dataset's or the rewriter's)
+            task = replace(task, rewrite=self._rewrite_prompt(task.rewrite))
         # after the mix, so DeRL's diversifying prompts go through the chat template too
         return replace(task, prompt=self.prompts.wrap(task.prompt)) if self.prompts.chat else task
+
+    def _rewrite_prompt(self, rewrite: str) -> str | None:
+        """The rewrite as the generator's second prompt, like the first; None (counted) when it is
+        longer than max_prompt_tokens, where the engine would refuse the whole task."""
+        prompt = self.prompts.render(rewrite)
+        if self.tokenizer is not None and self.max_prompt_tokens > 0:
+            n = len(self.tokenizer(prompt)["input_ids"])
+            if n > self.max_prompt_tokens:
+                self.rewrite_too_long += 1
+                return None
+        return prompt
 
     def close(self):
         self.sender.close()

@@ -1,10 +1,16 @@
-"""The LLMClient the verifier roles use, backed by an LLMServer actor.
+"""The LLMClients the verifier roles use: an LLMServer actor, an OpenAI-compatible endpoint.
 
-Verifier code sees only `jury.verifiers.llm.LLMClient`; this adapter, built by the
-driver and handed to a verifier worker, turns its calls into Ray calls.
+Verifier code sees only `jury.verifiers.llm.LLMClient`; these adapters, built by the
+driver and handed to a verifier worker (or kept by the driver: CoReward's rewriter), turn
+its calls into Ray calls or HTTP requests.
 """
 from __future__ import annotations
 
+import json
+import os
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from jury.verifiers.llm import Completion
@@ -54,3 +60,54 @@ class LocalLLMClient:
 
     def close(self):
         self.llm.llm_engine.engine_core.shutdown(timeout=30)
+
+
+class OpenAIClient:
+    """An LLMClient on an OpenAI-compatible endpoint (`vllm serve`, a hosted API), over HTTP with the
+    standard library (verifier.llm_endpoints). `url` is the full route: `.../chat/completions` sends
+    each prompt as one user message and the server applies the model's chat template (what
+    LLMServer does here); `.../completions` sends the prompt as is. One request per prompt, n
+    completions each, `concurrency` requests at a time. A failed request raises, naming the URL.
+    Per-completion token counts are the response's usage.completion_tokens split evenly over its n
+    choices (the protocol reports only their total). Picklable: it travels to the verifier workers."""
+
+    def __init__(self, url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY", timeout_s: float = 600.0,
+                 concurrency: int = 8):
+        if not url.rstrip("/").endswith("/completions"):
+            raise ValueError(f"an OpenAI-compatible URL ends in /chat/completions or /completions, got {url!r}")
+        self.url, self.model, self.api_key_env = url.rstrip("/"), model, api_key_env
+        self.chat = self.url.endswith("/chat/completions")
+        self.timeout_s, self.concurrency = timeout_s, concurrency
+        self.calls = 0
+
+    def generate(self, prompts: Sequence[str], *, n: int = 1, temperature: float = 0.0,
+                 max_tokens: int = 512) -> list[list[Completion]]:
+        if not prompts:
+            return []
+        with ThreadPoolExecutor(min(self.concurrency, len(prompts))) as pool:
+            outs = list(pool.map(lambda p: self._one(p, n, temperature, max_tokens), prompts))
+        self.calls += len(prompts)
+        return outs
+
+    def _one(self, prompt: str, n: int, temperature: float, max_tokens: int) -> list[Completion]:
+        body = {"model": self.model, "n": n, "temperature": temperature, "max_tokens": max_tokens}
+        body.update({"messages": [{"role": "user", "content": prompt}]} if self.chat else {"prompt": prompt})
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env, "")
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        request = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                reply = json.load(response)
+        except urllib.error.HTTPError as e:
+            detail = e.read().decode("utf-8", "replace")[:300]
+            raise RuntimeError(f"{self.url} (model {self.model}): HTTP {e.code}: {detail}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as e:
+            raise RuntimeError(f"{self.url} (model {self.model}): {e}") from None
+        choices = sorted(reply.get("choices") or [], key=lambda c: c.get("index", 0))
+        if len(choices) != n:
+            raise RuntimeError(f"{self.url} (model {self.model}): {len(choices)} choices for n={n}")
+        tokens = int((reply.get("usage") or {}).get("completion_tokens") or 0)
+        texts = [(c.get("message") or {}).get("content") if self.chat else c.get("text") for c in choices]
+        return [Completion(t or "", tokens // n) for t in texts]

@@ -21,6 +21,8 @@ from jury.protocol.config import Fault, RunConfig
 from jury.protocol.plan import LLMRole, RunPlan, make_plan
 from jury.models.registry import model_folder, model_positions
 from jury.cluster.diversify import Diversifier
+from jury.cluster.rewrite import Rewriter
+from jury.data.prompts import resolve_template
 from jury.cluster.errors import RunFailed, SyncTimeout
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
@@ -29,6 +31,8 @@ from jury.cluster.placement import generator_placement
 from jury.protocol.transport import CurveKeys
 
 log = logging.getLogger(__name__)
+# verifier.reward -> the LLM role its scheme asks on the verifier workers
+SCHEME_ROLES: dict[str, LLMRole] = {"tinyv": "tinyv", "llm_judge": "judge", "llm_kd": "teacher"}
 
 
 class Pipeline:
@@ -46,6 +50,7 @@ class Pipeline:
         self.feeder = None
         self.llm_servers: dict = {}  # model -> LLMServer actor (plan.servers: TinyV, Lean-gate roles, DeRL)
         self.derl = None  # cluster.diversify.Diversifier when derl.enabled
+        self.rewriter = None  # cluster.rewrite.Rewriter: CoReward's rewrites from an LLM
         self.started_ray = False
         self.host = None
         self.curve = None
@@ -86,9 +91,12 @@ class Pipeline:
         if cfg.derl.enabled:  # the prompt mix and plan store, on this (the driver's) process
             self.derl = Diversifier(cfg.derl, self._llm_client("derl"), tokenizer=tokenizer,
                                     max_prompt_tokens=cfg.max_prompt_tokens)
+        if cfg.verifier.reward == "coreward" and cfg.verifier.rewrites == "llm":  # also here, on the driver
+            self.rewriter = Rewriter(cfg.verifier, self._llm_client("rewriter"))
         self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, self.plan.window, feeder_host,
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve,
-                             forced=self.plan.forced, mixer=self.derl, data=cfg.data)
+                             forced=self.plan.forced, mixer=self.derl or self.rewriter, data=cfg.data,
+                             ahead=self.rewriter.ahead if self.rewriter else None)
         with self.stage(f"{cfg.num_generators} generator(s): vLLM engine"):
             ray.get([self._start_generator(g) for g in self.generators])
         with self.stage(f"weight group ({cfg.weight_backend})"):
@@ -117,8 +125,10 @@ class Pipeline:
         from jury.verifiers.worker import VerifierWorker
 
         cfg = self.cfg
-        llm = self._llm_client("tinyv") if cfg.verifier.reward == "tinyv" else None
-        scheme = SchemeRecipe(cfg.verifier, self._gate_factory(), llm, self._derl_scorer(i))
+        role = SCHEME_ROLES.get(cfg.verifier.reward)  # the scheme's own LLM (TinyV, the judge, the teacher)
+        llm = self._llm_client(role) if role else None
+        scheme = SchemeRecipe(cfg.verifier, self._gate_factory(), llm, self._derl_scorer(i),
+                              template=resolve_template(cfg.data.template).text)
         return ray.remote(VerifierWorker).options(
             num_cpus=cfg.verifier.num_cpus, resources=cfg.verifier.resources, max_restarts=cfg.max_restarts,
             runtime_env={"env_vars": self.env},
@@ -150,13 +160,16 @@ class Pipeline:
 
     def _llm_client(self, role: LLMRole):
         """A client of the LLM server of `role` (its plan.servers entry), starting the server on
-        first use: one engine per model, sized for every role it serves."""
+        first use: one engine per model, sized for every role it serves; or of the OpenAI-compatible
+        endpoint the plan names for its model (verifier.llm_endpoints), where nothing is started."""
         import ray
 
         from jury.actors.llm_server import LLMServer
-        from jury.cluster.llm_client import RayLLMClient
+        from jury.cluster.llm_client import OpenAIClient, RayLLMClient
 
         spec = self.plan.server_of(role)
+        if spec.url:
+            return OpenAIClient(spec.url, spec.model, api_key_env=self.cfg.verifier.llm_api_key_env)
         if spec.model not in self.llm_servers:
             self.llm_servers[spec.model] = ray.remote(LLMServer).options(
                 num_cpus=0, runtime_env={"env_vars": {**self.env, "VLLM_CPU_KVCACHE_SPACE": "1"}},
@@ -295,6 +308,7 @@ class Pipeline:
                     continue
                 out.update({f"{name}{i}/{k.removeprefix('verifier/')}": v for k, v in s.items()})
         out.update({"feeder/admitted": self.feeder.admitted, "feeder/refused_too_long": self.feeder.refused_too_long,
+                    "feeder/rewrite_too_long": self.feeder.rewrite_too_long,
                     "feeder/resent": self.feeder.resent, "feeder/queue_depth": self.feeder.sender.depth(),
                     "pipeline/recoveries": self.recoveries})
         return out

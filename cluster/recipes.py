@@ -2,10 +2,11 @@
 the reward scheme, from picklable recipes the driver ships (they may own processes, a check
 pool or Lean REPLs, that cannot travel).
 
-    VerifierWorker(cfg, name, checker=CheckerRecipe(cfg), scheme=SchemeRecipe(cfg, gate, llm, derl))
+    VerifierWorker(cfg, name, checker=CheckerRecipe(cfg), scheme=SchemeRecipe(cfg, gate, llm, derl, template))
 
 This is where the run's parts are composed: the scheme gets its gate (verifiers/gate.py:
-`gate.verify(problem, majority_answer).proved`) and its LLM, and DeRL wraps the run's scheme.
+`gate.verify(problem, majority_answer).proved`), its LLM and the worker's own label checker
+(LLM-KD checks samples against the teacher's answer with it), and DeRL wraps the run's scheme.
 """
 from __future__ import annotations
 
@@ -50,17 +51,21 @@ class CheckerRecipe:
 @dataclass
 class SchemeRecipe:
     """The run's reward scheme (verifier.reward) with its gate and LLM; DeRL's around it when `derl`
-    (a verifiers.derl.DerlScorer) is given."""
+    (a verifiers.derl.DerlScorer) is given. `template`: the run's prompt template (data.template
+    resolved, with {problem}): how LLM-KD's teacher is shown a problem."""
 
     cfg: VerifierConfig
     gate: GateFactory | None = None
     llm: LLMClient | None = None
     derl: object = None
+    template: str = "{problem}\n"
 
-    def __call__(self) -> Scheme:
+    def __call__(self, checker: LabelChecker | None = None) -> Scheme:
+        """`checker`: the worker's label checker (built first, in the same process)."""
         from jury.verifiers.schemes import make_scheme
 
-        scheme = make_scheme(self.cfg, gate=self.gate() if self.gate else None, llm=self.llm)
+        scheme = make_scheme(self.cfg, gate=self.gate() if self.gate else None, llm=self.llm, checker=checker,
+                             template=self.template)
         if self.derl is not None:
             from jury.verifiers.derl import DerlScheme
 

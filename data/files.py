@@ -13,7 +13,7 @@ A bad row: a JSONL line that is not UTF-8, not JSON or not an object; a problem 
 missing, null, not text or empty; an answer that is missing, null, empty, or neither text
 nor an integer (a float or boolean label would be compared as its Python spelling,
 "0.30000000000000004" or "True"); with data.id_key, an id that is missing or neither text
-nor an integer. A missing column, an empty file or a file without one good row is refused
+nor an integer; with data.rewrite_key, a rewrite that is missing, null, not text or empty. A missing column, an empty file or a file without one good row is refused
 whatever data.bad_rows says.
 
 JSONL is read line by line with the json module, not through `datasets`: its JSON reader
@@ -98,6 +98,8 @@ def _columns(data: DataConfig) -> dict[str, str]:
     keys = {"problem_key": data.problem_key, "answer_key": data.answer_key}
     if data.id_key:
         keys["id_key"] = data.id_key
+    if data.rewrite_key:
+        keys["rewrite_key"] = data.rewrite_key
     return keys
 
 
@@ -198,7 +200,12 @@ def check_row(where: str, row: dict, data: DataConfig, source: str) -> Problem |
         if why:
             return BadRow(where, data.id_key, why)
         source = f"{source}#{ident}"
-    return Problem(problem, answer, source)
+    rewrite = None
+    if data.rewrite_key:
+        rewrite, why = _field(row, data.rewrite_key, integers=False)
+        if why:
+            return BadRow(where, data.rewrite_key, why)
+    return Problem(problem, answer, source, rewrite)
 
 
 def _field(row: dict, key: str, *, integers: bool) -> tuple[str, str]:

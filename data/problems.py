@@ -1,7 +1,8 @@
 """A problem, the unit a dataset row becomes, and the error that refuses a dataset.
 
     Problem(problem, answer, source)     one row: the statement, the label (ground truth;
-                                         only reward schemes allowed to read it do), where it came from
+                                         only reward schemes allowed to read it do), where it came from;
+                                         with data.rewrite_key, the statement rewritten (CoReward)
     DataError                            a dataset or template a run cannot use; the message names
                                          the file, the row and the field
 """
@@ -21,3 +22,4 @@ class Problem:
     problem: str
     answer: str  # ground truth; only reward schemes that are allowed to read it do
     source: str
+    rewrite: str | None = None  # the same problem in other words (CoReward's second prompt), from data.rewrite_key

@@ -38,13 +38,13 @@ def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int) -> Batch
     usable = [g for g in groups if g.group.samples and g.error is None]
     if not usable:
         return None
-    adv = _advantages([g.rewards for g in usable], cfg)
+    adv = _view_advantages(usable, cfg)
     rewards = torch.from_numpy(np.concatenate([g.rewards for g in usable]).astype(np.float32))
     rows, behav = [], []
     for g in usable:
-        prompt = g.group.prompt_ids.astype(np.int64)
+        prompts = (g.group.prompt_ids.astype(np.int64), g.group.rewrite_prompt_ids.astype(np.int64))
         for s in g.group.samples:
-            rows.append((prompt, s.token_ids.astype(np.int64)))
+            rows.append((prompts[s.view], s.token_ids.astype(np.int64)))  # the prompt the sample answers
             behav.append(s.logprobs.astype(np.float32))
     width = max(len(p) + len(c) for p, c in rows)
     n = len(rows)
@@ -59,6 +59,27 @@ def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int) -> Batch
         comp[i, len(p) - 1: len(p) - 1 + len(c)] = 1
         blp[i, len(p) - 1: len(p) - 1 + len(c)] = torch.from_numpy(lp)
     return Batch(ids, attn, comp, blp, adv, rewards, len(usable))
+
+
+def _view_advantages(groups: list[ScoredGroup], cfg: LearnerConfig) -> torch.Tensor:
+    """Per-sample advantages in sample order, each group normalised within each of its views.
+
+    A CoReward group holds G samples of the prompt and G of its rewrite (Sample.view); as in
+    Co-rewarding-I (tmlr-group/Co-rewarding@6c60ea45, Co-rewarding-I/verl/trainer/ppo/ray_trainer.py,
+    compute_advantage_contrastive, CO_REWARD branch: one GRPO call per view), each view is
+    normalised as a group of its own. Every other group has one view."""
+    parts, where = [], []
+    for i, g in enumerate(groups):
+        views = np.array([s.view for s in g.group.samples])
+        for v in np.unique(views):
+            idx = np.flatnonzero(views == v)
+            parts.append(g.rewards[idx])
+            where.append((i, idx))
+    flat = _advantages(parts, cfg).split([len(p) for p in parts])
+    out = [torch.zeros(len(g.rewards), dtype=torch.float32) for g in groups]
+    for (i, idx), adv in zip(where, flat):
+        out[i][torch.from_numpy(idx)] = adv.to(torch.float32)
+    return torch.cat(out)
 
 
 def _advantages(rewards: list[np.ndarray], cfg: LearnerConfig) -> torch.Tensor:

@@ -193,6 +193,9 @@ class DataConfig:
     problem_key: str = "problem"    # the field with the problem text
     answer_key: str = "answer"      # the field with the label: text or an integer
     id_key: str = ""                # optional field naming each problem (ledger source: path#id); "" = none
+    # CoReward (verifier.reward=coreward, verifier.rewrites=data): the field holding each problem
+    # rewritten, the second prompt of its task (Co-rewarding-I's rewritten parquet); "" = none
+    rewrite_key: str = ""
     eval_path: str = ""             # a separate evaluation set, same format and keys; checked at start, `jury eval` reads it
     epochs: int = 0                 # passes over the data, each reshuffled; 0 = no end. N > 0 caps `steps` at N passes
     shuffle: bool = True            # reshuffle every epoch, seeded by the run's seed and the epoch
@@ -209,7 +212,7 @@ class DataConfig:
     chat_template: Literal["auto", True, False] = "auto"
 
     def __post_init__(self) -> None:
-        keys = [k for k in (self.problem_key, self.answer_key, self.id_key) if k]
+        keys = [k for k in (self.problem_key, self.answer_key, self.id_key, self.rewrite_key) if k]
         _require(self, _one_of(self, "format"), _one_of(self, "bad_rows"),
                  ("chat_template", self.chat_template == "auto" or type(self.chat_template) is bool,
                   "auto, true (on) or false (off)"),
@@ -220,7 +223,7 @@ class DataConfig:
         if self.system_prompt and self.chat_template is False:
             raise ConfigError("system_prompt needs a chat template, but chat_template is off")
         if len(set(keys)) != len(keys):
-            raise ConfigError(f"problem_key, answer_key and id_key must differ, got {keys}")
+            raise ConfigError(f"problem_key, answer_key, id_key and rewrite_key must differ, got {keys}")
 
 
 @dataclass(frozen=True)
@@ -276,9 +279,16 @@ Unanchored = Literal["no_answer", "last_expression"]
 
 @dataclass(frozen=True)
 class VerifierConfig:
-    reward: Literal["ground_truth", "majority_vote", "jury", "self_certainty", "entropy", "tinyv"] = "jury"
+    reward: Literal["ground_truth", "majority_vote", "jury", "self_certainty", "entropy", "tinyv",
+                    "llm_judge", "llm_kd", "coreward"] = "jury"
     fallback: Literal["reszero", "zero", "mv"] = "reszero"  # JURY-RL when the proof gate is inconclusive
     reszero_c: float = 0.01
+    # ResZero's rule for a sample without a parsable answer (verifiers/rewards.py, README "Reward
+    # schemes"). cap: at most the lowest reward of a parsed sample in its group, the group then
+    # re-centred (sum 0 kept): not answering never pays more than any answer. residual: the paper's
+    # formula read literally (it is silent on the case): such a sample sits in the residual set
+    # with z = 0 and can out-earn the majority (+0.58 against -1.73 under the GRPO advantage, issue 25)
+    unparsable: Literal["cap", "residual"] = "cap"
     gate: Literal["arith", "lean", "none"] = "arith"
     pool_workers: int = 1          # processes for checks
     check_timeout_s: float = 5.0   # hard per-sample limit: past it the verdict is "timeout"
@@ -292,6 +302,37 @@ class VerifierConfig:
     # over the whole response (Intuitor's and RENT's code) or over the final answer's tokens (how
     # JURY-RL's text describes its baselines, §5.3)
     self_reward_span: Literal["response", "answer"] = "response"
+    # ── the label-free baselines of JURY-RL's Table 1 (§5.3; README, Reward schemes). Models: a HF
+    # folder, a local model's name (tiny), or a name in llm_endpoints ──
+    # LLM-as-a-Judge (reward=llm_judge): the paper's judge is qwen-2.5-72b-instruct, prompted with its
+    # Appendix D prompt about each rollout's (question, final answer); 1 if it ends with True
+    judge_model: str = "tiny"
+    judge_max_tokens: int = 1024   # the prompt asks for reasoning before the verdict
+    judge_temperature: float = 0.0  # the paper gives none; greedy, so a cached verdict is the judge's verdict
+    # LLM-KD (reward=llm_kd): a teacher (the paper's: qwen-2.5-72b-instruct) answers each problem once;
+    # its answer is the pseudo-label the samples are checked against with the run's label checker
+    teacher_model: str = "tiny"
+    teacher_max_tokens: int = 3072  # JURY-RL's response length (Table 6)
+    teacher_temperature: float = 0.0  # the paper gives none: greedy, one reference answer
+    llm_cache_size: int = 100_000  # the judge's (question, answer) verdicts; the teacher's answers, per problem
+    # CoReward (reward=coreward): Co-rewarding-I (Zhang et al. 2025), each problem sampled G times as
+    # written and G times rewritten, each view labelled by the other's majority. The rewrites come from
+    # the dataset (data: the column data.rewrite_key, as Co-rewarding-I's rewritten parquet files) or
+    # from rewrite_model, asked on the driver ahead of admission, in the background (llm: a task whose
+    # rewrite is not ready when it is admitted goes without one, and its group earns 0, counted)
+    rewrites: Literal["data", "llm"] = "data"
+    rewrite_model: str = "tiny"    # Co-rewarding-I's rewriter is Qwen3-32B (rewrite_questions.py)
+    rewrite_max_tokens: int = 2048  # theirs is 20480; a rewrite is one problem statement
+    rewrite_temperature: float = 0.7  # theirs (with top_p 0.8, which the LLM clients here do not take)
+    rewrite_ahead: int = 256       # problems drawn ahead of admission and sent to the rewriter
+    rewrite_batch: int = 64        # problems per rewriter request; one request in flight at a time
+    # model -> an OpenAI-compatible endpoint serving it, asked over HTTP instead of starting a vLLM engine
+    # here: the full URL of its chat (".../v1/chat/completions": the server applies the chat template)
+    # or completions (".../v1/completions": the prompt as is) route, e.g.
+    # {Qwen/Qwen2.5-72B-Instruct: http://judge:8000/v1/chat/completions}; the request names the model as
+    # written here. The key, if the endpoint wants one, is read from the variable llm_api_key_env names
+    llm_endpoints: dict[str, str] = field(default_factory=dict)
+    llm_api_key_env: str = "OPENAI_API_KEY"
     # Every LLM server (TinyV, the Lean gate's three roles, DeRL's planner and judge; one per
     # distinct model) takes max_model_len = llm_prompt_tokens + the largest max tokens of the roles
     # it serves, capped at the model's positions (with a warning). The run plan (protocol/plan.py)
@@ -302,12 +343,20 @@ class VerifierConfig:
     num_cpus: float = 0.5
 
     def __post_init__(self):
-        _require(self, ("reszero_c", self.reszero_c >= 0, ">= 0"),
+        _require(self, ("reszero_c", self.reszero_c >= 0, ">= 0"), _one_of(self, "unparsable"),
                  ("pool_workers", self.pool_workers >= 1, ">= 1 (checks run in these processes)"),
                  ("check_timeout_s", self.check_timeout_s > 0, "> 0"),
                  ("unanchored", self.unanchored in typing.get_args(Unanchored), f"one of {typing.get_args(Unanchored)}"),
                  ("cache_size", self.cache_size >= 0, ">= 0"),
                  ("tinyv_max_tokens", self.tinyv_max_tokens >= 1, ">= 1"),
+                 *_at_least(self, 1, "judge_max_tokens", "teacher_max_tokens", "llm_cache_size",
+                            "rewrite_max_tokens", "rewrite_ahead", "rewrite_batch"),
+                 *((name, getattr(self, name) >= 0, ">= 0") for name in ("judge_temperature", "teacher_temperature",
+                                                                           "rewrite_temperature")),
+                 _one_of(self, "rewrites"),
+                 ("llm_endpoints", all(isinstance(u, str) and u.startswith(("http://", "https://"))
+                                       and u.rstrip("/").endswith("/completions") for u in self.llm_endpoints.values()),
+                  "model -> an http(s) URL ending in /chat/completions or /completions"),
                  ("llm_prompt_tokens", self.llm_prompt_tokens >= 1, ">= 1"),
                  ("llm_num_gpus", self.llm_num_gpus >= 0, ">= 0"),
                  ("llm_gpu_memory_utilization", 0 < self.llm_gpu_memory_utilization <= 1, "in (0, 1]"),
@@ -597,6 +646,7 @@ class RunConfig:
                               f"generator.num_gpus > 0 (got {self.learner.num_gpus} and {self.generator.num_gpus}); "
                               "use weight_backend=gloo on the CPU")
         parse_faults(self.faults, self.num_generators, self.num_verifiers, self.learner.num_ranks)
+        self._check_coreward()
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):
@@ -606,6 +656,23 @@ class RunConfig:
         if any(t not in TRACKERS for t in self.tracking) or len(set(self.tracking)) != len(self.tracking):
             raise ConfigError(f"tracking must list each of {list(TRACKERS)} at most once, got {list(self.tracking)}")
 
+
+    def _check_coreward(self):
+        """Rewrites are read (data.rewrite_key) or written (verifier.rewrites=llm) only for CoReward."""
+        v = self.verifier
+        from_data = v.reward == "coreward" and v.rewrites == "data"
+        if from_data and not self.data.rewrite_key:
+            raise ConfigError("verifier.reward=coreward with verifier.rewrites=data needs data.rewrite_key, the "
+                              "dataset's field with each problem rewritten (or verifier.rewrites=llm)")
+        if self.data.rewrite_key and not from_data:
+            raise ConfigError(f"data.rewrite_key ({self.data.rewrite_key!r}) is read only under "
+                              f"verifier.reward=coreward with verifier.rewrites=data")
+        if from_data and self.dataset in ("synthetic", "chain"):
+            raise ConfigError(f"verifier.rewrites=data reads data.rewrite_key from a dataset file; the built-in "
+                              f"{self.dataset!r} task has no rewrites (use verifier.rewrites=llm)")
+        if v.reward == "coreward" and self.derl.enabled:
+            raise ConfigError("derl.enabled with verifier.reward=coreward: DeRL's diversifying prompts and "
+                              "CoReward's rewrites would both reshape the prompt; pick one")
 
 
 FaultAction = Literal["kill", "kill_engine", "kill_pool", "slow", "raise"]

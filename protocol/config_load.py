@@ -39,7 +39,18 @@ def load_run_config(run_dir: str, overrides: list[str] = ()) -> RunConfig:
     version it was written at (none: before versions, 1)."""
     path = f"{run_dir}/config.yaml"
     data = read_yaml(path)
+    _migrate_unparsable(data)
     return _from_data(data, overrides, data.pop("config_version", 1), path)
+
+
+def _migrate_unparsable(data: dict):
+    """A run folder records every field, so one without verifier.unparsable was written before
+    the setting existed, when ResZero left unparsable samples in its residual set: keep that
+    (`residual`) for --resume and replay. Keyed on the field's absence, not a version: the
+    rule is new, no earlier meaning of a field changed."""
+    verifier = data.get("verifier")
+    if isinstance(verifier, dict) and "unparsable" not in verifier:
+        verifier["unparsable"] = "residual"
 
 
 def dump_config(cfg: RunConfig) -> str:
@@ -178,6 +189,10 @@ def _value(hint, value, name):
                 type(k) is int and isinstance(w, (int, float)) and not isinstance(w, bool) for k, w in value.items()):
             raise ConfigError(f"{name} must be k or {{k: weight}} with integer k, got {value!r}")
         return {k: float(w) for k, w in value.items()}
+    if typing.get_origin(hint) is dict and typing.get_args(hint)[1] is str:  # verifier.llm_endpoints
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            raise ConfigError(f"{name} must map names to text, got {value!r}")
+        return dict(value)
     if typing.get_origin(hint) is dict:  # custom resources: names to amounts
         if not isinstance(value, dict) or not all(
                 isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0

@@ -53,8 +53,13 @@ class PromptTask:
     kind: TaskKind = "original"
     admitted_version: int = 0  # generator policy version when the feeder admitted it
     max_new_tokens: int = 0    # 0 = the generator's default
-    problem: str | None = None  # DeRL "diversify": the bare statement, for the judge (prompt holds the plan too)
+    # the bare statement, before any template: what LLM judges and teachers are shown (the prompt
+    # may hold a template, a chat template, DeRL's plan); None where the feeder did not set it
+    problem: str | None = None
     plan: str | None = None     # DeRL "diversify": the proof plan shown in the prompt
+    # CoReward: the problem in other words (Co-rewarding-I's rewrite), rendered like `prompt`; the
+    # generator samples G completions of each (Sample.view). None: one prompt, G samples
+    rewrite: str | None = None
 
 
 @dataclass
@@ -68,6 +73,7 @@ class Sample:
     # (T,) int32, the policy version that sampled each token; only under sync_mode "inflight",
     # where a sync can land mid-sample. Empty: every token is from the group's version_start
     token_versions: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    view: int = 0  # which prompt it answers: 0 = task.prompt, 1 = task.rewrite (CoReward)
 
 
 @dataclass
@@ -82,6 +88,8 @@ class RolloutGroup:
     generate_s: float
     error: str | None = None   # set when the engine refused the task (e.g. prompt too long); samples is empty then
     t_generated: float = 0.0   # wall clock (time.time()) when the last sample finished
+    # (P',) int32, the prompt ids of task.rewrite, which the samples of view 1 answer; empty without one
+    rewrite_prompt_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
 
 
 @dataclass

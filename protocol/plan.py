@@ -27,7 +27,7 @@ from jury.protocol.config import Fault, RunConfig, parse_faults
 
 log = logging.getLogger(__name__)
 
-LLMRole = Literal["tinyv", "formalizer", "checker", "prover", "derl"]
+LLMRole = Literal["tinyv", "formalizer", "checker", "prover", "derl", "judge", "teacher", "rewriter"]
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,11 @@ class LearnerReward:
 
 @dataclass(frozen=True)
 class ServerSpec:
-    """One LLM server for the verifier roles (actors/llm_server.py): a vLLM engine in a Ray actor."""
+    """One LLM server for the verifier roles (actors/llm_server.py): a vLLM engine in a Ray actor,
+    or an OpenAI-compatible endpoint (`url`, from verifier.llm_endpoints) that is only asked."""
 
-    model: str                # its folder (a name, in a plan built without resolving models)
+    model: str                # its folder (a name, in a plan built without resolving models); with
+                              # a url: the model as configured, the name the endpoint is asked for
     max_model_len: int        # the longest prompt + completion it takes
     num_gpus: float           # Ray GPUs of its actor (0 on the CPU)
     gpu_memory_utilization: float  # vLLM's share of each of its GPUs
@@ -94,6 +96,13 @@ def llm_roles(cfg: RunConfig) -> dict[str, tuple[str, int]]:
                      prover=(lean.prover_model, lean.prover_max_tokens))
     if cfg.derl.enabled:  # the planner and the judge share derl.model
         roles["derl"] = (cfg.derl.model, max(cfg.derl.plan_max_tokens, cfg.derl.judge_max_tokens))
+    v = cfg.verifier
+    if v.reward == "llm_judge":
+        roles["judge"] = (v.judge_model, v.judge_max_tokens)
+    if v.reward == "llm_kd":
+        roles["teacher"] = (v.teacher_model, v.teacher_max_tokens)
+    if v.reward == "coreward" and v.rewrites == "llm":  # asked on the driver, at admission
+        roles["rewriter"] = (v.rewrite_model, v.rewrite_max_tokens)
     return roles
 
 
@@ -104,11 +113,16 @@ def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
     forced = parse_staleness(cfg.forced_staleness)
     window = (max(forced) if forced else cfg.max_staleness) + 1
     g = cfg.generator
-    roles = {role: (resolve(model), tokens) for role, (model, tokens) in llm_roles(cfg).items()}
+    endpoints = cfg.verifier.llm_endpoints  # models asked over HTTP: nothing to resolve or start here
+    roles = {role: (model if model in endpoints else resolve(model), tokens)
+             for role, (model, tokens) in llm_roles(cfg).items()}
     servers = []
     for model in dict.fromkeys(m for m, _ in roles.values()):  # one server per model, in role order
         served = tuple(r for r, (m, _) in roles.items() if m == model)
         wanted = cfg.verifier.llm_prompt_tokens + max(roles[r][1] for r in served)
+        if model in endpoints:
+            servers.append(ServerSpec(model, wanted, 0.0, 0.0, served, url=endpoints[model]))
+            continue
         limit = positions(model)
         if limit is not None and wanted > limit:
             log.warning("LLM server for %s (%s): verifier.llm_prompt_tokens + the roles' max tokens is %d, "

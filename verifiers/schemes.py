@@ -1,6 +1,6 @@
 """Reward schemes as the verifier worker calls them: one object per run, one call per group.
 
-    scheme = make_scheme(cfg, gate=gate, llm=llm)     # from verifier.reward
+    scheme = make_scheme(cfg, gate=gate, llm=llm, checker=checker)   # from verifier.reward
     for group in groups:                              # the worker's loop
         view = GroupView(...)                         # answer keys, label verdicts
         result = scheme.score(group, view)            # RewardResult: rewards, facts, counts
@@ -9,7 +9,8 @@
 
 The arithmetic of every scheme is a pure function in `rewards.py`; an object here adds
 what that function needs from outside the group: the proof gate (JURY-RL), the TinyV
-model, DeRL's judge (derl/scorer.py, which wraps the run's scheme). A scheme's counts for
+model, the LLM judge and the LLM teacher with the run's label checker (llm_rewards.py),
+DeRL's judge (derl/scorer.py, which wraps the run's scheme). A scheme's counts for
 one group go in `RewardResult.counts`, named as metrics; the learner sums them per step.
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Protocol
 from jury.protocol.config import VerifierConfig
 from jury.protocol.messages import RolloutGroup
 from jury.verifiers import rewards
+from jury.verifiers.checker import LabelChecker
 from jury.verifiers.gate import ProofGate
 from jury.verifiers.llm import LLMClient
 from jury.verifiers.rewards import GroupView, RewardResult
@@ -45,7 +47,8 @@ class Scheme(Protocol):
 
 
 class Pure:
-    """A scheme that needs nothing but the group: ground truth, majority vote, self-certainty, entropy."""
+    """A scheme that needs nothing but the group: ground truth, majority vote, self-certainty, entropy,
+    CoReward (its two views are in the group)."""
 
     def __init__(self, name: str):
         self.name, self.fn = name, rewards.REWARD_SCHEMES[name]
@@ -63,8 +66,8 @@ class Pure:
 class Jury:
     """JURY-RL: the proof gate is asked about the majority answer only (rewards.jury)."""
 
-    def __init__(self, gate: ProofGate | None, fallback: str, c: float):
-        self.gate, self.fallback, self.c = gate, fallback, c
+    def __init__(self, gate: ProofGate | None, fallback: str, c: float, unparsable: str = "cap"):
+        self.gate, self.fallback, self.c, self.unparsable = gate, fallback, c, unparsable
         self.calls = self.proved = 0
         self.totals: dict[str, float] = {}  # the gate's per-call records, summed
 
@@ -72,7 +75,7 @@ class Jury:
         # the gate reads the answer as written, not its vote key
         answers = {key: s.answer for key, s in zip(view.answer_keys, group.samples) if key is not None}
         result = rewards.jury(view, gate=lambda problem, key: self._ask(problem, answers.get(key, key)),
-                              fallback=self.fallback, c=self.c)
+                              fallback=self.fallback, c=self.c, unparsable=self.unparsable)
         return replace(result, scheme="jury")
 
     def _ask(self, problem: str, answer: str) -> bool:
@@ -135,10 +138,23 @@ class TinyV:
         pass
 
 
-def make_scheme(cfg: VerifierConfig, *, gate: ProofGate | None = None, llm: LLMClient | None = None) -> Scheme:
-    """The run's scheme from verifier.reward."""
+def make_scheme(cfg: VerifierConfig, *, gate: ProofGate | None = None, llm: LLMClient | None = None,
+                checker: LabelChecker | None = None, template: str = "{problem}\n") -> Scheme:
+    """The run's scheme from verifier.reward. `llm`: the client of the scheme's LLM role (TinyV, the
+    judge, the teacher); `checker`: the run's label checker; `template`: the run's prompt template
+    (data.template, with {problem}), in which the teacher is shown a problem."""
     if cfg.reward == "jury":
-        return Jury(gate, cfg.fallback, cfg.reszero_c)
+        return Jury(gate, cfg.fallback, cfg.reszero_c, cfg.unparsable)
     if cfg.reward == "tinyv":
         return TinyV(llm, cfg.tinyv_max_tokens)
+    if cfg.reward == "llm_judge":
+        from jury.verifiers.llm_rewards import LLMJudge
+
+        return LLMJudge(llm, max_tokens=cfg.judge_max_tokens, temperature=cfg.judge_temperature,
+                        cache_size=cfg.llm_cache_size)
+    if cfg.reward == "llm_kd":
+        from jury.verifiers.llm_rewards import LLMKD
+
+        return LLMKD(llm, checker, template, max_tokens=cfg.teacher_max_tokens, temperature=cfg.teacher_temperature,
+                     cache_size=cfg.llm_cache_size)
     return Pure(cfg.reward)

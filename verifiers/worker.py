@@ -39,11 +39,12 @@ SCORE_ATTEMPTS = 3
 
 class VerifierWorker:
     def __init__(self, cfg: VerifierConfig, worker_id: str, *, checker: Callable[[], LabelChecker],
-                 scheme: Callable[[], Scheme]):
-        """`checker`, `scheme`: recipes called here, in this process (cluster/recipes.py)."""
+                 scheme: Callable[[LabelChecker], Scheme]):
+        """`checker`, `scheme`: recipes called here, in this process (cluster/recipes.py); the scheme's
+        is handed the checker (LLM-KD checks samples against its teacher's answer with it)."""
         self.cfg, self.worker_id = cfg, worker_id
         self.checker = checker()
-        self.scheme = scheme()
+        self.scheme = scheme(self.checker)
         self.counts: dict[str, float] = {"groups": 0, "samples": 0, "failed_groups": 0, "score_retries": 0,
                                          "verify_s": 0.0}
         self.kinds: dict[str, int] = {}
@@ -127,6 +128,7 @@ class VerifierWorker:
             answer_keys=[self.checker.key(a) for a in answers],
             verdicts=[v.kind for v in verdicts] if label is not None else None,
             problem=group.task.prompt,
+            views=[sample.view for sample in group.samples],
         )
         result = self.scheme.score(group, view)
         correct = sum(v.kind == "correct" for v in verdicts)

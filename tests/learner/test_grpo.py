@@ -158,3 +158,22 @@ def test_groups_of_different_sizes_are_normalised_each_within_itself():
     adv = collate([a, b], LearnerConfig(advantage="grpo"), pad_id=0).advantages
     s = 2 ** 0.5
     assert adv.tolist() == pytest.approx([1.0, -1.0, -1 / s, -1 / s, 2 / s], abs=1e-5)
+
+
+def test_a_group_of_two_views_is_normalised_within_each_view_and_each_sample_gets_its_own_prompt():
+    """CoReward: G = 2 samples of the prompt [1, 2] and 2 of its rewrite [5, 6, 7], interleaved on
+    purpose. View 0 rewards 1, 0 -> GRPO +-1; view 1 rewards 1, 1 -> flat, exactly 0 (normalised
+    together, the four would be mean 0.75: +0.577, -1.732, +0.577, +0.577)."""
+    from dataclasses import replace
+
+    g = _scored(0, [1, 2], [[3], [4], [8], [9]], [1.0, 1.0, 0.0, 1.0])
+    for s, v in zip(g.group.samples, [0, 1, 0, 1]):
+        s.view = v
+    g = replace(g, group=replace(g.group, rewrite_prompt_ids=np.array([5, 6, 7], np.int32)))
+    b = collate([g], LearnerConfig(advantage="grpo"), pad_id=0)
+    assert b.advantages.tolist() == pytest.approx([1.0, 0.0, -1.0, 0.0], abs=1e-5)
+    assert b.input_ids.tolist() == [[1, 2, 3, 0], [5, 6, 7, 4], [1, 2, 8, 0], [5, 6, 7, 9]]
+    assert b.completion.tolist() == [[0, 1, 0], [0, 0, 1], [0, 1, 0], [0, 0, 1]]
+    one = collate([_scored(0, [1, 2], [[3], [4], [8], [9]], [1.0, 1.0, 0.0, 1.0])], LearnerConfig(advantage="grpo"),
+                  pad_id=0)
+    assert one.advantages.tolist() == pytest.approx([1 / 3 ** 0.5, 1 / 3 ** 0.5, -(3 ** 0.5), 1 / 3 ** 0.5], abs=1e-5)

@@ -47,9 +47,20 @@ def test_defaults_and_overrides(tmp_path):
     (["data.epochs=-1"], "data.epochs"),
     (["data.shuffle_buffer=0"], "data.shuffle_buffer"),
     (["data.answer_key="], "data.answer_key"),
-    (["data.answer_key=problem"], "data.problem_key, answer_key and id_key must differ"),
+    (["data.answer_key=problem"], "data.problem_key, answer_key, id_key and rewrite_key must differ"),
     (["data.system_prompt=Be brief.", "data.chat_template=off"], "data.system_prompt needs a chat template"),
     (["data.problem_key=3"], "data.problem_key must be str"),
+    (["verifier.reward=judge"], "verifier.reward must be one of"),
+    (["verifier.unparsable=floor"], r"verifier\.unparsable must be one of \['cap', 'residual'\]"),
+    (["verifier.judge_max_tokens=0"], r"verifier\.judge_max_tokens must be >= 1"),
+    (["verifier.teacher_temperature=-1"], r"verifier\.teacher_temperature must be >= 0"),
+    (["verifier.rewrites=both"], "verifier.rewrites"),
+    (["verifier.llm_endpoints={tiny: 'http://h:8000/v1/models'}"], r"verifier\.llm_endpoints must be model -> an http"),
+    (["verifier.llm_endpoints={tiny: 3}"], r"verifier\.llm_endpoints must map names to text"),
+    (["verifier.reward=coreward"], "verifier.rewrites=data needs data.rewrite_key"),
+    (["verifier.reward=coreward", "data.rewrite_key=rewrite"], "the built-in 'synthetic' task has no rewrites"),
+    (["data.rewrite_key=rewrite"], "data.rewrite_key .* is read only under verifier.reward=coreward"),
+    (["verifier.reward=coreward", "verifier.rewrites=llm", "derl.enabled=true"], "derl.enabled with verifier.reward=coreward"),
     (["learner.correction=tis"], "learner.correction"),
     (["learner.correction=tis_token", "learner.is_cap=0.5"], r"learner\.is_cap must be >= 1 .*, got 0.5"),
     (["learner.correction=mask_token", "learner.mask_low=1.5"], r"learner\.mask_low must be in \[0, 1\]"),
@@ -260,3 +271,15 @@ def test_a_run_folder_from_before_the_methods_were_fixed_keeps_its_method(tmp_pa
     assert (lc.correction, lc.band, lc.loss_agg) == ("mask_seq", (0.5, 5.0), "dr_grpo")
     # a config written now means AReaL's decoupled PPO
     assert load_config(None, ["learner.correction=decoupled"]).learner.cap == 5.0
+
+
+def test_a_run_folder_from_before_the_unparsable_rule_resumes_with_the_rule_it_ran(tmp_path):
+    from jury.protocol.config_load import dump_config, load_run_config
+
+    # every field is recorded, so a folder without verifier.unparsable predates it: ResZero then
+    # left unparsable samples in its residual set, and --resume or replay must keep doing so
+    text = dump_config(load_config(None, ["steps=4"])).replace("  unparsable: cap\n", "")
+    (tmp_path / "config.yaml").write_text(text)
+    assert load_run_config(str(tmp_path)).verifier.unparsable == "residual"
+    assert load_run_config(str(tmp_path), ["verifier.unparsable=cap"]).verifier.unparsable == "cap"
+    assert load_config(None).verifier.unparsable == "cap"  # a new run gets the cap

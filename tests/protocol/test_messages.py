@@ -47,8 +47,10 @@ def test_round_trip_every_message():
 def test_arrays_travel_as_frames_not_in_the_header():
     ids = np.arange(8 * 1024, dtype=np.int32)
     frames = encode(_group([Sample(ids, np.zeros(len(ids), np.float32), "x", "length")]))
-    assert len(frames) == 1 + 2 + 1 + 1  # header, prompt ids, token ids, log-probs, token versions
-    assert len(frames[-1]) == 0          # empty outside sync_mode inflight
+    # header, prompt ids, token ids, log-probs, token versions, rewrite prompt ids
+    assert len(frames) == 1 + 2 + 1 + 1 + 1
+    assert len(frames[-2]) == 0          # token versions: empty outside sync_mode inflight
+    assert len(frames[-1]) == 0          # rewrite prompt ids: empty without a CoReward rewrite
     assert len(frames[0]) < 1024      # the header holds no array bytes
     assert b"pickle" not in frames[0]
 

@@ -69,3 +69,23 @@ def test_roles_resolve_their_models_and_gpus_come_from_the_config():
     assert make_plan(load_config(None)).servers == ()  # no LLM role, no server
     with pytest.raises(KeyError):
         make_plan(load_config(None)).server_of("tinyv")
+
+
+def test_the_baselines_roles_get_their_servers_and_an_endpoint_model_is_only_asked():
+    """llm_judge, llm_kd and coreward (rewrites from an LLM) each ask one role; a model listed in
+    verifier.llm_endpoints is neither resolved nor sized to its positions: the plan names its URL."""
+    resolve = lambda model: f"/cache/{model}"  # noqa: E731
+    judge = make_plan(load_config(None, ["verifier.reward=llm_judge", "verifier.judge_max_tokens=100",
+                                         "verifier.llm_prompt_tokens=1000"]), resolve=resolve)
+    assert judge.server_of("judge") == ServerSpec("/cache/tiny", 1100, 0.0, 0.9, ("judge",))
+    kd = make_plan(load_config(None, ["verifier.reward=llm_kd", "verifier.teacher_model=tiny-chain"]), resolve=resolve)
+    assert kd.server_of("teacher").model == "/cache/tiny-chain" and kd.server_of("teacher").max_model_len == 4096 + 3072
+    assert make_plan(load_config(None, ["verifier.reward=coreward", "verifier.rewrites=llm"])).server_of(
+        "rewriter").roles == ("rewriter",)
+    url = "http://127.0.0.1:8000/v1/chat/completions"
+    remote = make_plan(load_config(None, ["verifier.reward=llm_kd", "verifier.teacher_model=Qwen/Qwen2.5-72B-Instruct",
+                                          f"verifier.llm_endpoints={{Qwen/Qwen2.5-72B-Instruct: '{url}'}}"]),
+                       resolve=lambda model: model if model == "tiny" else pytest.fail(f"{model} must not be resolved"),
+                       positions=lambda model: pytest.fail(f"{model} has no positions here"))
+    assert remote.server_of("teacher") == ServerSpec("Qwen/Qwen2.5-72B-Instruct", 4096 + 3072, 0.0, 0.0, ("teacher",),
+                                                     url=url)

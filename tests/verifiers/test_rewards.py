@@ -42,10 +42,67 @@ def test_reszero_small_residual_groups():
 def test_reszero_unparsable_answers_never_support_each_other():
     # M = {a, a}; R = {None, None, b, b}: the two b's support each other (z=1/3), the None's do not (z=0).
     # alpha=1/3, gamma=0.01/9, u_bar=(1/3+1/3)/4=1/6.
-    r = reszero(["a", "a", None, None, "b", "b"], "a", c=0.01)
+    keys = ["a", "a", None, None, "b", "b"]
+    r = reszero(keys, "a", c=0.01, unparsable="residual")
     alpha, gamma = 1 / 3, 0.01 / 9
     assert r[2] == pytest.approx(alpha * (0 - 1 / 6) + gamma)
     assert r[4] == pytest.approx(alpha * (1 / 3 - 1 / 6) + gamma)
+    # here the None's already earn the least (-0.0544 < the majority's -0.0022): the cap changes nothing
+    assert reszero(keys, "a", c=0.01) == r
+
+
+def test_not_answering_pays_under_the_literal_reading_and_not_under_the_cap():
+    """Issue 25's example: G = 8, a two-vote majority and six unparsable samples, c = 0.01.
+    residual: alpha = 1/4, gamma = c/16 = 0.000625, M gets -c/4 + gamma = -0.001875 and every
+    None (z = u_bar = 0) gets gamma. GRPO: mean 0, population std sqrt((2 * 0.001875^2 + 6 *
+    0.000625^2) / 8) = 0.0010825, so (with eps = 1e-6 beside it) the majority gets -1.730 and
+    each None +0.577.
+    cap: the None's are capped at -0.001875, the group is flat, re-centred to 0: no signal."""
+    import torch
+    from jury import kernels
+
+    keys = ["a", "a"] + [None] * 6
+    residual = reszero(keys, "a", c=0.01, unparsable="residual")
+    assert residual == pytest.approx([-0.001875] * 2 + [0.000625] * 6)
+    adv = kernels.group_advantage(torch.tensor([residual], dtype=torch.float64), mode="grpo").squeeze(0)
+    std = math.sqrt((2 * 0.001875 ** 2 + 6 * 0.000625 ** 2) / 8)
+    assert adv.tolist() == pytest.approx([-0.001875 / (std + 1e-6)] * 2 + [0.000625 / (std + 1e-6)] * 6, rel=1e-9)
+    assert adv[0] == pytest.approx(-1.730, abs=1e-3) and adv[2] == pytest.approx(0.577, abs=1e-3)
+    assert reszero(keys, "a", c=0.01) == pytest.approx([0.0] * 8, abs=1e-15)
+
+
+def test_the_cap_lowers_only_the_unparsable_samples_that_out_earned_an_answer():
+    """G = 6, M = {a, a, a}, R = {b, None, None}, c = 0.1: alpha = 1/2, gamma = 0.025, every
+    z is 0 (b has no twin, None's never support each other), so u_bar = 0; M gets -0.05 + 0.025
+    = -0.025 and R gets 0.025. The cap lowers the None's to -0.025 (sum -0.1), then shifts every
+    reward by +0.1/6: a -> -0.008333, b -> 0.041667, None -> -0.008333, sum 0 again."""
+    keys = ["a", "a", "a", "b", None, None]
+    assert reszero(keys, "a", c=0.1, unparsable="residual") == pytest.approx([-0.025] * 3 + [0.025] * 3)
+    r = reszero(keys, "a", c=0.1)
+    assert r == pytest.approx([-0.025 + 0.1 / 6] * 3 + [0.025 + 0.1 / 6] + [-0.025 + 0.1 / 6] * 2)
+    assert math.fsum(r) == pytest.approx(0.0, abs=1e-15)
+    with pytest.raises(ValueError, match="unparsable"):
+        reszero(keys, "a", c=0.1, unparsable="ignore")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c", None]), min_size=2, max_size=16), st.floats(0.0, 1.0))
+def test_under_the_cap_an_unparsable_sample_never_has_a_higher_advantage_than_an_answer(keys, c):
+    """ResZero with the cap, through the learner's own advantage kernel, GRPO (std division) and
+    Dr.GRPO (none): no unparsable sample's advantage is above any parsed sample's, and the
+    rewards still sum to 0."""
+    import torch
+    from jury import kernels
+
+    winner, _ = majority(keys)
+    r = jury(view(keys), gate=lambda p, a: None, c=c).rewards
+    assert math.fsum(r) == pytest.approx(0.0, abs=1e-12)
+    for mode in ("grpo", "drgrpo"):
+        adv = kernels.group_advantage(torch.tensor([r], dtype=torch.float64), mode=mode).squeeze(0).tolist()
+        parsed = [a for k, a in zip(keys, adv) if k is not None]
+        unparsable = [a for k, a in zip(keys, adv) if k is None]
+        if parsed and unparsable:
+            assert max(unparsable) <= min(parsed), (mode, keys, c, r, adv)
 
 
 keys_st = st.lists(st.sampled_from(["a", "b", "c", "d", None]), min_size=1, max_size=16)
@@ -62,10 +119,13 @@ def test_reszero_sums_to_zero(keys, c):
 @given(keys_st, st.floats(0.001, 1.0))
 def test_reszero_keeps_variance_while_votes_disagree(keys, c):
     """With c > 0 the majority sits c*alpha below the residual mean, so the group has
-    variance whenever it is split (0 < |M| < G); a unanimous group gets all zeros."""
+    variance whenever its answers are split (0 < |M| < parsed samples: some parsed residual
+    answer has z >= u_bar, since a None's z is 0, so it earns above the majority's -c*alpha +
+    gamma, and the cap never lowers it); a group whose answers agree gets all zeros (the
+    unparsable rest is capped at the majority's reward, then re-centred)."""
     winner, support = majority(keys)
     r = reszero(keys, winner, c)
-    if 0 < support < len(keys):
+    if 0 < support < sum(k is not None for k in keys):
         assert statistics.pvariance(r) > 0
     else:
         assert statistics.pvariance(r) == pytest.approx(0.0, abs=1e-15)
@@ -141,7 +201,28 @@ def test_tinyv_scheme_reads_the_cascade():
 
 
 def test_registry_and_view_validation():
-    assert set(REWARD_SCHEMES) == {"ground_truth", "majority_vote", "self_certainty", "entropy", "tinyv", "jury"}
+    assert set(REWARD_SCHEMES) == {"ground_truth", "majority_vote", "self_certainty", "entropy", "tinyv", "jury",
+                                   "llm_judge", "llm_kd", "coreward"}
     assert REWARD_SCHEMES["jury"] is jury
     with pytest.raises(ValueError, match="verdicts"):
         GroupView(answer_keys=["1", "2"], verdicts=["correct"], problem="")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b", None]), st.booleans()), min_size=2, max_size=12),
+       st.sampled_from([True, False, None]), st.sampled_from(["reszero", "zero", "mv"]))
+def test_no_label_or_vote_scheme_pays_an_unparsable_sample_more_than_an_answer(samples, gate_says, fallback):
+    """Issue 25, item 4, for the schemes that read answers (the confidence scores read log-probs):
+    majority vote, ground truth (an unparsable sample's verdict is no_answer), TinyV (never asked
+    about one) and JURY-RL with every gate outcome and fallback (ResZero under the cap)."""
+    keys = [k for k, _ in samples]
+    verdicts = ["no_answer" if k is None else "correct" if ok else "incorrect" for k, ok in samples]
+    cascade = [False if k is None else ok for k, ok in samples]
+    results = [majority_vote(view(keys)), ground_truth(view(keys, verdicts=verdicts)),
+               tinyv_reward(view(keys, verdicts=verdicts, tinyv=cascade)),
+               jury(view(keys), gate=lambda p, a: gate_says, fallback=fallback, c=0.1)]
+    for res in results:
+        parsed = [r for k, r in zip(keys, res.rewards) if k is not None]
+        unparsable = [r for k, r in zip(keys, res.rewards) if k is None]
+        if parsed and unparsable:
+            assert max(unparsable) <= min(parsed), (keys, res)
