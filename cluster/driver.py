@@ -13,6 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
+import shutil
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,10 +23,10 @@ from pathlib import Path
 import yaml
 
 from jury.protocol.config import ConfigError, RunConfig
-from jury.protocol.config_load import dump_config
+from jury.protocol.config_load import dump_config, load_run_config, resume_changes
 from jury.protocol.plan import RunPlan, make_plan
-from jury.cluster.metrics import MetricsLog, stage
-from jury.cluster.errors import RunFailed
+from jury.cluster.metrics import JsonlFile, MetricsLog, read_jsonl, stage
+from jury.cluster.errors import Interrupted, RunFailed
 from jury.cluster.evaluation import Evaluator
 from jury.cluster.learner_group import LearnerDied
 from jury.cluster.pipeline import Pipeline
@@ -80,6 +83,10 @@ def train(cfg: RunConfig, resume: str | None = None, plots: Callable[[Path], lis
     the PNGs `plots(run_dir)` makes (`jury train` passes `jury plot`'s: cluster/ cannot import it).
     """
     preflight(cfg, resume)
+    # a resumed run is the run its folder records: only some settings may change (ConfigError otherwise)
+    if resume and not (Path(resume) / "config.yaml").is_file():
+        raise RunFailed(f"--resume: {resume} has no config.yaml: not a run folder")
+    changes = resume_changes(load_run_config(resume), cfg) if resume else {}
     # the data before anything starts: a bad file is refused (DataError) naming file, row and field
     with stage("checking the data", cfg.progress and cfg.dataset != "synthetic"):
         data = check_data(cfg)
@@ -91,6 +98,9 @@ def train(cfg: RunConfig, resume: str | None = None, plots: Callable[[Path], lis
     plan = make_plan(cfg, resolve=lambda model: model_folder(model, progress=cfg.progress), positions=model_positions)
     state = read_checkpoint_state(resume) if resume else None
     run_dir = make_run_dir(cfg, resume)  # a resumed run records its (possibly changed) config again
+    if changes:  # what the resume changed, and from which step
+        JsonlFile(run_dir / "resume_changes.jsonl").append(
+            [{"step": state["version"], "time": time.time(), "changes": {k: list(v) for k, v in changes.items()}}])
     data.write(run_dir)
     try:
         trackers = open_trackers(cfg, run_dir, state["version"] if state else 0)
@@ -141,18 +151,16 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
         evaluator = Evaluator.from_config(cfg, pipe.feeder.prompts, pipe.feeder.tokenizer) if cfg.eval.every else None
         summary["startup_s"] = time.time() - t_start
         metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first, trackers=trackers)
-        ledger = open(run_dir / "ledger.jsonl", "a", encoding="utf-8")
+        ledger = JsonlFile(run_dir / "ledger.jsonl")
         pipe.feeder.admit(pipe.version, stop_at=total)
-        last = time.perf_counter()
+        last, checkpoint_failed = time.perf_counter(), None
         for step in range(first, cfg.steps):
             for f in plan.faults:
                 if f.step == step:
                     pipe.inject(f)
             result = _learner_step(pipe, step)
             row = result.row()
-            for entry in result.ledger:
-                ledger.write(json.dumps(dataclasses.asdict(entry)) + "\n")
-            ledger.flush()
+            ledger.append([dataclasses.asdict(entry) for entry in result.ledger])
             if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
                 if pipe.feeder.forced:  # the version moves on only once its released tasks are back
                     row.update(_with_resend(pipe, step, lambda: pipe.learner.hold(
@@ -173,18 +181,22 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
             row.update(pipe.role_stats())
             row.update(data.metrics())
             last = now
-            if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
-                row["checkpoint/failed"] = float(save_checkpoint(pipe, run_dir, step + 1) is None)
+            if checkpoint_failed is not None:  # the last save's outcome, in the row after it
+                row["checkpoint/failed"], checkpoint_failed = checkpoint_failed, None
+            # the row before the checkpoint: a driver killed during the save (the learner may still
+            # commit it) must not lose the metrics of a step the checkpoint holds
             metrics.log(step, row)
+            if cfg.checkpoint_every and (step + 1) % cfg.checkpoint_every == 0 and step + 1 < cfg.steps:
+                checkpoint_failed = float(save_checkpoint(pipe, run_dir, step + 1) is None)
         summary.update(pipe.role_stats())
         summary.update(data.metrics())
         _write_occupancy(pipe, run_dir, metrics.t0)
         # samples whose check ended in "error" (none should, short of pathological answers)
         summary["error_samples"] = sum(v for k, v in summary.items() if k.endswith("/verdict_error"))
         summary["final_checkpoint"] = save_checkpoint(pipe, run_dir, cfg.steps, final=True)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
-        raise
+        raise Interrupted(f"{interrupted_by(e)}; every actor was stopped. {resume_hint(run_dir)}") from None
     finally:
         if metrics:
             metrics.close()
@@ -278,25 +290,57 @@ def _write_atomically(path: Path, text: str):
 
 
 def truncate_steps(path: Path, first_step: int):
-    """Keep only the rows of a JSONL file with step < first_step (a crash may have left later ones)."""
+    """Keep only the rows of a JSONL file with step < first_step (a crash may have left later ones,
+    or half of one: read_jsonl skips it)."""
     if not path.exists():
         return
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    keep = [line for line in lines if line.strip() and json.loads(line)["step"] < first_step]
-    if len(keep) != len(lines):
+    rows = read_jsonl(path)
+    keep = [r for r in rows if r["step"] < first_step]
+    if len(keep) != len(rows) or not path.read_bytes().endswith(b"\n") and path.stat().st_size:
         tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(keep), encoding="utf-8")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in keep), encoding="utf-8")
         tmp.replace(path)
 
 
 def read_checkpoint_state(run_dir: str) -> dict:
-    """The state of the run's last checkpoint, refused unless the checkpoint is whole."""
+    """The state of the run's last checkpoint, refused unless the checkpoint is whole (RunFailed,
+    saying why). A corrupt last checkpoint is moved aside (.NAME.corrupt) and the previous one,
+    whole, takes its place, with a line that says so."""
     pointer = Path(run_dir) / "latest_checkpoint"
     if not pointer.exists():
-        raise FileNotFoundError(f"{run_dir}: no checkpoint to resume from (no latest_checkpoint file)")
+        raise RunFailed(f"{run_dir}: no checkpoint to resume from (no latest_checkpoint file)")
     text = pointer.read_text().strip()
     where = json.loads(text) if text.startswith("{") else {"path": text}  # runs before the manifest: a bare path
-    return read_checkpoint(where["path"])
+    try:
+        state = read_checkpoint(where["path"])
+    except CheckpointError as e:
+        raise RunFailed(f"cannot resume {run_dir}: {e}") from None
+    if "fallback" in state:
+        path, prev = Path(where["path"]), Path(state["path"])
+        aside = path.with_name(f".{path.name}.corrupt")
+        shutil.rmtree(aside, ignore_errors=True)
+        if path.exists():
+            os.replace(path, aside)
+        os.replace(prev, path)
+        state["path"] = str(path)
+        print(f"jury train: {state['fallback']}; resuming from the previous checkpoint, step {state['version']} "
+              f"(the corrupt one is kept at {aside})", file=sys.stderr, flush=True)
+    return state
+
+
+def interrupted_by(e: KeyboardInterrupt) -> str:
+    return f"interrupted by {e.args[0]}" if e.args and isinstance(e.args[0], str) and e.args[0] else "interrupted"
+
+
+def resume_hint(run_dir: Path) -> str:
+    """Whether a checkpoint exists to resume from, for the line an interrupted run prints."""
+    pointer = Path(run_dir) / "latest_checkpoint"
+    try:
+        text = pointer.read_text().strip()
+        state = read_checkpoint(json.loads(text)["path"] if text.startswith("{") else text)
+    except (CheckpointError, OSError, ValueError, KeyError):
+        return f"No checkpoint to resume from in {run_dir} (checkpoint_every=N saves one every N steps)."
+    return f"Resume from step {state['version']}: jury train --resume {run_dir}"
 
 
 def _learning_summary(run_dir: Path) -> dict:

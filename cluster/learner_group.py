@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 
 from jury.cluster.errors import RunFailed
+from jury.learner.errors import TrainingStopped
 from jury.protocol.config import RunConfig
 from jury.protocol.plan import RunPlan
 from jury.protocol.messages import StepResult
@@ -93,6 +94,8 @@ class LearnerGroup:
             except ray.exceptions.RayTaskError as e:  # maybe the echo of a dead peer: look at the others first
                 failed = failed or e
         if failed is not None:
+            if isinstance(failed.cause, TrainingStopped):  # the learner's own reason, said as it is
+                raise RunFailed(f"learner: {failed.cause}") from None
             raise failed
         return [results[r] for r in range(len(refs))]
 

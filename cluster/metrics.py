@@ -3,15 +3,82 @@
 Nested dicts (histograms, verdict counts) stay nested in the JSON line; the progress
 bar shows the few numbers a person watches. Each row also goes to the run's experiment
 trackers (cluster/tracking.py), if any.
+
+Records are whole lines or nothing (JsonlFile): a write that fails (a full disk) is cut back to
+where the file was, and the run stops naming the path and the free space. A crash can still
+leave half a line at the end (the process killed mid-write): every reader (read_jsonl) skips a
+torn last line with a warning naming the file and the line.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
+import os
+import shutil
 import sys
 import time
 from pathlib import Path
+
+from jury.cluster.errors import DiskFull
+
+log = logging.getLogger(__name__)
+
+
+class JsonlFile:
+    """An append-only JSON-lines file whose records are written whole or not at all."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        # unbuffered: a failed write leaves nothing behind in a buffer to be flushed, torn, later
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def append(self, rows: list[dict]):
+        if not rows:
+            return
+        data = "".join(json.dumps(r, default=_plain) + "\n" for r in rows).encode("utf-8")
+        start = os.lseek(self.fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.fd, view):]
+            os.fsync(self.fd)
+        except OSError as e:  # cut back to the last whole record, then stop saying where and why
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, start)
+            raise DiskFull(f"cannot write {self.path} ({e.strerror or e}); "
+                           f"{free_space(self.path)} free there") from None
+
+    def close(self):
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+
+def free_space(path: Path) -> str:
+    for p in (Path(path), *Path(path).parents):
+        if p.exists():
+            return f"{shutil.disk_usage(p).free / 2**20:.1f} MiB"
+    return "unknown"
+
+
+def read_jsonl(path) -> list[dict]:
+    """Every record of a JSON-lines file; a last line cut in half (a crash mid-write) is skipped
+    with a warning naming the file and the line. A bad line anywhere else is an error naming both."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    rows = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if all(not rest.strip() for rest in lines[n:]):
+                log.warning("%s:%d: the last record is cut short (a crash while writing it?); skipped", path, n)
+                break
+            raise ValueError(f"{path}:{n}: not a JSON record ({e.msg})") from None
+    return rows
 
 
 class MetricsLog:
@@ -20,15 +87,14 @@ class MetricsLog:
 
         self.trackers = trackers  # cluster.tracking.Trackers; the caller closes them after the summary
         self.path = Path(run_dir) / "metrics.jsonl"
-        self.file = open(self.path, "a", encoding="utf-8")
+        self.file = JsonlFile(self.path)
         self.t0 = time.time()
         self.bar = tqdm(total=total_steps, initial=initial, desc="train", unit="step", disable=not progress,
                         dynamic_ncols=True)
 
     def log(self, step: int, metrics: dict):
         row = {"step": step, "time_s": round(time.time() - self.t0, 3), **metrics}
-        self.file.write(json.dumps(row, default=_plain) + "\n")
-        self.file.flush()
+        self.file.append([row])
         if self.trackers:
             self.trackers.log(step, row)
         self.bar.update(1)
@@ -42,8 +108,7 @@ class MetricsLog:
 
 
 def read_metrics(run_dir) -> list[dict]:
-    with open(Path(run_dir) / "metrics.jsonl", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return read_jsonl(Path(run_dir) / "metrics.jsonl")
 
 
 def _fmt(x, digits=2):

@@ -117,6 +117,7 @@ class Pipeline:
         ray.init(address=address, include_dashboard=False, log_to_driver=True,
                  **({} if address else {"num_cpus": max(os.cpu_count() or 1, int(need + 1))}))
         self.started_ray = not address
+        stop_on_sigterm()
 
     def _make_verifier(self, i: int):
         import ray
@@ -335,6 +336,19 @@ class Pipeline:
             self.feeder.close()
         if self.started_ray:
             ray.shutdown()
+
+
+def stop_on_sigterm():
+    """SIGTERM (what Slurm, Kubernetes and systemd send) stops a run as Ctrl-C does: every actor
+    stopped, a `jury train:` line. Installed after ray.init, whose own handler (sys.exit in the
+    middle of whatever ran) it replaces; only the main thread may install one."""
+    import threading
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _alive_and_started(actor, timeout_s: float = 600.0) -> bool:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 
@@ -12,6 +11,7 @@ def _train(args) -> int:
     from jury.protocol.config_load import load_config, load_run_config
     from jury.data.problems import DataError
     from jury.cluster.driver import RunFailed, train
+    from jury.cluster.errors import Interrupted
 
     if args.resume and args.config:
         print("jury train: --resume uses the run's own config.yaml; give changes as key=value", file=sys.stderr)
@@ -26,6 +26,9 @@ def _train(args) -> int:
     except ConfigError as e:
         print(f"jury train: bad config: {e}", file=sys.stderr)
         return 2
+    except Interrupted as e:  # Ctrl-C or SIGTERM during the run: says whether it can be resumed
+        print(f"jury train: {e.message}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("jury train: interrupted; every actor was stopped", file=sys.stderr)
         return 130

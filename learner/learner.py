@@ -34,6 +34,7 @@ from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
 from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
+from jury.learner.errors import TrainingStopped
 from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pass, step_stats, train_shard
 from jury.learner.weight_sender import WeightSender
 from jury.protocol.config import LearnerConfig
@@ -125,19 +126,25 @@ class Learner:
                                                     cfg.min_lr_ratio))
         self.reduce_s = 0.0
         self.engine.allreduce_gradients = _timed(self.engine.allreduce_gradients, self)
+        self.poisoned = ""  # a resumed checkpoint's first non-finite parameter: start() refuses to train
         if checkpoint:  # weights, optimizer and scheduler state of a resumed run
             path, _ = self.engine.load_checkpoint(checkpoint)
             if path is None:
                 raise FileNotFoundError(f"no DeepSpeed checkpoint in {checkpoint}")
+            self.poisoned = self._nonfinite_weights() and f"the checkpoint {checkpoint} holds non-finite weights " \
+                                                         f"({self._nonfinite_weights()}): nothing is trained from it"
         self.version = initial_version
         self.record_dir: str | None = None   # record_groups: every trained batch is written here
         self.counts = {"refused_groups": 0, "unscored_groups": 0, "skipped_steps": 0}
+        self.nonfinite_streak = 0  # batches in a row with a step skipped for a non-finite loss or gradient
         self.inbox: ScoredInbox | None = None
         self.sender = None
 
     # ── wiring (rank 0) ──
     def start(self, host: str | None, curve=None) -> str | None:
         """Rank 0 binds the scored-group queue on this node's address; verifiers connect to it."""
+        if self.poisoned:
+            raise TrainingStopped(self.poisoned)
         if self.rank != 0:
             return None
         receiver = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve,
@@ -199,7 +206,7 @@ class Learner:
         sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, sampling=self.sampling,
                            pad_id=self.pad_id, timers=timers, prox=prox)
         self.version += 1
-        keys = ["loss", "weight", *STATS, *OFF_POLICY_STATS, *REJECT_SUMS]
+        keys = ["loss", "weight", "nonfinite_skips", *STATS, *OFF_POLICY_STATS, *REJECT_SUMS]
         totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
         if self.world > 1:
             dist.all_reduce(totals)
@@ -213,9 +220,22 @@ class Learner:
         grad_norm = timers.get("grad_norm", self.engine.get_global_grad_norm())
         if grad_norm is not None:
             out["learner/grad_norm"] = float(grad_norm)
+        out.update(self._nonfinite(total["nonfinite_skips"], timers.get("nonfinite", "loss or gradient")))
         out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
         out.update(scored)
         return out
+
+    def _nonfinite(self, skips: float, what: str) -> dict:
+        """Optimizer steps skipped for a non-finite loss or gradient: counted; after
+        learner.max_nonfinite_steps batches in a row the run stops, naming the step and what."""
+        self.counts["nonfinite_skips"] = self.counts.get("nonfinite_skips", 0) + skips
+        self.nonfinite_streak = self.nonfinite_streak + 1 if skips else 0
+        if self.nonfinite_streak >= self.cfg.max_nonfinite_steps:
+            raise TrainingStopped(
+                f"step {self.version - 1}: the {what} was not finite in {self.nonfinite_streak} steps in a row "
+                f"(learner.max_nonfinite_steps); no optimizer step took it, the weights are those before step "
+                f"{self.version - self.nonfinite_streak}")
+        return {"learner/nonfinite_skipped": float(skips)}
 
     def _score_on_learner(self, shard: Shard, groups: list[ScoredGroup] | None) -> tuple[torch.Tensor, dict]:
         """Self-certainty or entropy rewards (learner/self_rewards.py): every rank scores its rows in
@@ -298,6 +318,9 @@ class Learner:
         return True
 
     def weight_update(self, bucket_mb: int) -> WeightUpdate:
+        bad = self._nonfinite_weights()
+        if bad:  # never into the generators: they would sample from NaN
+            raise TrainingStopped(f"step {self.version}: the weights are not finite ({bad}); not synced")
         return WeightSender.layout(self._named_weights(), self.version, bucket_mb << 20)
 
     def broadcast(self, update: WeightUpdate) -> dict:
@@ -336,6 +359,10 @@ class Learner:
         (learner/checkpoint.py): a failed save never touches the last good one."""
         if state.get("version", self.version) != self.version:
             raise ValueError(f"checkpoint state is for version {state['version']}, the learner is at {self.version}")
+        bad = self._nonfinite_weights()
+        if bad:  # a checkpoint of NaN weights would be trusted by every run that resumes it
+            raise CheckpointError(f"checkpoint at {path} not written: the weights of step {self.version} are not "
+                                  f"finite ({bad})")
         state = {**state, "version": self.version, "learner_node": self.node(), "ranks": self.world}
         if self.world == 1:
             write_checkpoint(path, self._write_checkpoint, state)
@@ -364,6 +391,19 @@ class Learner:
         elif not ok.item():
             raise CheckpointError(f"checkpoint at {path}: a learner rank could not write its part")
         return self.version
+
+    def _nonfinite_weights(self) -> str:
+        """The first parameter (of every rank's: its ZeRO-3 partition) that holds inf or NaN, or ""."""
+        name = ""
+        for n, p in self.engine.module.named_parameters():
+            local = getattr(p, "ds_tensor", p)  # ZeRO-3: this rank's partition
+            if local.numel() and not bool(torch.isfinite(local.detach()).all()):
+                name = n
+                break
+        flag = torch.tensor([1 if name else 0], dtype=torch.long, device=self.device)
+        if self.world > 1:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return name or ("on another rank" if flag.item() else "")
 
     def _write_checkpoint(self, path):
         from transformers import AutoTokenizer

@@ -104,7 +104,8 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
     world = dist.get_world_size() if dist.is_initialized() else 1
     b, device = shard.batch, shard.batch.input_ids.device
     engine.train()
-    sums = {"loss": 0.0, "weight": 0.0, **{k: 0.0 for k in STATS + OFF_POLICY_STATS + REJECT_SUMS}}
+    sums = {"loss": 0.0, "weight": 0.0, "nonfinite_skips": 0.0,
+            **{k: 0.0 for k in STATS + OFF_POLICY_STATS + REJECT_SUMS}}
     if cfg.recompute_proximal:
         if prox is None:
             prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling, pad_id)
@@ -117,6 +118,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
             rows = (shard.minibatch == m).nonzero().squeeze(1)
             chunks = length_sorted_rows(b, rows, cfg.micro_batch)
             tokens, seqs = float(shard.tokens[m]), float(shard.seqs[m])
+            minibatch_loss = 0.0
             t0 = time.perf_counter()
             for i in range(count):
                 engine.set_gradient_accumulation_boundary(i == count - 1)
@@ -127,6 +129,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
                                              total_tokens=max(1.0, tokens), total_seqs=max(1.0, seqs),
                                              sampling=sampling, proximal=prox)
                     w = float(b.completion[idx].sum())
+                    minibatch_loss += float(loss.detach())
                     sums["loss"] += float(loss.detach())
                     sums["weight"] += w
                     for k in STATS + OFF_POLICY_STATS:
@@ -141,10 +144,33 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
             t1 = time.perf_counter()
             if not engine.zero_optimization():  # DeepSpeed reports the norm under ZeRO only
                 timers["grad_norm"] = grad_norm(engine)
-            engine.step()
+            skipped = step_if_finite(engine, minibatch_loss)
+            if skipped:
+                sums["nonfinite_skips"] += 1
+                timers["nonfinite"] = skipped
             timers["forward_backward_s"] = timers.get("forward_backward_s", 0.0) + t1 - t0
             timers["optimizer_s"] = timers.get("optimizer_s", 0.0) + time.perf_counter() - t1
     return sums
+
+
+def step_if_finite(engine, loss: float) -> str | None:
+    """engine.step(), unless the mini-batch's loss or gradient is not finite on some rank: then the
+    optimizer never sees it (no update, no momentum) and what was not finite is returned.
+    DeepSpeed's ZeRO optimizers (stages 1-3) already skip a step whose gradient norm is not
+    finite (their `overflow`); without ZeRO the check is here, on the reduced gradients."""
+    if engine.zero_optimization():
+        engine.step()
+        return "gradient" if getattr(engine.optimizer, "overflow", False) else None
+    grads = [p.grad for p in engine.module.parameters() if p.grad is not None]
+    bad = torch.tensor([float(not math.isfinite(loss)),
+                        float(any(not bool(torch.isfinite(g).all()) for g in grads))], dtype=torch.float64)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(bad, op=dist.ReduceOp.MAX)
+    if bad.any():
+        engine.zero_grad()
+        return "loss" if bad[0] else "gradient"
+    engine.step()
+    return None
 
 
 def rejects(cfg: LearnerConfig) -> bool:

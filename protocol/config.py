@@ -434,6 +434,9 @@ class LearnerConfig:
     is_cap: float | None = None
     mask_low: float | None = None
     mask_high: float | None = None
+    # a non-finite loss or gradient never reaches the optimizer: that step is skipped and counted
+    # (learner/nonfinite_skipped); this many batches in a row with one stop the run, naming the step
+    max_nonfinite_steps: int = 3
     micro_batch: int = 64          # samples per forward/backward, per rank
     minibatches: int = 1           # optimizer steps per pass over a batch (PPO mini-batches)
     epochs: int = 1                # passes over each batch; the version still counts batches
@@ -466,6 +469,7 @@ class LearnerConfig:
                  ("mask_low", (self.mask_low is None and self.mask_high is None) or self.bound_kind == "band",
                   f"unset (mask_high too) for correction={self.correction}: {self._bounded_by()}"),
                  ("micro_batch", self.micro_batch >= 1, ">= 1"),
+                 ("max_nonfinite_steps", self.max_nonfinite_steps >= 1, ">= 1"),
                  ("minibatches", self.minibatches >= 1, ">= 1"), ("epochs", self.epochs >= 1, ">= 1"),
                  ("warmup_steps", self.warmup_steps >= 0, ">= 0"),
                  ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "in [0, 1]"),

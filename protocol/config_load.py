@@ -241,3 +241,48 @@ def _plain(value):
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+# What may change when a run is resumed: how long it runs, how it learns from here on (the
+# learning-rate schedule, clipping), where and how often it writes, what it logs and evaluates,
+# timeouts, faults, and the resources of its processes. Anything else (the model, the data and
+# prompts, the seed, batches and groups, staleness, sampling, rewards and verification, the loss
+# and its method, the learner's layout) would make the resumed run another run than the one its
+# folder records: refused, naming the setting, its old value and its new one.
+RESUMABLE = (
+    "steps", "checkpoint_every", "checkpoint_dir", "progress", "tracking", "max_restarts", "resend_after_s",
+    "sync_timeout_s", "group_timeout_s", "check_resources", "faults", "record_groups", "run_dir", "curve",
+    "num_generators", "num_verifiers",
+    "learner.lr", "learner.lr_schedule", "learner.warmup_steps", "learner.min_lr_ratio", "learner.weight_decay",
+    "learner.grad_clip", "learner.micro_batch", "learner.gradient_checkpointing", "learner.threads",
+    "learner.num_cpus", "learner.num_gpus", "learner.resources", "learner.max_nonfinite_steps",
+    "generator.max_num_seqs", "generator.max_tasks_in_flight", "generator.kv_cache_gib", "generator.enforce_eager",
+    "generator.gpu_memory_utilization", "generator.num_cpus", "generator.num_gpus", "generator.resources",
+    "verifier.pool_workers", "verifier.check_timeout_s", "verifier.cache_size", "verifier.num_cpus",
+    "verifier.resources", "verifier.llm_num_gpus", "verifier.llm_gpu_memory_utilization",
+    "eval.", "wandb.",
+)
+
+
+def resume_changes(recorded: RunConfig, new: RunConfig) -> dict[str, tuple]:
+    """The settings a resumed run changes (field -> (old, new)); ConfigError for one that may not
+    change (RESUMABLE), naming it with its old and new values."""
+    old, now = _flat(to_dict(recorded)), _flat(to_dict(new))
+    changes = {k: (old.get(k), now.get(k)) for k in sorted(set(old) | set(now)) if old.get(k) != now.get(k)}
+    refused = [k for k in changes if not any(k == r or (r.endswith(".") and k.startswith(r)) for r in RESUMABLE)]
+    if refused:
+        listing = "; ".join(f"{k}: {changes[k][0]!r} -> {changes[k][1]!r}" for k in refused)
+        raise ConfigError(f"--resume cannot change {listing} (the run's folder records the old value; a changed "
+                          f"one would make another run: start a new one). Settings that may change: how long "
+                          f"it runs, the learning rate and its schedule, logging, evaluation, timeouts, resources")
+    return changes
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v and k not in ("forced_staleness",) and not k.endswith("resources"):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[prefix + k] = v
+    return out

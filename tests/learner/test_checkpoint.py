@@ -23,8 +23,12 @@ def test_a_checkpoint_is_swapped_in_whole_and_read_back(tmp_path):
     assert read_checkpoint(target)["next_index"] == 8
     write_checkpoint(target, _writer({"model.bin": 1200}), {"version": 2, "next_index": 16})
     state = read_checkpoint(target)
-    assert state["version"] == 2 and not (target / "engine").exists()  # the old one is gone, not mixed in
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]  # no staging or .old left
+    assert state["version"] == 2 and not (target / "engine").exists()  # the old one is not mixed in
+    # no staging left; the previous checkpoint kept beside it (the fallback)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".checkpoint.prev", "checkpoint"]
+    assert read_checkpoint(tmp_path / ".checkpoint.prev")["version"] == 1
+    write_checkpoint(target, _writer({"model.bin": 1300}), {"version": 3})
+    assert read_checkpoint(tmp_path / ".checkpoint.prev")["version"] == 2  # one fallback, not a history
 
 
 def test_a_failed_save_keeps_the_last_good_checkpoint(tmp_path):
@@ -39,15 +43,19 @@ def test_a_failed_save_keeps_the_last_good_checkpoint(tmp_path):
         write_checkpoint(target, half_then_crash, {"version": 2})
     assert read_checkpoint(target)["version"] == 1 and (target / "model.bin").stat().st_size == 100
     assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint"]
+    # with no checkpoint before it, a failed save says so rather than promise one
+    with pytest.raises(CheckpointError, match="there is no earlier checkpoint"):
+        write_checkpoint(tmp_path / "other", half_then_crash, {"version": 1})
 
 
 def test_a_checkpoint_that_does_not_match_its_manifest_is_refused(tmp_path):
     target = tmp_path / "checkpoint"
     write_checkpoint(target, _writer({"model.bin": 100, "engine/state.pt": 10}), {"version": 3})
+    original = (target / "engine" / "state.pt").read_bytes()
     (target / "engine" / "state.pt").write_bytes(b"short")  # weights of one step, optimizer of another
     with pytest.raises(CheckpointError, match="engine/state.pt is 5 bytes, not 10"):
         read_checkpoint(target)
-    (target / "engine" / "state.pt").write_bytes(b"0123456789")
+    (target / "engine" / "state.pt").write_bytes(original)
     (target / "model.bin").unlink()
     with pytest.raises(CheckpointError, match="model.bin is missing"):
         read_checkpoint(target)
@@ -60,7 +68,7 @@ def test_a_checkpoint_that_does_not_match_its_manifest_is_refused(tmp_path):
 def test_a_crash_between_the_renames_leaves_the_old_one_readable(tmp_path):
     target = tmp_path / "checkpoint"
     write_checkpoint(target, _writer({"model.bin": 100}), {"version": 1})
-    os.replace(target, tmp_path / ".checkpoint.old")  # the first rename happened, the second did not
+    os.replace(target, tmp_path / ".checkpoint.prev")  # the first rename happened, the second did not
     assert read_checkpoint(target)["version"] == 1
 
 
@@ -82,3 +90,32 @@ def test_a_full_disk_fails_the_save_with_path_and_free_space_and_keeps_the_last(
         write_checkpoint(target, _writer({"model.bin": 1_500_000}), {"version": 2})
     assert read_checkpoint(target)["version"] == 1
     assert sorted(p.name for p in small_disk.iterdir()) == ["checkpoint"]
+
+
+def test_bytes_overwritten_in_place_are_caught_and_the_previous_checkpoint_used(tmp_path, caplog):
+    """The probe that passed before: bytes overwritten mid-file, the size kept, resumed as if whole."""
+    target = tmp_path / "checkpoint"
+    write_checkpoint(target, _writer({"model.bin": 4096, "engine/optim.pt": 100}), {"version": 2})
+    write_checkpoint(target, _writer({"model.bin": 4096, "engine/optim.pt": 100}), {"version": 4})
+    with open(target / "model.bin", "r+b") as f:
+        f.seek(2000)
+        f.write(b"\x7f" * 64)
+    state = read_checkpoint(target)
+    assert state["version"] == 2 and state["path"] == str(tmp_path / ".checkpoint.prev")
+    assert "model.bin does not match its hash" in state["fallback"]
+    assert "resuming from the previous checkpoint, step 2" in caplog.text
+    # both corrupt: refused, naming both
+    with open(tmp_path / ".checkpoint.prev" / "engine" / "optim.pt", "r+b") as f:
+        f.write(b"\x00" * 10)
+    with pytest.raises(CheckpointError, match=r"model.bin does not match .* the previous checkpoint is not whole "
+                                              r"either: .*optim.pt does not match"):
+        read_checkpoint(target)
+
+
+def test_a_manifest_from_before_hashes_is_read_by_sizes(tmp_path):
+    target = tmp_path / "checkpoint"
+    write_checkpoint(target, _writer({"model.bin": 100}), {"version": 1})
+    manifest = json.loads((target / "manifest.json").read_text())
+    manifest["files"] = {k: v["size"] for k, v in manifest["files"].items()}
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    assert read_checkpoint(target)["version"] == 1

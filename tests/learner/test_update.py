@@ -53,6 +53,9 @@ class SgdEngine:
         self.opt.step()
         self.opt.zero_grad()
 
+    def zero_grad(self):
+        self.opt.zero_grad()
+
 
 def _shard(behav_p: float, minibatches: int = 2) -> Shard:
     """Row A samples token 0 with advantage +1 (mini-batch 0), row B token 1 with -1 (mini-batch 1,
@@ -197,3 +200,39 @@ def test_without_a_correction_no_importance_metrics_are_logged():
 def test_learning_rate_schedule_against_its_formula(t, kind, expected):
     # warm-up 4 optimizer steps, then decay over T - W = 100 steps to min_lr_ratio 0.1
     assert lr_factor(t, kind, warmup=4, total=104, min_ratio=0.1) == pytest.approx(expected)
+
+
+def test_a_non_finite_step_never_reaches_the_optimizer():
+    """NaN advantages make the loss NaN: the weights stay as they were and the skip is counted. A
+    finite loss with an inf gradient (an overflow in backward) is refused the same way."""
+    from jury.learner.update import step_if_finite
+
+    shard = _shard(0.25, minibatches=1)
+    shard.batch.advantages[:] = float("nan")
+    model = LogitsAreWeights()
+    sums = train_shard(SgdEngine(model, lr=1.0), shard, LearnerConfig(micro_batch=2, advantage="grpo"),
+                       ref_model=None, sampling=Sampling(1.0, 1.0, 1), pad_id=0, timers={})
+    assert model.head.weight[:, 0].tolist() == [0.0, 0.0] and sums["nonfinite_skips"] == 1
+    engine = SgdEngine(LogitsAreWeights(), lr=1.0)
+    engine.module.head.weight.grad = torch.tensor([[float("inf")], [1.0]])
+    assert step_if_finite(engine, 0.5) == "gradient"
+    assert engine.module.head.weight[:, 0].tolist() == [0.0, 0.0] and engine.module.head.weight.grad is None
+    engine.module.head.weight.grad = torch.ones(2, 1)  # a finite step goes through the same call
+    assert step_if_finite(engine, 0.5) is None and engine.module.head.weight[:, 0].tolist() == [-1.0, -1.0]
+
+
+def test_steps_in_a_row_with_a_skip_stop_the_learner_naming_the_step():
+    from types import SimpleNamespace
+
+    from jury.learner.errors import TrainingStopped
+    from jury.learner.learner import Learner
+
+    learner = SimpleNamespace(counts={}, nonfinite_streak=0, cfg=LearnerConfig(max_nonfinite_steps=3), version=0)
+    for version, skips in ((6, 1), (7, 0), (8, 1), (9, 1)):  # a finite step between resets the count
+        learner.version = version
+        assert Learner._nonfinite(learner, skips, "loss") == {"learner/nonfinite_skipped": float(skips)}
+    learner.version = 10
+    with pytest.raises(TrainingStopped, match=r"step 9: the loss was not finite in 3 steps in a row .* the weights "
+                                              r"are those before step 7"):
+        Learner._nonfinite(learner, 1, "loss")
+    assert learner.counts["nonfinite_skips"] == 4
