@@ -54,8 +54,9 @@ class Pipeline:
 
     # ── building ──
     def start(self):
-        """Every actor created at once (their engines start side by side: DeepSpeed, vLLM), then
-        wired in order; a line per stage says what was made and how long it took."""
+        """Every actor created at once (their engines start side by side: DeepSpeed, vLLM), or, where
+        roles may share a GPU (plan.engines_after_learner), the vLLM engines once the learner is
+        ready; then wired in order. A line per stage says what was made and how long it took."""
         import ray
         from transformers import AutoTokenizer
 
@@ -74,10 +75,12 @@ class Pipeline:
         self.curve = CurveKeys.generate() if cfg.curve is True or (cfg.curve == "auto" and multi_node) else None
         self.learner = LearnerGroup.create(cfg, self.plan, self.model_path, env=self.env, checkpoint=self.learner_checkpoint,
                                            initial_version=self.version)
-        self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
-        self.verifiers = [self._make_verifier(i) for i in range(cfg.num_verifiers)]
+        if not self.plan.engines_after_learner:  # every engine starts beside DeepSpeed
+            self._make_engines()
         with self.stage(f"learner: {cfg.learner.num_ranks} DeepSpeed rank(s), ZeRO-{cfg.learner.zero_stage}"):
             learner_ep = self.learner.start(self.host, self.curve)
+        if self.plan.engines_after_learner:  # roles share a GPU: vLLM profiles what the learner left
+            self._make_engines()
         with self.stage(f"{cfg.num_verifiers} verifier worker(s)"):
             self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve)
                                                for v in self.verifiers])
@@ -93,6 +96,11 @@ class Pipeline:
             ray.get([self._start_generator(g) for g in self.generators])
         with self.stage(f"weight group ({cfg.weight_backend})"):
             self._init_weight_plane()
+
+    def _make_engines(self):
+        """The generators and the verifiers (which start the LLM servers): the actors with vLLM engines."""
+        self.generators = [self._make_generator(i) for i in range(self.cfg.num_generators)]
+        self.verifiers = [self._make_verifier(i) for i in range(self.cfg.num_verifiers)]
 
     def stage(self, what: str):
         return stage(what, self.cfg.progress)
