@@ -103,16 +103,7 @@ class Learner:
         if cfg.kl_coef > 0:
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
             self.ref_model.requires_grad_(False)
-        ds_config = {
-            "train_micro_batch_size_per_gpu": 1,
-            "gradient_accumulation_steps": 1,  # micro-batches are marked by hand (set_gradient_accumulation_boundary)
-            "gradient_clipping": cfg.grad_clip,
-            "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "weight_decay": cfg.weight_decay,
-                                                      "torch_adam": True}},
-            "zero_optimization": {"stage": cfg.zero_stage},
-            "bf16": {"enabled": cfg.dtype == "bfloat16"},
-            "steps_per_print": 10**9,
-        }
+        ds_config = deepspeed_config(cfg)
         optimizer_steps = max(1, total_steps) * cfg.minibatches * cfg.epochs
         self.engine, *_ = deepspeed.initialize(
             model=model, model_parameters=model.parameters(), config=ds_config,
@@ -364,6 +355,26 @@ class Learner:
     def node(self) -> str:
         """This rank's node address: its part of a checkpoint is written on its disk."""
         return _node_address()
+
+
+def deepspeed_config(cfg: LearnerConfig) -> dict:
+    """The DeepSpeed config of a learner rank. bf16 weights accumulate their gradients in fp32
+    (data_types.grad_accum_dtype): summed in bf16, the 32 micro-batches of a qwen3 step would each
+    lose the bits below the running sum's 8-bit mantissa. DeepSpeed takes that pairing from ZeRO-1
+    on (LearnerConfig refuses bf16 on stage 0)."""
+    config = {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,  # micro-batches are marked by hand (set_gradient_accumulation_boundary)
+        "gradient_clipping": cfg.grad_clip,
+        "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "weight_decay": cfg.weight_decay,
+                                                  "torch_adam": True}},
+        "zero_optimization": {"stage": cfg.zero_stage},
+        "bf16": {"enabled": cfg.dtype == "bfloat16"},
+        "steps_per_print": 10**9,
+    }
+    if cfg.dtype == "bfloat16":
+        config["data_types"] = {"grad_accum_dtype": "fp32"}
+    return config
 
 
 def _timed(fn, owner):
