@@ -51,6 +51,7 @@ class Pipeline:
         self.curve = None
         self.env: dict = {}
         self.recoveries = 0
+        self.weight_dtype: str | None = None  # the engines' weight dtype, once the weight group formed
 
     # ── building ──
     def start(self):
@@ -184,44 +185,62 @@ class Pipeline:
 
     # ── the weight plane ──
     def _init_weight_plane(self):
-        """A fresh group: learner rank 0, every generator's engine workers after it."""
+        """A fresh group: learner rank 0, every generator's engine workers after it. A group formed
+        before is aborted on every member first: under NCCL a member still in the old group's
+        broadcast (a peer died under it) would otherwise stall until NCCL's watchdog ends it."""
 
         tp, timeout = self.cfg.generator.tensor_parallel_size, self.cfg.sync_timeout_s
+        if self.weight_dtype is not None:
+            self._wait_all({"learner": self.learner.rank0.abort_weights.remote(),
+                            **{f"generator{i}": g.abort_weight_group.remote() for i, g in enumerate(self.generators)}},
+                           "aborting the old weight group")
         world = 1 + tp * len(self.generators)
         host, port = self.learner.call0("init_weight_sender", self.host, world, self.cfg.weight_backend, timeout,
                                         timeout=timeout)
         joins = {f"generator{i}": g.init_weight_group.remote(host, port, world, 1 + i * tp, self.cfg.weight_backend,
                                                              timeout) for i, g in enumerate(self.generators)}
-        self._wait_all({"learner": self.learner.rank0.connect_weights.remote(), **joins}, "forming the weight group")
+        joined = self._wait_all({"learner": self.learner.rank0.connect_weights.remote(), **joins},
+                                "forming the weight group")
+        # what the engines hold their weights in: the learner sends in it (generator.dtype "auto"
+        # is resolved by vLLM, so the engine is asked, not the config)
+        self.weight_dtype = joined["generator0"][0]["dtype"]
 
     def _wait_all(self, refs: dict, what: str) -> dict:
         """ray.get of every role's call, bounded by sync_timeout_s; a role that does not answer in
-        time stops the run with its name (an actor that died raises RayActorError instead)."""
+        time stops the run with its name. An actor that died raises RayActorError as soon as it is
+        seen, not after the others' (bounded) waits on it: recovery can start at once."""
         import ray
 
         names = {ref: name for name, ref in refs.items()}
-        _, pending = ray.wait(list(names), num_returns=len(names), timeout=self.cfg.sync_timeout_s)
-        if pending:
-            late = ", ".join(names[r] for r in pending)
-            raise SyncTimeout(f"{what}: {late} did not answer in {self.cfg.sync_timeout_s:.0f}s "
-                              f"(sync_timeout_s); a hung engine or a network path between the learner and "
-                              f"the generators that is closed")
-        out = {}
-        for name, ref in refs.items():
+        deadline = time.monotonic() + self.cfg.sync_timeout_s
+        pending, out, failed = list(names), {}, None
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                late = ", ".join(names[r] for r in pending)
+                raise failed or SyncTimeout(
+                    f"{what}: {late} did not answer in {self.cfg.sync_timeout_s:.0f}s (sync_timeout_s); a hung "
+                    f"engine or a network path between the learner and the generators that is closed")
+            name = names[ready[0]]
             try:
-                out[name] = ray.get(ref)
+                out[name] = ray.get(ready[0])
             except ray.exceptions.RayActorError as e:
                 if name.startswith("learner"):  # the learner cannot be restarted: the run stops
                     raise LearnerDied(f"{name.replace('learner', 'learner rank ')} died during {what}; "
                                       f"every actor was stopped. Cause: {str(e).splitlines()[0][:300]}") from None
                 raise
-        return out
+            except ray.exceptions.RayTaskError as e:  # maybe the echo of a peer that died: look at the others
+                failed = failed or e
+        if failed is not None:
+            raise failed
+        return {name: out[name] for name in refs}
 
     def sync_weights(self) -> dict:
         """One control message per generator, one bucketed broadcast, then the version bump."""
 
         t0 = time.perf_counter()
-        update = self.learner.call0("weight_update", self.cfg.bucket_mb, timeout=self.cfg.sync_timeout_s)
+        update = self.learner.call0("weight_update", self.cfg.bucket_mb, self.weight_dtype,
+                                    timeout=self.cfg.sync_timeout_s)
         calls = {f"generator{i}": g.update_weights.remote(update) for i, g in enumerate(self.generators)}
         calls.update({f"learner{r}": ref for r, ref in enumerate(self.learner.broadcast(update))})
         done = self._wait_all(calls, f"weight sync to version {update.version}")
@@ -229,7 +248,7 @@ class Pipeline:
         acks = [v for k, v in done.items() if k.startswith("generator")]
         self.version = update.version
         return {"sync/total_s": time.perf_counter() - t0, "sync/gather_s": sent["gather_s"],
-                "sync/broadcast_s": sent["broadcast_s"], "sync/bytes": sent["bytes"],
+                "sync/broadcast_s": sent["broadcast_s"], "sync/ready_s": sent["ready_s"], "sync/bytes": sent["bytes"],
                 "sync/generator_pause_s": max(a["pause_s"] for a in acks),
                 "sync/generator_load_s": max(a["load_s"] for a in acks)}
 

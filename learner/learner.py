@@ -33,7 +33,7 @@ from jury.learner.ledger import batch_result
 from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
 from jury.learner.update import OFF_POLICY_STATS, STATS, step_stats, train_shard
-from jury.learner.weight_sender import WeightSender
+from jury.learner.weight_sender import WeightSender, drop_tied
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
 from jury.protocol.plan import Sampling
@@ -249,8 +249,17 @@ class Learner:
         self.sender.connect()
         return True
 
-    def weight_update(self, bucket_mb: int) -> WeightUpdate:
-        return WeightSender.layout(self._named_weights(), self.version, bucket_mb << 20)
+    def abort_weights(self) -> bool:
+        """Rank 0: abort the weight group before the plane is formed again (recovery)."""
+        if self.sender is None:
+            return False
+        self.sender.abort()
+        return True
+
+    def weight_update(self, bucket_mb: int, dtype: str | None = None) -> WeightUpdate:
+        """The next sync's layout; `dtype`: the engines' weight dtype, which floating-point tensors are
+        sent in (an fp32 learner feeding bf16 engines sends half the bytes)."""
+        return WeightSender.layout(self._named_weights(), self.version, bucket_mb << 20, dtype)
 
     def broadcast(self, update: WeightUpdate) -> dict:
         """Rank 0's half of a sync; gather_s is the time to make each bucket whole (ZeRO-3: an
@@ -271,15 +280,16 @@ class Learner:
         return self.sender.broadcast(update, dict(self._named_weights()), gather)
 
     def _named_weights(self):
-        """(name, tensor) in state_dict order. Under ZeRO-3 state_dict holds empty partitions,
-        so the parameters themselves are returned (partitioned; `broadcast` gathers them)."""
-        state = self.engine.module.state_dict()
+        """(name, tensor) in state_dict order, a tied weight once. Under ZeRO-3 state_dict holds
+        empty partitions, so the parameters themselves are returned (partitioned; `broadcast`
+        gathers them)."""
+        module = self.engine.module
+        state = module.state_dict()
         if self.cfg.zero_stage != 3:
-            return list(state.items())
-        names = list(state)
-        params = dict(self.engine.module.named_parameters(remove_duplicate=False))
-        params.update(self.engine.module.named_buffers())
-        return [(k, params[k]) for k in names]
+            return drop_tied(module, list(state.items()))
+        params = dict(module.named_parameters(remove_duplicate=False))
+        params.update(module.named_buffers())
+        return drop_tied(module, [(k, params[k]) for k in state])
 
     # ── checkpoints (every rank) and probes ──
     def save(self, path: str, state: dict) -> int:

@@ -1,6 +1,7 @@
 """N learner ranks make the same update as one: the same recorded batches (completions of very
-different lengths) replayed on 1 and on 2 ranks, ZeRO 0, 2 and 3, give the same losses, gradient
-norms and weights. Real processes: Ray actors, DeepSpeed over gloo."""
+different lengths) replayed on 1 and on 2 ranks, ZeRO 0, 1, 2 and 3 in fp32 and ZeRO 1 and 2 in
+bf16 (the qwen3 recipe's), give the same losses, gradient norms and weights. Real processes: Ray
+actors, DeepSpeed over gloo (its CPU accelerator runs bf16)."""
 import json
 
 import numpy as np
@@ -64,30 +65,48 @@ def _weights(folder):
 
 @pytest.fixture(scope="module")
 def one_rank(recorded, tmp_path_factory):
-    """The reference: the recorded batches on one rank (ZeRO-0; one rank shards nothing, so every
+    """The fp32 reference: the recorded batches on one rank (ZeRO-0; one rank shards nothing, so every
     stage makes this same update)."""
-    summary, rows = _replay(recorded, tmp_path_factory.mktemp("one-rank"), "learner.num_ranks=1",
-                            "learner.zero_stage=0")
-    return summary, rows
+    return _replay(recorded, tmp_path_factory.mktemp("one-rank"), "learner.num_ranks=1", "learner.zero_stage=0")
 
 
-@pytest.mark.parametrize("zero", [0, 2, 3])
-def test_two_ranks_make_the_update_of_one(recorded, one_rank, tmp_path, zero):
-    one, rows1 = one_rank
-    two, rows2 = _replay(recorded, tmp_path / "two", f"learner.zero_stage={zero}", "learner.num_ranks=2")
+@pytest.fixture(scope="module")
+def one_rank_bf16(recorded, tmp_path_factory):
+    """The bf16 reference: one rank, ZeRO-1 (bf16 needs stage >= 1 for its fp32 gradient sums)."""
+    return _replay(recorded, tmp_path_factory.mktemp("one-rank-bf16"), "learner.num_ranks=1",
+                   "learner.zero_stage=1", "learner.dtype=bfloat16")
+
+
+# Tolerances. fp32: float32 rounding of sums taken in another order. bf16: the forward runs in bf16
+# (8 mantissa bits: 2**-8 = 0.4% relative per rounding), and each rank sums its own rows' gradients
+# before the ranks' sums are added (in fp32), so a loss or norm differs by a few bf16 roundings; a
+# weight is the bf16 copy of an fp32 master weight that differs by float32 rounding, which can flip
+# one bf16 rounding: one bf16 step of the weight (2**-8 of it), hence rtol 2**-7 and an atol of one
+# step of the largest weights near 0.
+TOL = {"float32": dict(loss=(1e-4, 1e-6), weight=(1e-4, 1e-5)),
+       "bfloat16": dict(loss=(2e-2, 1e-4), weight=(2 ** -7, 1e-3))}
+
+
+@pytest.mark.parametrize("dtype, zero", [("float32", 0), ("float32", 1), ("float32", 2), ("float32", 3),
+                                         ("bfloat16", 1), ("bfloat16", 2)])
+def test_two_ranks_make_the_update_of_one(recorded, request, tmp_path, dtype, zero):
+    one, rows1 = request.getfixturevalue("one_rank" if dtype == "float32" else "one_rank_bf16")
+    two, rows2 = _replay(recorded, tmp_path / "two", f"learner.zero_stage={zero}", "learner.num_ranks=2",
+                         f"learner.dtype={dtype}")
+    (rtol, atol), (wrtol, watol) = TOL[dtype]["loss"], TOL[dtype]["weight"]
     assert two["ranks"] == 2 and [r["learner/ranks"] for r in rows2] == [2.0] * STEPS
     for a, b in zip(rows1, rows2):
         assert a["learner/tokens"] == b["learner/tokens"]
-        np.testing.assert_allclose(b["learner/loss"], a["learner/loss"], rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(b["learner/grad_norm"], a["learner/grad_norm"], rtol=1e-4, atol=1e-6)
-        np.testing.assert_allclose(b["learner/entropy"], a["learner/entropy"], rtol=1e-4)
+        np.testing.assert_allclose(b["learner/loss"], a["learner/loss"], rtol=rtol, atol=atol)
+        np.testing.assert_allclose(b["learner/grad_norm"], a["learner/grad_norm"], rtol=rtol, atol=atol)
+        np.testing.assert_allclose(b["learner/entropy"], a["learner/entropy"], rtol=rtol)
     w1, w2 = _weights(one["final"]), _weights(two["final"])
     start = _weights(_tiny())
     assert max(float((w1[k] - start[k]).abs().max()) for k in w1) > 1e-4, "the replay trained nothing"
     for k in w1:
-        # Adam divides by sqrt(v): where a gradient is near 0, float32 rounding of the summed gradient
-        # moves the update by up to about lr/100 (lr 1e-3 here), so the absolute tolerance is 1e-5
-        np.testing.assert_allclose(w2[k].numpy(), w1[k].numpy(), rtol=1e-4, atol=1e-5, err_msg=k)
+        # fp32: Adam divides by sqrt(v): where a gradient is near 0, float32 rounding of the summed
+        # gradient moves the update by up to about lr/100 (lr 1e-3 here), so the absolute tolerance is 1e-5
+        np.testing.assert_allclose(w2[k].numpy(), w1[k].numpy(), rtol=wrtol, atol=watol, err_msg=k)
 
 
 def _tiny():
