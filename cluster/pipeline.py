@@ -25,7 +25,7 @@ from jury.cluster.errors import RunFailed, SyncTimeout
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
 from jury.cluster.metrics import stage
-from jury.cluster.placement import generator_placement
+from jury.cluster.placement import generator_placement, server_placement, server_tensor_parallel
 from jury.protocol.transport import CurveKeys
 
 log = logging.getLogger(__name__)
@@ -168,8 +168,9 @@ class Pipeline:
         spec = self.plan.server_of(role)
         if spec.model not in self.llm_servers:
             self.llm_servers[spec.model] = ray.remote(LLMServer).options(
-                num_cpus=0, runtime_env={"env_vars": {**self.env, "VLLM_CPU_KVCACHE_SPACE": "1"}},
-            ).remote(spec.model, max_model_len=spec.max_model_len, seed=self.cfg.seed)
+                **server_placement(spec, len(self.llm_servers)),
+                runtime_env={"env_vars": {**self.env, "VLLM_CPU_KVCACHE_SPACE": "1"}},
+            ).remote(spec.model, **server_args(spec, self.cfg.seed))
         return RayLLMClient(self.llm_servers[spec.model])
 
     def _gate_factory(self):
@@ -364,19 +365,30 @@ def _alive_and_started(actor, timeout_s: float = 600.0) -> bool:
             time.sleep(2)  # restarting: ask again
 
 
+def server_args(spec, seed: int) -> dict:
+    """LLMServer's keyword arguments from its plan.servers spec: the length it is sized for, its share
+    of its GPUs' memory, tensor parallel over its GPUs."""
+    return {"max_model_len": spec.max_model_len, "seed": seed, "gpu_memory_utilization": spec.gpu_memory_utilization,
+            "tensor_parallel_size": server_tensor_parallel(spec), "on_gpus": spec.num_gpus > 0}
+
+
 def demands(cfg: RunConfig) -> list[tuple[str, str, dict[str, float]]]:
-    """(actor, config section, Ray resources it asks for) for every actor of the run."""
+    """(actor, the config fields that set it, Ray resources it asks for) for every actor of the run."""
     def ask(num_cpus, num_gpus, resources):
         return {k: v for k, v in {"CPU": num_cpus, "GPU": num_gpus, **resources}.items() if v > 0}
 
     g = cfg.generator
     gen_gpus = g.tensor_parallel_size if g.tensor_parallel_size > 1 and g.num_gpus > 0 else g.num_gpus
-    return ([(f"learner rank {r}", "learner", ask(cfg.learner.num_cpus, cfg.learner.num_gpus, cfg.learner.resources))
-             for r in range(cfg.learner.num_ranks)]
-            + [(f"generator{i}", "generator", ask(g.num_cpus, gen_gpus, g.resources))
+    lc = cfg.learner
+    return ([(f"learner rank {r}", "learner.num_cpus/num_gpus/resources", ask(lc.num_cpus, lc.num_gpus, lc.resources))
+             for r in range(lc.num_ranks)]
+            + [(f"generator{i}", "generator.num_cpus/num_gpus/resources", ask(g.num_cpus, gen_gpus, g.resources))
                for i in range(cfg.num_generators)]
-            + [(f"verifier{i}", "verifier", ask(cfg.verifier.num_cpus, 0, cfg.verifier.resources))
-               for i in range(cfg.num_verifiers)])
+            + [(f"verifier{i}", "verifier.num_cpus/resources", ask(cfg.verifier.num_cpus, 0, cfg.verifier.resources))
+               for i in range(cfg.num_verifiers)]
+            # one server per distinct model (the plan's, models as configured): GPUs only
+            + [(f"the LLM server for {spec.model}", "verifier.llm_num_gpus", ask(0, spec.num_gpus, {}))
+               for spec in make_plan(cfg).servers])
 
 
 def check_resources(cfg: RunConfig, nodes: list[dict[str, float]]):
@@ -390,9 +402,9 @@ def check_resources(cfg: RunConfig, nodes: list[dict[str, float]]):
     have = "; ".join(f"node {i}: {fmt({k: v for k, v in n.items() if not k.startswith('node:') and 'memory' not in k})}"
                      for i, n in enumerate(nodes))
     total: dict[str, float] = {}
-    for actor, section, need in demands(cfg):
+    for actor, fields, need in demands(cfg):
         if not any(all(n.get(k, 0) >= v for k, v in need.items()) for n in nodes):
-            raise RunFailed(f"{actor} asks for {fmt(need)} ({section}.num_cpus/num_gpus/resources), and no node of "
+            raise RunFailed(f"{actor} asks for {fmt(need)} ({fields}), and no node of "
                             f"the cluster has that ({have})")
         for k, v in need.items():
             total[k] = total.get(k, 0.0) + v
