@@ -11,6 +11,7 @@ whose docstring has the protocol; this half, per bucket:
     store.set(bucket_ready_key(version, b, rank))    # the sender broadcasts only to the ready
     flat = receive(bucket b)                         # polled to completion, bounded
     loaded |= model.load_weights(bucket's tensors)   # layers load as their weights complete
+    copy out what a layer still holds                # the bucket goes: one alive at a time
 then every parameter of the model must have been loaded, or the sync fails naming them.
 """
 from __future__ import annotations
@@ -120,17 +121,19 @@ class WeightReceiver:
 
     def jury_receive_weights(self, version: int, names, dtypes, shapes, buckets) -> dict:
         """Receive the buckets from rank 0, loading each as it arrives (as vLLM's own NCCL transfer
-        does): at most about two buckets are held at once, not the whole model beside vLLM's budget."""
+        does): one bucket is held at a time (peak_buckets), plus the weights of layers not yet
+        complete, not the whole model beside vLLM's budget."""
         model = self.model_runner.get_model()
         group = self._jury_group
         t0 = time.perf_counter()
         recv_s, loaded = 0.0, set()
-        with _reloading(model, self.model_runner.model_config):
+        with _reloading(model, self.model_runner.model_config) as release:
             t = time.perf_counter()
             for _, parts in group.buckets(version, dtypes, shapes, buckets):
                 recv_s += time.perf_counter() - t
                 loaded |= set(model.load_weights(weights=[(names[i], tensor) for i, tensor in parts]) or ())
                 del parts
+                release()
                 t = time.perf_counter()
         _check_loaded(model, loaded, version)
         return {"version": version, "recv_s": recv_s, "load_s": time.perf_counter() - t0 - recv_s,
@@ -141,7 +144,7 @@ class WeightReceiver:
 def _reloading(model, model_config):
     """vLLM's parameters lose their weight_loader after the first load; the layerwise reload
     helpers restore it around load_weights (PLATFORM.md), and process each layer once all its
-    weights came in."""
+    weights came in. Yields `release`, called after each bucket's load (see _release_buckets)."""
     from vllm.model_executor.model_loader.reload import finalize_layerwise_reload, initialize_layerwise_reload
 
     log = logging.getLogger(RELOAD_LOGGER)
@@ -149,12 +152,26 @@ def _reloading(model, model_config):
     log.addFilter(quiet)
     initialize_layerwise_reload(model)
     try:
-        yield
+        yield _release_buckets
     finally:
         try:
             finalize_layerwise_reload(model, model_config)
         finally:
             log.removeFilter(quiet)
+
+
+def _release_buckets():
+    """A layer holds the weights handed to it until it has all of them, and some complete only at
+    finalize (a vocabulary padded past the checkpoint's rows: the tiny model's 366 to 384). A held
+    tensor is a view that keeps its whole bucket alive; copied out, only the tensor stays."""
+    import torch
+    from vllm.model_executor.model_loader.reload.layerwise import LAYERWISE_INFO
+
+    for info in list(LAYERWISE_INFO.values()):
+        for _, args in info.loaded_weights:
+            for key, value in args.arguments.items():
+                if isinstance(value, torch.Tensor) and value._base is not None:  # a view into a bucket
+                    args.arguments[key] = value.clone()
 
 
 class _BufferOnlyLayers(logging.Filter):

@@ -86,9 +86,13 @@ def _perturbed(weights, seed=0):
 
 
 def _hf_logprobs(model, prompt_ids, completion_ids) -> np.ndarray:
+    """Each completion token's log-prob as the engine reports it (processed log-probs): the generator
+    sets min_tokens to the whole length here, so vLLM masks EOS before it normalises."""
     ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
     with torch.no_grad():
-        logp = torch.log_softmax(model(ids).logits[0, :-1].double(), -1)
+        logits = model(ids).logits[0, :-1].double()
+        logits[:, model.generation_config.eos_token_id] = float("-inf")
+        logp = torch.log_softmax(logits, -1)
     rows = logp[len(prompt_ids) - 1:]
     return rows[torch.arange(len(completion_ids)), torch.tensor(completion_ids)].numpy()
 
@@ -114,8 +118,9 @@ def test_inflight_labels_each_token_with_the_weights_that_sampled_it(tiny_model_
         running = gen.generate.remote(PromptTask("long", 1, "Compute 2+2.\n", None, "t"))
         time.sleep(0.5)  # the LONG-token group is under way
         update, ack = _sync(gen, sender, w1, version=1, bucket_bytes=1 << 20)
-        # loaded bucket by bucket: the ~3.8 MB model in 1 MiB buckets, at most two held at once
-        assert len(update.buckets) >= 4 and ack["peak_buckets"] <= 2, (len(update.buckets), ack)
+        # loaded bucket by bucket: the ~3.8 MB model in 1 MiB buckets, one held at a time (the padded
+        # embedding, which vLLM completes only at the end, is copied out of the first)
+        assert len(update.buckets) >= 4 and ack["peak_buckets"] == 1, (len(update.buckets), ack)
         group = ray.get(running)
         assert (group.version_start, group.version_end) == (0, 1)
         for s in group.samples:
