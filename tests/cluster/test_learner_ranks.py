@@ -15,6 +15,7 @@ from jury.protocol.record import write_record
 
 pytestmark = pytest.mark.slow
 STEPS, GROUPS, G = 3, 4, 4
+LR = 1e-3  # the recorded run's learning rate
 
 
 def _batch(step: int, rng: np.random.Generator) -> list[ScoredGroup]:
@@ -38,7 +39,7 @@ def _batch(step: int, rng: np.random.Generator) -> list[ScoredGroup]:
 def recorded(tiny_model_path, tmp_path_factory):
     """A run folder with a config and STEPS recorded batches, as `record_groups=true` writes them."""
     run = tmp_path_factory.mktemp("recorded")
-    cfg = load_config(None, ["batch_groups=4", "learner.lr=1e-3", "learner.micro_batch=3", "progress=false",
+    cfg = load_config(None, ["batch_groups=4", f"learner.lr={LR}", "learner.micro_batch=3", "progress=false",
                              f"generator.group_size={G}", "generator.max_new_tokens=120", "max_model_len=256",
                              "max_prompt_tokens=64"])
     (run / "config.yaml").write_text(yaml.safe_dump(to_dict(cfg)))
@@ -78,13 +79,15 @@ def one_rank_bf16(recorded, tmp_path_factory):
 
 
 # Tolerances. fp32: float32 rounding of sums taken in another order. bf16: the forward runs in bf16
-# (8 mantissa bits: 2**-8 = 0.4% relative per rounding), and each rank sums its own rows' gradients
-# before the ranks' sums are added (in fp32), so a loss or norm differs by a few bf16 roundings; a
-# weight is the bf16 copy of an fp32 master weight that differs by float32 rounding, which can flip
-# one bf16 rounding: one bf16 step of the weight (2**-8 of it), hence rtol 2**-7 and an atol of one
-# step of the largest weights near 0.
+# (8 mantissa bits: 2**-8 = 0.4% relative per rounding) over each rank's own rows, so a loss or norm
+# differs by a few bf16 roundings (rtol 2e-2). A weight is the bf16 copy of an fp32 master weight:
+# almost all agree to one bf16 step (rtol 2**-7, atol 1e-3), but where a gradient is near 0 its sign
+# can differ between the runs, and Adam moves such a weight by about lr either way: there two runs
+# may differ by up to 2 lr per step, the bound every weight must keep (lr 1e-3, STEPS steps).
 TOL = {"float32": dict(loss=(1e-4, 1e-6), weight=(1e-4, 1e-5)),
        "bfloat16": dict(loss=(2e-2, 1e-4), weight=(2 ** -7, 1e-3))}
+BF16_ADAM_BOUND = 2 * LR * STEPS  # the most two runs' weights can part, one Adam step each
+BF16_LOOSE_SHARE = 0.005          # of a tensor's elements, past one bf16 step but within the bound
 
 
 @pytest.mark.parametrize("dtype, zero", [("float32", 0), ("float32", 1), ("float32", 2), ("float32", 3),
@@ -104,6 +107,12 @@ def test_two_ranks_make_the_update_of_one(recorded, request, tmp_path, dtype, ze
     start = _weights(_tiny())
     assert max(float((w1[k] - start[k]).abs().max()) for k in w1) > 1e-4, "the replay trained nothing"
     for k in w1:
+        if dtype == "bfloat16":
+            gap = (w2[k] - w1[k]).abs()
+            loose = gap > watol + wrtol * w1[k].abs()
+            assert gap.max() <= BF16_ADAM_BOUND + wrtol * w1[k].abs().max(), (k, float(gap.max()))
+            assert loose.float().mean() <= BF16_LOOSE_SHARE, (k, int(loose.sum()), loose.numel())
+            continue
         # fp32: Adam divides by sqrt(v): where a gradient is near 0, float32 rounding of the summed
         # gradient moves the update by up to about lr/100 (lr 1e-3 here), so the absolute tolerance is 1e-5
         np.testing.assert_allclose(w2[k].numpy(), w1[k].numpy(), rtol=wrtol, atol=watol, err_msg=k)
