@@ -10,8 +10,8 @@ taking new tasks, then by `sync_mode`: lets the ones in flight finish ("drain": 
 group comes from one version), aborts them and generates them again after the swap
 ("interrupt": likewise, sooner), or swaps under them ("inflight": the engine applies
 the load between two of its steps, so a group may span two versions, as its
-version_start and version_end record). Then it loads the new weights through the
-worker extension and resumes.
+version_start and version_end record, and each token carries the version vLLM itself
+labelled it with). Then it loads the new weights through the worker extension and resumes.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ class Generator:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         self.cfg, self.actor_id = cfg, actor_id
-        self.version = initial_version  # the version of the weights in model_path
+        self.version = self._initial_version = initial_version  # the version of the weights in model_path
         self._slow_s, self._fault = 0.0, ""
         args = AsyncEngineArgs(
             model=model_path,
@@ -207,10 +207,11 @@ class Generator:
         return final.prompt_token_ids, [_sample(c) for c in final.outputs]
 
     async def _generate_streamed(self, prompt: str, params, request_id: str) -> tuple[list[int], list[Sample]]:
-        """Inflight mode: token deltas as the engine makes them, each stamped with the version
-        this actor holds when it receives them. A weight load runs between two engine steps and
-        its acknowledgement comes after the outputs of the steps before it, so the stamp
-        changes at the step where the new weights took effect."""
+        """Inflight mode: token deltas as the engine makes them. Each token's version is the label
+        vLLM attached to the engine step that sampled it (the final output's weight_versions
+        spans): update_weights sets it while the engine is paused between two steps, so it is
+        exact, also under async scheduling, where a step is scheduled before the previous one's
+        outputs arrive. Stamping on receipt instead was late by the steps in flight."""
         from vllm.sampling_params import RequestOutputKind
 
         params.output_kind = RequestOutputKind.DELTA
@@ -229,10 +230,21 @@ class Generator:
                 text[i].append(c.text)
                 if c.finish_reason:
                     finish[i] = str(c.finish_reason)
+                if c.weight_versions:  # on the final output: [start, end) token spans per label
+                    versions[i] = self._token_versions(c.weight_versions, len(ids[i]))
         samples = [Sample(token_ids=np.asarray(ids[i], np.int32), logprobs=np.asarray(lps[i], np.float32),
                           text="".join(text[i]), finish_reason=finish[i],
                           token_versions=np.asarray(versions[i], np.int32)) for i in range(n)]
         return list(prompt_ids or []), samples
+
+    def _token_versions(self, spans, n: int) -> list[int]:
+        """vLLM's WeightVersionSpans as one version per token; "default" is the engine's label before
+        the first sync set one: the weights it started with."""
+        out = [self._initial_version] * n
+        for span in spans:
+            version = self._initial_version if span.version == "default" else int(span.version)
+            out[span.start:span.end] = [version] * (span.end - span.start)
+        return out
 
     async def evaluate(self, prompts: list[str], n: int, temperature: float,
                        max_tokens: int, top_p: float = 1.0) -> tuple[list[list[str]], int]:
@@ -264,9 +276,15 @@ class Generator:
 
     async def init_weight_group(self, host: str, port: int, world_size: int, first_rank: int, backend: str,
                                 timeout_s: float = 300.0):
-        """Join the learner's weight group; engine worker k (tensor-parallel rank) takes first_rank + k."""
+        """Join the learner's weight group; engine worker k (tensor-parallel rank) takes first_rank + k.
+        Returns each worker's {"rank", "dtype"} (the dtype its model holds)."""
         return await self.engine.collective_rpc(
             "jury_init_weight_group", args=(host, port, world_size, first_rank, backend, timeout_s))
+
+    async def abort_weight_group(self) -> list[bool]:
+        """Abort the workers' weight group (recovery forms a new one): one still in a broadcast
+        whose peer died returns from it."""
+        return await self.engine.collective_rpc("jury_abort_weight_group")
 
     async def update_weights(self, update: WeightUpdate) -> dict:
         """Drain, receive the broadcast, load, resume. Returns timings for the metrics.
@@ -286,15 +304,23 @@ class Generator:
             await self._idle.wait()
             self._interrupting = False
         t1 = time.perf_counter()
+        if self.cfg.sync_mode == "inflight":
+            # no engine step between the load and the new label: the running requests are frozen
+            # (vLLM's "keep"; under async scheduling it also waits for the step in flight)
+            await self.engine.pause_generation(mode="keep", clear_cache=False)
         try:
             acks = await self.engine.collective_rpc(
                 "jury_receive_weights",
                 args=(update.version, update.names, update.dtypes, update.shapes, update.buckets))
+            await self.engine.update_weight_version(str(update.version))  # labels every output from now on
+            await self._reset_prefix_cache()
         except Exception:
             if self.engine.errored:
                 self._die("the vLLM engine core is dead (during a weight sync)")
             raise
-        await self.engine.reset_prefix_cache()  # cached KV was computed by the old weights
+        finally:
+            if self.cfg.sync_mode == "inflight":
+                await self.engine.resume_generation()
         self.version = update.version
         for task in self._retry:  # interrupted groups start over on the new weights
             await self._slots.acquire()
@@ -306,7 +332,20 @@ class Generator:
         pause = time.perf_counter() - t0
         self._stats["pause_s"] += pause
         return {"version": self.version, "drain_s": t1 - t0, "pause_s": pause,
-                "recv_s": max(a["recv_s"] for a in acks), "load_s": max(a["load_s"] for a in acks)}
+                "recv_s": max(a["recv_s"] for a in acks), "load_s": max(a["load_s"] for a in acks),
+                "peak_buckets": max(a["peak_buckets"] for a in acks)}
+
+    async def _reset_prefix_cache(self):
+        """Cached KV was computed by the old weights. vLLM refuses the reset while requests hold
+        KV blocks (inflight's frozen requests, an evaluation beside the task queue) and says so only
+        by returning False; new requests would then reuse the old KV. So those requests are
+        preempted instead: they resume with their KV recomputed under the new weights (the tokens
+        they already have keep their version and log-probs)."""
+        if await self.engine.reset_prefix_cache():
+            return
+        if not await self.engine.reset_prefix_cache(reset_running_requests=True):
+            raise RuntimeError(f"{self.actor_id}: vLLM could not reset its prefix cache after a weight sync, even "
+                               "with the running requests preempted")
 
     async def token_logprobs(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The engine's log-prob of a fixed completion (prompt log-probs over prompt+completion), for

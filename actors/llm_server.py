@@ -13,15 +13,25 @@ import os
 import time
 
 
+def engine_args(model_path: str, *, max_model_len: int = 4096, dtype: str = "auto", seed: int = 0,
+                enforce_eager: bool = True, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
+                on_gpus: bool = False) -> dict:
+    """vLLM's AsyncEngineArgs of a server. gpu_memory_utilization: its share of each of its GPUs'
+    memory (the CPU build sizes by VLLM_CPU_KVCACHE_SPACE); tensor parallel over GPUs runs its
+    workers as Ray actors in the server's placement group (cluster/placement.py)."""
+    return dict(model=model_path, max_model_len=max_model_len, dtype=dtype, seed=seed, enforce_eager=enforce_eager,
+                tensor_parallel_size=tensor_parallel_size, gpu_memory_utilization=gpu_memory_utilization,
+                disable_log_stats=True,
+                **({"distributed_executor_backend": "ray"} if tensor_parallel_size > 1 and on_gpus else {}))
+
+
 class LLMServer:
-    def __init__(self, model_path: str, *, max_model_len: int = 4096, dtype: str = "auto", seed: int = 0,
-                 enforce_eager: bool = True, tensor_parallel_size: int = 1):
+    def __init__(self, model_path: str, **kwargs):
+        """kwargs: engine_args' (max_model_len, gpu_memory_utilization, tensor_parallel_size, ...)."""
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
-        self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(
-            model=model_path, max_model_len=max_model_len, dtype=dtype, seed=seed, enforce_eager=enforce_eager,
-            tensor_parallel_size=tensor_parallel_size, disable_log_stats=True))
+        self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_args(model_path, **kwargs)))
         self.tokenizer = None
         self.calls = self.prompts = self.tokens = 0
         self.busy_s = 0.0

@@ -27,7 +27,7 @@ from jury.cluster.errors import RunFailed, SyncTimeout
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
 from jury.cluster.metrics import stage
-from jury.cluster.placement import generator_placement
+from jury.cluster.placement import generator_placement, server_placement, server_tensor_parallel
 from jury.protocol.transport import CurveKeys
 
 log = logging.getLogger(__name__)
@@ -56,11 +56,13 @@ class Pipeline:
         self.curve = None
         self.env: dict = {}
         self.recoveries = 0
+        self.weight_dtype: str | None = None  # the engines' weight dtype, once the weight group formed
 
     # ── building ──
     def start(self):
-        """Every actor created at once (their engines start side by side: DeepSpeed, vLLM), then
-        wired in order; a line per stage says what was made and how long it took."""
+        """Every actor created at once (their engines start side by side: DeepSpeed, vLLM), or, where
+        roles may share a GPU (plan.engines_after_learner), the vLLM engines once the learner is
+        ready; then wired in order. A line per stage says what was made and how long it took."""
         import ray
         from transformers import AutoTokenizer
 
@@ -79,10 +81,12 @@ class Pipeline:
         self.curve = CurveKeys.generate() if cfg.curve is True or (cfg.curve == "auto" and multi_node) else None
         self.learner = LearnerGroup.create(cfg, self.plan, self.model_path, env=self.env, checkpoint=self.learner_checkpoint,
                                            initial_version=self.version)
-        self.generators = [self._make_generator(i) for i in range(cfg.num_generators)]
-        self.verifiers = [self._make_verifier(i) for i in range(cfg.num_verifiers)]
+        if not self.plan.engines_after_learner:  # every engine starts beside DeepSpeed
+            self._make_engines()
         with self.stage(f"learner: {cfg.learner.num_ranks} DeepSpeed rank(s), ZeRO-{cfg.learner.zero_stage}"):
             learner_ep = self.learner.start(self.host, self.curve)
+        if self.plan.engines_after_learner:  # roles share a GPU: vLLM profiles what the learner left
+            self._make_engines()
         with self.stage(f"{cfg.num_verifiers} verifier worker(s)"):
             self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve)
                                                for v in self.verifiers])
@@ -101,6 +105,11 @@ class Pipeline:
             ray.get([self._start_generator(g) for g in self.generators])
         with self.stage(f"weight group ({cfg.weight_backend})"):
             self._init_weight_plane()
+
+    def _make_engines(self):
+        """The generators and the verifiers (which start the LLM servers): the actors with vLLM engines."""
+        self.generators = [self._make_generator(i) for i in range(self.cfg.num_generators)]
+        self.verifiers = [self._make_verifier(i) for i in range(self.cfg.num_verifiers)]
 
     def stage(self, what: str):
         return stage(what, self.cfg.progress)
@@ -173,8 +182,9 @@ class Pipeline:
             return OpenAIClient(spec.url, spec.model, api_key_env=self.cfg.verifier.llm_api_key_env)
         if spec.model not in self.llm_servers:
             self.llm_servers[spec.model] = ray.remote(LLMServer).options(
-                num_cpus=0, runtime_env={"env_vars": {**self.env, "VLLM_CPU_KVCACHE_SPACE": "1"}},
-            ).remote(spec.model, max_model_len=spec.max_model_len, seed=self.cfg.seed)
+                **server_placement(spec, len(self.llm_servers)),
+                runtime_env={"env_vars": {**self.env, "VLLM_CPU_KVCACHE_SPACE": "1"}},
+            ).remote(spec.model, **server_args(spec, self.cfg.seed))
         return RayLLMClient(self.llm_servers[spec.model])
 
     def _gate_factory(self):
@@ -190,44 +200,62 @@ class Pipeline:
 
     # ── the weight plane ──
     def _init_weight_plane(self):
-        """A fresh group: learner rank 0, every generator's engine workers after it."""
+        """A fresh group: learner rank 0, every generator's engine workers after it. A group formed
+        before is aborted on every member first: under NCCL a member still in the old group's
+        broadcast (a peer died under it) would otherwise stall until NCCL's watchdog ends it."""
 
         tp, timeout = self.cfg.generator.tensor_parallel_size, self.cfg.sync_timeout_s
+        if self.weight_dtype is not None:
+            self._wait_all({"learner": self.learner.rank0.abort_weights.remote(),
+                            **{f"generator{i}": g.abort_weight_group.remote() for i, g in enumerate(self.generators)}},
+                           "aborting the old weight group")
         world = 1 + tp * len(self.generators)
         host, port = self.learner.call0("init_weight_sender", self.host, world, self.cfg.weight_backend, timeout,
                                         timeout=timeout)
         joins = {f"generator{i}": g.init_weight_group.remote(host, port, world, 1 + i * tp, self.cfg.weight_backend,
                                                              timeout) for i, g in enumerate(self.generators)}
-        self._wait_all({"learner": self.learner.rank0.connect_weights.remote(), **joins}, "forming the weight group")
+        joined = self._wait_all({"learner": self.learner.rank0.connect_weights.remote(), **joins},
+                                "forming the weight group")
+        # what the engines hold their weights in: the learner sends in it (generator.dtype "auto"
+        # is resolved by vLLM, so the engine is asked, not the config)
+        self.weight_dtype = joined["generator0"][0]["dtype"]
 
     def _wait_all(self, refs: dict, what: str) -> dict:
         """ray.get of every role's call, bounded by sync_timeout_s; a role that does not answer in
-        time stops the run with its name (an actor that died raises RayActorError instead)."""
+        time stops the run with its name. An actor that died raises RayActorError as soon as it is
+        seen, not after the others' (bounded) waits on it: recovery can start at once."""
         import ray
 
         names = {ref: name for name, ref in refs.items()}
-        _, pending = ray.wait(list(names), num_returns=len(names), timeout=self.cfg.sync_timeout_s)
-        if pending:
-            late = ", ".join(names[r] for r in pending)
-            raise SyncTimeout(f"{what}: {late} did not answer in {self.cfg.sync_timeout_s:.0f}s "
-                              f"(sync_timeout_s); a hung engine or a network path between the learner and "
-                              f"the generators that is closed")
-        out = {}
-        for name, ref in refs.items():
+        deadline = time.monotonic() + self.cfg.sync_timeout_s
+        pending, out, failed = list(names), {}, None
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                late = ", ".join(names[r] for r in pending)
+                raise failed or SyncTimeout(
+                    f"{what}: {late} did not answer in {self.cfg.sync_timeout_s:.0f}s (sync_timeout_s); a hung "
+                    f"engine or a network path between the learner and the generators that is closed")
+            name = names[ready[0]]
             try:
-                out[name] = ray.get(ref)
+                out[name] = ray.get(ready[0])
             except ray.exceptions.RayActorError as e:
                 if name.startswith("learner"):  # the learner cannot be restarted: the run stops
                     raise LearnerDied(f"{name.replace('learner', 'learner rank ')} died during {what}; "
                                       f"every actor was stopped. Cause: {str(e).splitlines()[0][:300]}") from None
                 raise
-        return out
+            except ray.exceptions.RayTaskError as e:  # maybe the echo of a peer that died: look at the others
+                failed = failed or e
+        if failed is not None:
+            raise failed
+        return {name: out[name] for name in refs}
 
     def sync_weights(self) -> dict:
         """One control message per generator, one bucketed broadcast, then the version bump."""
 
         t0 = time.perf_counter()
-        update = self.learner.call0("weight_update", self.cfg.bucket_mb, timeout=self.cfg.sync_timeout_s)
+        update = self.learner.call0("weight_update", self.cfg.bucket_mb, self.weight_dtype,
+                                    timeout=self.cfg.sync_timeout_s)
         calls = {f"generator{i}": g.update_weights.remote(update) for i, g in enumerate(self.generators)}
         calls.update({f"learner{r}": ref for r, ref in enumerate(self.learner.broadcast(update))})
         done = self._wait_all(calls, f"weight sync to version {update.version}")
@@ -235,7 +263,7 @@ class Pipeline:
         acks = [v for k, v in done.items() if k.startswith("generator")]
         self.version = update.version
         return {"sync/total_s": time.perf_counter() - t0, "sync/gather_s": sent["gather_s"],
-                "sync/broadcast_s": sent["broadcast_s"], "sync/bytes": sent["bytes"],
+                "sync/broadcast_s": sent["broadcast_s"], "sync/ready_s": sent["ready_s"], "sync/bytes": sent["bytes"],
                 "sync/generator_pause_s": max(a["pause_s"] for a in acks),
                 "sync/generator_load_s": max(a["load_s"] for a in acks)}
 
@@ -365,19 +393,30 @@ def _alive_and_started(actor, timeout_s: float = 600.0) -> bool:
             time.sleep(2)  # restarting: ask again
 
 
+def server_args(spec, seed: int) -> dict:
+    """LLMServer's keyword arguments from its plan.servers spec: the length it is sized for, its share
+    of its GPUs' memory, tensor parallel over its GPUs."""
+    return {"max_model_len": spec.max_model_len, "seed": seed, "gpu_memory_utilization": spec.gpu_memory_utilization,
+            "tensor_parallel_size": server_tensor_parallel(spec), "on_gpus": spec.num_gpus > 0}
+
+
 def demands(cfg: RunConfig) -> list[tuple[str, str, dict[str, float]]]:
-    """(actor, config section, Ray resources it asks for) for every actor of the run."""
+    """(actor, the config fields that set it, Ray resources it asks for) for every actor of the run."""
     def ask(num_cpus, num_gpus, resources):
         return {k: v for k, v in {"CPU": num_cpus, "GPU": num_gpus, **resources}.items() if v > 0}
 
     g = cfg.generator
     gen_gpus = g.tensor_parallel_size if g.tensor_parallel_size > 1 and g.num_gpus > 0 else g.num_gpus
-    return ([(f"learner rank {r}", "learner", ask(cfg.learner.num_cpus, cfg.learner.num_gpus, cfg.learner.resources))
-             for r in range(cfg.learner.num_ranks)]
-            + [(f"generator{i}", "generator", ask(g.num_cpus, gen_gpus, g.resources))
+    lc = cfg.learner
+    return ([(f"learner rank {r}", "learner.num_cpus/num_gpus/resources", ask(lc.num_cpus, lc.num_gpus, lc.resources))
+             for r in range(lc.num_ranks)]
+            + [(f"generator{i}", "generator.num_cpus/num_gpus/resources", ask(g.num_cpus, gen_gpus, g.resources))
                for i in range(cfg.num_generators)]
-            + [(f"verifier{i}", "verifier", ask(cfg.verifier.num_cpus, 0, cfg.verifier.resources))
-               for i in range(cfg.num_verifiers)])
+            + [(f"verifier{i}", "verifier.num_cpus/resources", ask(cfg.verifier.num_cpus, 0, cfg.verifier.resources))
+               for i in range(cfg.num_verifiers)]
+            # one server per distinct model (the plan's, models as configured): GPUs only
+            + [(f"the LLM server for {spec.model}", "verifier.llm_num_gpus", ask(0, spec.num_gpus, {}))
+               for spec in make_plan(cfg).servers])
 
 
 def check_resources(cfg: RunConfig, nodes: list[dict[str, float]]):
@@ -391,9 +430,9 @@ def check_resources(cfg: RunConfig, nodes: list[dict[str, float]]):
     have = "; ".join(f"node {i}: {fmt({k: v for k, v in n.items() if not k.startswith('node:') and 'memory' not in k})}"
                      for i, n in enumerate(nodes))
     total: dict[str, float] = {}
-    for actor, section, need in demands(cfg):
+    for actor, fields, need in demands(cfg):
         if not any(all(n.get(k, 0) >= v for k, v in need.items()) for n in nodes):
-            raise RunFailed(f"{actor} asks for {fmt(need)} ({section}.num_cpus/num_gpus/resources), and no node of "
+            raise RunFailed(f"{actor} asks for {fmt(need)} ({fields}), and no node of "
                             f"the cluster has that ({have})")
         for k, v in need.items():
             total[k] = total.get(k, 0.0) + v

@@ -11,23 +11,44 @@ def generator_placement(g, i: int) -> dict:
     """Ray options placing generator i. A tensor-parallel engine on GPUs gets a placement group:
     its GPUs reserved together on one node, the actor on bundle 0, and vLLM's Ray executor
     putting one worker on each GPU bundle (child tasks are captured into the group)."""
-    import ray
-
-    bundles = generator_bundles(g)
-    if not bundles:
-        return {"num_cpus": g.num_cpus, "num_gpus": g.num_gpus, "resources": g.resources}
-    from ray.util.placement_group import placement_group
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    pg = placement_group(bundles, strategy="STRICT_PACK", name=f"jury-generator{i}")
-    ray.get(pg.ready(), timeout=600)
-    return {"num_cpus": g.num_cpus, "num_gpus": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(
-        pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True)}
+    return _engine_placement(g.num_cpus, g.num_gpus, g.tensor_parallel_size, g.resources, f"jury-generator{i}")
 
 
 def generator_bundles(g) -> list[dict]:
     """Placement-group bundles for one tensor-parallel GPU engine: the actor's CPUs and custom
     resources, then one GPU per tensor-parallel rank. [] when no group is needed (TP 1, or CPU)."""
-    if g.tensor_parallel_size <= 1 or g.num_gpus <= 0:
+    return _bundles(g.num_cpus, g.num_gpus, g.tensor_parallel_size, g.resources)
+
+
+def server_tensor_parallel(spec) -> int:
+    """An LLM server over more than one GPU is one engine, tensor parallel over them (the config
+    refuses a fractional count above 1)."""
+    return int(spec.num_gpus) if spec.num_gpus > 1 else 1
+
+
+def server_placement(spec, i: int) -> dict:
+    """Ray options of an LLM server (TinyV, the Lean gate's roles, DeRL): its plan.servers spec's GPUs.
+    Ray shows an actor only the GPUs it asked for (CUDA_VISIBLE_DEVICES), so a server that asks
+    for none cannot start CUDA vLLM on a GPU node. It reserves no CPU: it waits on its engine."""
+    return _engine_placement(0, spec.num_gpus, server_tensor_parallel(spec), {}, f"jury-llm-server{i}")
+
+
+def _engine_placement(num_cpus, num_gpus, tensor_parallel_size, resources, name: str) -> dict:
+    import ray
+
+    bundles = _bundles(num_cpus, num_gpus, tensor_parallel_size, resources)
+    if not bundles:
+        return {"num_cpus": num_cpus, "num_gpus": num_gpus, "resources": resources}
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    pg = placement_group(bundles, strategy="STRICT_PACK", name=name)
+    ray.get(pg.ready(), timeout=600)
+    return {"num_cpus": num_cpus, "num_gpus": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(
+        pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True)}
+
+
+def _bundles(num_cpus, num_gpus, tensor_parallel_size, resources) -> list[dict]:
+    if tensor_parallel_size <= 1 or num_gpus <= 0:
         return []
-    return [{"CPU": g.num_cpus, **g.resources}] + [{"GPU": 1.0} for _ in range(g.tensor_parallel_size)]
+    return [{"CPU": num_cpus, **resources}] + [{"GPU": 1.0} for _ in range(tensor_parallel_size)]

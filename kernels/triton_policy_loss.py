@@ -75,14 +75,17 @@ def _policy_loss_kernel(
     else:
         d = old - lp
     dk3 = 1 - tl.exp(d)  # d(k3)/d(logp)
+    # (one branch per case: Triton's compiler, unlike its interpreter, does not carry a name
+    # defined under one `if` into the next)
     if KL_CLAMP:  # low_var_kl: no gradient where the log-ratio or the estimate is clamped
         inside = (d >= -kl_log_bound) & (d <= kl_log_bound)
         d = tl.minimum(tl.maximum(d, -kl_log_bound), kl_log_bound)
-    k3 = tl.exp(d) - d - 1
-    if KL_CLAMP:
+        k3 = tl.exp(d) - d - 1
         inside = inside & (k3 <= kl_value_bound)
         k3 = tl.minimum(k3, kl_value_bound)
         dk3 = tl.where(inside, dk3, 0.0)
+    else:
+        k3 = tl.exp(d) - d - 1
     loss = pg
     if HAS_REF:
         loss += kl_coef * k3

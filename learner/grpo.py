@@ -137,7 +137,10 @@ def token_logprobs(model, input_ids, attention, completion, temperature: float =
     Only completion rows enter the LM-head product; other positions are 0.
     """
     body = model.get_decoder() if hasattr(model, "get_decoder") else model.model
-    hidden = body(input_ids=input_ids, attention_mask=attention).last_hidden_state[:, :-1]  # (N, L-1, H)
+    # use_cache=False: the config's default (true) would build a KV cache nobody reads (~1.6 GB per
+    # qwen3 micro-batch in the no-grad reference, proximal and check-sync passes)
+    hidden = body(input_ids=input_ids, attention_mask=attention,
+                  use_cache=False).last_hidden_state[:, :-1]  # (N, L-1, H)
     rows = completion.bool()
     h = hidden[rows]
     if temperature != 1.0:

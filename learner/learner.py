@@ -36,7 +36,7 @@ from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
 from jury.learner.errors import TrainingStopped
 from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pass, step_stats, train_shard
-from jury.learner.weight_sender import WeightSender
+from jury.learner.weight_sender import WeightSender, drop_tied
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
 from jury.protocol.plan import LearnerReward, Sampling
@@ -109,16 +109,7 @@ class Learner:
         if cfg.kl_coef > 0:
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
             self.ref_model.requires_grad_(False)
-        ds_config = {
-            "train_micro_batch_size_per_gpu": 1,
-            "gradient_accumulation_steps": 1,  # micro-batches are marked by hand (set_gradient_accumulation_boundary)
-            "gradient_clipping": cfg.grad_clip,
-            "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "weight_decay": cfg.weight_decay,
-                                                      "torch_adam": True}},
-            "zero_optimization": {"stage": cfg.zero_stage},
-            "bf16": {"enabled": cfg.dtype == "bfloat16"},
-            "steps_per_print": 10**9,
-        }
+        ds_config = deepspeed_config(cfg)
         optimizer_steps = max(1, total_steps) * cfg.minibatches * cfg.epochs
         self.engine, *_ = deepspeed.initialize(
             model=model, model_parameters=model.parameters(), config=ds_config,
@@ -317,11 +308,21 @@ class Learner:
         self.sender.connect()
         return True
 
-    def weight_update(self, bucket_mb: int) -> WeightUpdate:
+    def abort_weights(self) -> bool:
+        """Rank 0: abort the weight group before the plane is formed again (recovery)."""
+        if self.sender is None:
+            return False
+        self.sender.abort()
+        return True
+
+    def weight_update(self, bucket_mb: int, dtype: str | None = None) -> WeightUpdate:
+        """The next sync's layout; `dtype`: the engines' weight dtype, which floating-point tensors are
+        sent in (an fp32 learner feeding bf16 engines sends half the bytes). Non-finite weights are
+        never synced: the generators would sample from NaN."""
         bad = self._nonfinite_weights()
-        if bad:  # never into the generators: they would sample from NaN
+        if bad:
             raise TrainingStopped(f"step {self.version}: the weights are not finite ({bad}); not synced")
-        return WeightSender.layout(self._named_weights(), self.version, bucket_mb << 20)
+        return WeightSender.layout(self._named_weights(), self.version, bucket_mb << 20, dtype)
 
     def broadcast(self, update: WeightUpdate) -> dict:
         """Rank 0's half of a sync; gather_s is the time to make each bucket whole (ZeRO-3: an
@@ -342,15 +343,16 @@ class Learner:
         return self.sender.broadcast(update, dict(self._named_weights()), gather)
 
     def _named_weights(self):
-        """(name, tensor) in state_dict order. Under ZeRO-3 state_dict holds empty partitions,
-        so the parameters themselves are returned (partitioned; `broadcast` gathers them)."""
-        state = self.engine.module.state_dict()
+        """(name, tensor) in state_dict order, a tied weight once. Under ZeRO-3 state_dict holds
+        empty partitions, so the parameters themselves are returned (partitioned; `broadcast`
+        gathers them)."""
+        module = self.engine.module
+        state = module.state_dict()
         if self.cfg.zero_stage != 3:
-            return list(state.items())
-        names = list(state)
-        params = dict(self.engine.module.named_parameters(remove_duplicate=False))
-        params.update(self.engine.module.named_buffers())
-        return [(k, params[k]) for k in names]
+            return drop_tied(module, list(state.items()))
+        params = dict(module.named_parameters(remove_duplicate=False))
+        params.update(module.named_buffers())
+        return drop_tied(module, [(k, params[k]) for k in state])
 
     # ── checkpoints (every rank) and probes ──
     def save(self, path: str, state: dict) -> int:
@@ -443,6 +445,26 @@ class Learner:
     def node(self) -> str:
         """This rank's node address: its part of a checkpoint is written on its disk."""
         return _node_address()
+
+
+def deepspeed_config(cfg: LearnerConfig) -> dict:
+    """The DeepSpeed config of a learner rank. bf16 weights accumulate their gradients in fp32
+    (data_types.grad_accum_dtype): summed in bf16, the 32 micro-batches of a qwen3 step would each
+    lose the bits below the running sum's 8-bit mantissa. DeepSpeed takes that pairing from ZeRO-1
+    on (LearnerConfig refuses bf16 on stage 0)."""
+    config = {
+        "train_micro_batch_size_per_gpu": 1,
+        "gradient_accumulation_steps": 1,  # micro-batches are marked by hand (set_gradient_accumulation_boundary)
+        "gradient_clipping": cfg.grad_clip,
+        "optimizer": {"type": "AdamW", "params": {"lr": cfg.lr, "weight_decay": cfg.weight_decay,
+                                                  "torch_adam": True}},
+        "zero_optimization": {"stage": cfg.zero_stage},
+        "bf16": {"enabled": cfg.dtype == "bfloat16"},
+        "steps_per_print": 10**9,
+    }
+    if cfg.dtype == "bfloat16":
+        config["data_types"] = {"grad_accum_dtype": "fp32"}
+    return config
 
 
 def _timed(fn, owner):

@@ -217,13 +217,19 @@ def step_stats(total: dict[str, float], cfg: LearnerConfig) -> dict[str, float]:
 
 
 def _before_forward(engine):
-    """What DeepSpeed's engine.forward does first, since the loss calls engine.module directly: a
+    """What DeepSpeed's engine.forward arranges, since the loss calls engine.module directly: a
     ZeRO optimizer counts micro-steps there (ZeRO-3 accumulates a micro-batch's gradient partition
     onto the last one only when it has counted it; without this each one overwrote the last, and
-    only the final micro-batch of a step trained)."""
-    clear = getattr(getattr(engine, "optimizer", None), "clear_backward_seen_flag", None)
+    only the final micro-batch of a step trained). And bf16 on ZeRO-1 (DeepSpeed's BF16_Optimizer,
+    fp32 gradient sums) adds each micro-batch's bf16 gradients to its fp32 sums after backward, but
+    clears them only in a backward hook engine.forward registers: without it each micro-batch added
+    the gradients of all before it again."""
+    optimizer = getattr(engine, "optimizer", None)
+    clear = getattr(optimizer, "clear_backward_seen_flag", None)
     if clear is not None:
         clear()
+    if type(optimizer).__name__ == "BF16_Optimizer":
+        optimizer.clear_lp_grads()
 
 
 def grad_norm(engine) -> float:

@@ -266,7 +266,17 @@ class GeneratorConfig:
                  ("tensor_parallel_size", self.tensor_parallel_size >= 1, ">= 1"),
                  ("kv_cache_gib", self.kv_cache_gib >= 1, ">= 1"),
                  ("gpu_memory_utilization", 0 < self.gpu_memory_utilization <= 1, "in (0, 1]"),
-                 ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
+                 ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"),
+                 _within_gpu_share(self, "gpu_memory_utilization", "num_gpus"))
+
+
+def _within_gpu_share(obj, memory: str, gpus: str) -> tuple[str, bool, str]:
+    """vLLM's gpu_memory_utilization is a share of the whole GPU's memory, whatever fraction of the
+    GPU Ray gave the actor: with half a GPU and 0.9, vLLM takes the memory of the role beside it."""
+    share = getattr(obj, gpus)
+    return memory, not 0 < share < 1 or getattr(obj, memory) <= share, (
+        f"<= {gpus} ({share:g}) when the role has a fraction of a GPU: vLLM takes that share of the whole "
+        "GPU's memory, and the roles beside it need the rest")
 
 
 # What a response that neither boxes its answer nor states it ("the answer is", "Final
@@ -360,6 +370,10 @@ class VerifierConfig:
                  ("llm_prompt_tokens", self.llm_prompt_tokens >= 1, ">= 1"),
                  ("llm_num_gpus", self.llm_num_gpus >= 0, ">= 0"),
                  ("llm_gpu_memory_utilization", 0 < self.llm_gpu_memory_utilization <= 1, "in (0, 1]"),
+                 # more than one GPU is tensor parallelism: one engine rank per whole GPU
+                 ("llm_num_gpus", self.llm_num_gpus <= 1 or self.llm_num_gpus == int(self.llm_num_gpus),
+                  "<= 1 or a whole number (an engine over that many GPUs, tensor parallel)"),
+                 _within_gpu_share(self, "llm_gpu_memory_utilization", "llm_num_gpus"),
                  ("num_cpus", self.num_cpus >= 0, ">= 0"))
 
 
@@ -476,6 +490,12 @@ class LearnerConfig:
                  ("zero_stage", self.zero_stage in (0, 1, 2, 3), "0, 1, 2 or 3"),
                  ("num_ranks", self.num_ranks >= 1, ">= 1"),
                  ("threads", self.threads >= 1, ">= 1"),
+                 # bf16 weights accumulate their micro-batches' gradients in fp32 (learner.py), a pairing
+                 # DeepSpeed's stage 0 refuses ("unsupported mix"); ZeRO-1 takes it (its bf16 optimizer
+                 # keeps fp32 master weights) and, like stage 0, leaves every rank's weights whole
+                 ("zero_stage", self.dtype != "bfloat16" or self.zero_stage >= 1,
+                  "1, 2 or 3 with dtype bfloat16 (gradients accumulate in fp32, which DeepSpeed's stage 0 "
+                  "cannot do for bf16 weights; ZeRO-1 can)"),
                  ("num_cpus", self.num_cpus >= 0, ">= 0"), ("num_gpus", self.num_gpus >= 0, ">= 0"))
 
     @property
@@ -649,6 +669,11 @@ class RunConfig:
             raise ConfigError("weight_backend=nccl runs between GPUs only: it needs learner.num_gpus >= 1 and "
                               f"generator.num_gpus > 0 (got {self.learner.num_gpus} and {self.generator.num_gpus}); "
                               "use weight_backend=gloo on the CPU")
+        if self.weight_backend == "nccl" and self.num_generators > 1 and 0 < self.generator.num_gpus < 1:
+            raise ConfigError(f"weight_backend=nccl with num_generators={self.num_generators} needs generator.num_gpus "
+                              f">= 1 (got {self.generator.num_gpus:g}): generators sharing a GPU would be two ranks "
+                              "of the weight group on one GPU, which NCCL refuses at the first sync; use "
+                              "weight_backend=gloo, or a GPU per generator")
         parse_faults(self.faults, self.num_generators, self.num_verifiers, self.learner.num_ranks)
         self._check_coreward()
         if self.forced_staleness and self.sync_every != 1:

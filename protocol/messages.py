@@ -138,6 +138,13 @@ class WeightUpdate:
     buckets: list[list[int]]   # indices into names, one list per broadcast
 
 
+def bucket_ready_key(version: int, bucket: int, rank: int) -> str:
+    """The weight group's store key a receiver sets once it is ready for bucket `bucket` of the sync
+    to `version`. The sender waits for every receiver's before it broadcasts that bucket: a receiver
+    that died then fails a bounded wait, instead of leaving an NCCL broadcast that never completes."""
+    return f"jury/v{version}/b{bucket}/r{rank}"
+
+
 @dataclass
 class Shutdown:
     """Stop after the current item; nothing after it is read."""

@@ -12,6 +12,8 @@
     plan.policy_model    the policy's model folder
     plan.servers         one ServerSpec per LLM server (one per distinct model), each sized for
                          the roles it serves; plan.server_of(role) names a role's
+    plan.engines_after_learner  roles may share a GPU: vLLM engines start only once the learner
+                         has reported ready (see shares_a_gpu)
 
 Every value derived from the config is derived here, once, and handed on under the same
 name. Imports only the standard library and the config: nothing heavy, so the simulator and
@@ -72,6 +74,7 @@ class RunPlan:
     servers: tuple[ServerSpec, ...] = ()
     role_models: dict[str, str] = field(default_factory=dict)  # LLM role -> its server's model
     learner_reward: LearnerReward | None = None  # self_certainty / entropy: scored by the learner
+    engines_after_learner: bool = False
 
     def server_of(self, role: LLMRole) -> ServerSpec:
         model = self.role_models[role]
@@ -106,6 +109,16 @@ def llm_roles(cfg: RunConfig) -> dict[str, tuple[str, int]]:
     return roles
 
 
+def shares_a_gpu(cfg: RunConfig, servers=()) -> bool:
+    """Whether a role has a fraction of a GPU, so that Ray may put two roles on one. vLLM sizes its
+    KV cache from the memory it finds free while it profiles: started beside a learner that is still
+    loading, it counts memory DeepSpeed is about to take (or the learner then runs out)."""
+    g = cfg.generator
+    fractions = [cfg.learner.num_gpus, 0.0 if g.tensor_parallel_size > 1 else g.num_gpus,
+                 *(s.num_gpus for s in servers)]
+    return any(0 < n < 1 for n in fractions)
+
+
 def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
               positions: Callable[[str], int | None] = lambda model: None) -> RunPlan:
     """`resolve`: a model as configured (a local model's name, or a folder) -> its folder;
@@ -136,4 +149,5 @@ def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
                    sampling=Sampling(g.temperature, g.top_p, g.max_new_tokens), policy_model=resolve(cfg.model),
                    servers=tuple(servers), role_models={r: m for r, (m, _) in roles.items()},
                    learner_reward=LearnerReward(cfg.verifier.reward, cfg.verifier.self_reward_span)
-                   if cfg.verifier.reward in ("self_certainty", "entropy") else None)
+                   if cfg.verifier.reward in ("self_certainty", "entropy") else None,
+                   engines_after_learner=shares_a_gpu(cfg, servers))

@@ -293,11 +293,18 @@ def test_dispatcher_sends_cuda_tensors_to_triton(device, monkeypatch):
     assert kernels.backend(torch.zeros(1, device=device)) == "triton"
 
 
-# ---------------------------------------------------------------- compiled for Hopper
+# ---------------------------------------------------------------- compiled for GPUs
 
-def compile_for_hopper(kernel, types, constexprs, num_warps=4, num_stages=3):
-    """Compile a kernel for sm_90 (H100/H200) without a GPU, as the JIT would launch it:
-    integers and pointers hinted 16-divisible, which real strides and sizes are."""
+HOPPER, ADA = 90, 89  # H100/H200 (learner nodes); L40S (cluster.yaml's generator nodes)
+# The most shared memory one program may use (CUDA's opt-in limit per block): 227 KB on sm_90,
+# 99 KB on sm_89. Triton's autotuner drops a config past it at launch (OutOfResources).
+SHARED_LIMIT = {HOPPER: 227 * 1024, ADA: 99 * 1024}
+
+
+def compile_for(kernel, types, constexprs, arch=HOPPER, num_warps=4, num_stages=3):
+    """Compile a kernel for sm_<arch> without a GPU, as the JIT would launch it: integers and
+    pointers hinted 16-divisible, which real strides and sizes are. Skips, naming what is missing,
+    where this Triton cannot build for that target (its bundled ptxas, a CUDA toolchain)."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -307,22 +314,43 @@ def compile_for_hopper(kernel, types, constexprs, num_warps=4, num_stages=3):
     hinted = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
               if signature[name] == "i32" or signature[name].startswith("*")}
     source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=hinted)
-    return triton.compile(source, target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=num_warps, num_stages=num_stages))
+    try:
+        return triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                              options=dict(num_warps=num_warps, num_stages=num_stages))
+    except (RuntimeError, FileNotFoundError, PermissionError) as e:
+        if "ptxas" in str(e) or "cuda" in str(e).lower():
+            pytest.skip(f"cannot compile for sm_{arch} here (needs ptxas / a CUDA toolchain): {e}")
+        raise
+
+
+def compile_for_hopper(kernel, types, constexprs, num_warps=4, num_stages=3):
+    return compile_for(kernel, types, constexprs, HOPPER, num_warps, num_stages)
+
+
+LM_HEAD_TYPES = {**{name: "*fp32" for name in ("max_ptr", "sum_ptr", "pz_ptr", "zt_ptr", "lse_ptr",
+                                               "c0_ptr", "glogp_ptr", "gent_ptr")},
+                 "h_ptr": "*bf16", "w_ptr": "*bf16", "dz_ptr": "*bf16", "tgt_ptr": "*i64"}
+ELEMENTWISE_TYPES = {**{name: "fp32" for name in ("clip_low", "clip_high", "dual_clip", "tis_cap", "mask_low",
+                                                  "mask_high", "kl_coef", "eps", "var_div", "loo_div")},
+                     **{name: "*fp32" for name in ("logp_ptr", "old_ptr", "adv_ptr", "behav_ptr", "ref_ptr",
+                                                   "row_ptr", "scale_ptr", "grad_ptr", "sums_ptr", "rew_ptr",
+                                                   "out_ptr")},
+                     "mask_ptr": "*u8"}
+POLICY_FLAGS = dict(HAS_DUAL=True, HAS_BEHAV=True, ROW_IS=True, HAS_CAP=True, HAS_BAND=True, HAS_REF=True)
+
+
+def lm_head_kernels(lm):
+    return ((lm._forward_kernel, dict(WITH_ENTROPY=True)), (lm._dlogits_kernel, dict(GROUP_M=8)))
 
 
 @pytest.mark.skipif(INTERPRETING, reason="compiles real kernels")
 def test_lm_head_kernels_compile_to_pipelined_tensor_core_code():
     lm = triton_impl("triton_lm_head")
-    pointers = {name: "*fp32" for name in ("max_ptr", "sum_ptr", "pz_ptr", "zt_ptr", "lse_ptr",
-                                           "c0_ptr", "glogp_ptr", "gent_ptr")}
-    pointers.update(h_ptr="*bf16", w_ptr="*bf16", dz_ptr="*bf16", tgt_ptr="*i64")
     config = lm._gemm_configs()[0]
     block = dict(config.kwargs, DOT_FP32=False)
     stage_bytes = (block["BLOCK_M"] + block["BLOCK_V"]) * block["BLOCK_K"] * 2
-    for kernel, extra in ((lm._forward_kernel, dict(WITH_ENTROPY=True)),
-                          (lm._dlogits_kernel, dict(GROUP_M=8))):
-        compiled = compile_for_hopper(kernel, pointers, {**block, **extra},
+    for kernel, extra in lm_head_kernels(lm):
+        compiled = compile_for_hopper(kernel, LM_HEAD_TYPES, {**block, **extra},
                                       config.num_warps, config.num_stages)
         ptx, name = compiled.asm["ptx"], compiled.name
         assert "wgmma.mma_async" in ptx, f"{name}: no Hopper tensor-core MMA"
@@ -333,18 +361,71 @@ def test_lm_head_kernels_compile_to_pipelined_tensor_core_code():
 @pytest.mark.skipif(INTERPRETING, reason="compiles real kernels")
 def test_elementwise_kernels_compile():
     policy = triton_impl("triton_policy_loss")
-    floats = {name: "fp32" for name in ("clip_low", "clip_high", "dual_clip", "tis_cap",
-                                        "mask_low", "mask_high", "kl_coef", "eps", "var_div",
-                                        "loo_div")}
-    pointers = {name: "*fp32" for name in ("logp_ptr", "old_ptr", "adv_ptr", "behav_ptr",
-                                           "ref_ptr", "row_ptr", "scale_ptr", "grad_ptr",
-                                           "sums_ptr", "rew_ptr", "out_ptr")}
-    types = {**floats, **pointers, "mask_ptr": "*u8"}
-    flags = dict(HAS_DUAL=True, HAS_BEHAV=True, ROW_IS=True, HAS_CAP=True, HAS_BAND=True,
-                 HAS_REF=True)
-    compile_for_hopper(policy._policy_loss_kernel, types,
-                       dict(flags, NUM_SUMS=len(ref.SUM_COLUMNS), BLOCK_T=2048))
+    compile_for_hopper(policy._policy_loss_kernel, ELEMENTWISE_TYPES,
+                       dict(POLICY_FLAGS, NUM_SUMS=len(ref.SUM_COLUMNS), BLOCK_T=2048))
     advantage = triton_impl("triton_advantage")
     for mode in range(len(ref.ADVANTAGE_MODES)):
-        compile_for_hopper(advantage._group_advantage_kernel, types,
+        compile_for_hopper(advantage._group_advantage_kernel, ELEMENTWISE_TYPES,
                            dict(MODE=mode, PER_TOKEN=True, BLOCK_G=16, BLOCK_T=512))
+
+
+@pytest.mark.skipif(INTERPRETING, reason="compiles real kernels")
+def test_an_lm_head_autotune_config_fits_ada_shared_memory():
+    """On an sm_89 GPU (L40S, 99 KB per program) at least one autotune config of each LM-head
+    kernel must fit, or the autotuner has nothing to launch. The shared memory is what Triton's
+    own compile for sm_89 reports, the number its launcher checks."""
+    lm = triton_impl("triton_lm_head")
+    for kernel, extra in lm_head_kernels(lm):
+        used = {}
+        for config in lm._gemm_configs():
+            compiled = compile_for(kernel, LM_HEAD_TYPES, dict(config.kwargs, DOT_FP32=False, **extra), ADA,
+                                   config.num_warps, config.num_stages)
+            used[f"{config.kwargs} stages={config.num_stages}"] = compiled.metadata.shared
+        assert min(used.values()) <= SHARED_LIMIT[ADA], f"{kernel.fn.__name__}: no config fits sm_89: {used}"
+
+
+# The integer arguments each kernel multiplies a row (or group) index by: a product of two int32
+# values overflows past 2**31 elements (e.g. 65,536 rows x a 32,768-wide stride), so each product
+# must be taken in int64 (`.to(tl.int64)` on the index), which the compiled IR shows.
+ROW_MULTIPLIERS = {
+    "_forward_kernel": ("stride_h", "stride_w", "NUM_CHUNKS"),
+    "_dlogits_kernel": ("stride_h", "stride_w", "stride_dz"),
+    "_policy_loss_kernel": ("T", "adv_stride_b"),
+    "_group_advantage_kernel": ("G", "T"),
+}
+
+
+def _int32_products(ttir: str, multipliers) -> list[str]:
+    """Lines of Triton IR that multiply by one of `multipliers` (kernel arguments), or by a tensor
+    splat from one, in int32. Column products (`cols * stride_t`, bounded by a row's length) may
+    stay int32."""
+    import re
+
+    names = {f"%{m}" for m in multipliers}
+    for line in ttir.splitlines():  # %x = tt.splat %stride_h : i32 -> tensor<...xi32>
+        found = re.match(r"\s*(%\S+) = tt\.splat (%\S+) : i32 ->", line)
+        if found and found.group(2) in names:
+            names.add(found.group(1))
+    bad = []
+    for line in ttir.splitlines():
+        found = re.match(r"\s*%\S+ = arith\.muli (%\S+), (%\S+) : (\S+)", line)
+        if found and {found.group(1), found.group(2)} & names and found.group(3).endswith(("i32", "xi32>")):
+            bad.append(line.strip())
+    return bad
+
+
+@pytest.mark.skipif(INTERPRETING, reason="compiles real kernels")
+def test_row_offsets_are_computed_in_int64():
+    lm = triton_impl("triton_lm_head")
+    config = lm._gemm_configs()[0]
+    compiled = [compile_for_hopper(k, LM_HEAD_TYPES, dict(config.kwargs, DOT_FP32=False, **extra),
+                                   config.num_warps, config.num_stages) for k, extra in lm_head_kernels(lm)]
+    compiled.append(compile_for_hopper(triton_impl("triton_policy_loss")._policy_loss_kernel, ELEMENTWISE_TYPES,
+                                       dict(POLICY_FLAGS, NUM_SUMS=len(ref.SUM_COLUMNS), BLOCK_T=2048)))
+    compiled.append(compile_for_hopper(triton_impl("triton_advantage")._group_advantage_kernel, ELEMENTWISE_TYPES,
+                                       dict(MODE=0, PER_TOKEN=True, BLOCK_G=16, BLOCK_T=512)))
+    for c in compiled:
+        ttir, multipliers = c.asm["ttir"], ROW_MULTIPLIERS[c.name]
+        for m in multipliers:  # each is widened before it scales an index
+            assert f"arith.extsi %{m} : i32 to i64" in ttir, f"{c.name}: {m} is never widened to int64"
+        assert not _int32_products(ttir, multipliers), f"{c.name}: int32 offsets: {_int32_products(ttir, multipliers)}"

@@ -27,7 +27,7 @@ class LogitsAreWeights(torch.nn.Module):
     def get_output_embeddings(self):
         return self.head
 
-    def forward(self, input_ids, attention_mask):
+    def forward(self, input_ids, attention_mask, use_cache=True):  # a Hugging Face decoder's arguments
         return type("Out", (), {"last_hidden_state": torch.ones(*input_ids.shape, 1)})
 
 

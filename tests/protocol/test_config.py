@@ -35,6 +35,15 @@ def test_defaults_and_overrides(tmp_path):
     (["learner.zero_stage=7"], r"learner\.zero_stage must be 0, 1, 2 or 3, got 7"),
     (["group_timeout_s=-5"], r"group_timeout_s must be > 0, got -5"),
     (["weight_backend=nccl"], r"weight_backend=nccl runs between GPUs only"),
+    # GPU placements that start, then fail on the GPU (or take another role's memory)
+    (["learner.dtype=bfloat16"], r"learner\.zero_stage must be 1, 2 or 3 with dtype bfloat16 .*ZeRO-1 can"),
+    (["generator.num_gpus=0.5"], r"generator\.gpu_memory_utilization must be <= num_gpus \(0\.5\) when the role "
+                                 r"has a fraction of a GPU"),
+    (["verifier.llm_num_gpus=0.25", "verifier.llm_gpu_memory_utilization=0.5"],
+     r"verifier\.llm_gpu_memory_utilization must be <= llm_num_gpus \(0\.25\)"),
+    (["verifier.llm_num_gpus=1.5"], r"verifier\.llm_num_gpus must be <= 1 or a whole number"),
+    (["weight_backend=nccl", "learner.num_gpus=1", "num_generators=2", "generator.num_gpus=0.5",
+      "generator.gpu_memory_utilization=0.4"], r"num_generators=2 needs generator\.num_gpus >= 1 \(got 0\.5\).*NCCL"),
     (["generator.min_new_tokens=20"], r"generator\.min_new_tokens must be in \[0, max_new_tokens\]"),
     (["learner.clip_low=1.5"], r"learner\.clip_low"),
     (["sync_timeout_s=0"], r"sync_timeout_s must be > 0"),

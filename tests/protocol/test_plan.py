@@ -89,3 +89,17 @@ def test_the_baselines_roles_get_their_servers_and_an_endpoint_model_is_only_ask
                        positions=lambda model: pytest.fail(f"{model} has no positions here"))
     assert remote.server_of("teacher") == ServerSpec("Qwen/Qwen2.5-72B-Instruct", 4096 + 3072, 0.0, 0.0, ("teacher",),
                                                      url=url)
+
+
+def test_engines_start_after_the_learner_only_where_roles_may_share_a_gpu():
+    import pathlib
+
+    configs = pathlib.Path(__file__).resolve().parents[2] / "configs"
+    assert make_plan(load_config(str(configs / "smoke-gpu.yaml"))).engines_after_learner  # half a GPU each
+    assert not make_plan(load_config(str(configs / "qwen3-1.7b-jury.yaml"))).engines_after_learner  # whole GPUs
+    assert not make_plan(load_config(None)).engines_after_learner  # the CPU: no GPU to share
+    # an LLM server on a quarter of a GPU shares it too, whatever the learner has
+    shared = ["verifier.reward=tinyv", "verifier.llm_num_gpus=0.25", "verifier.llm_gpu_memory_utilization=0.2",
+              "learner.num_gpus=1", "generator.num_gpus=1"]
+    assert make_plan(load_config(None, shared)).engines_after_learner
+    assert not make_plan(load_config(None, shared[:1] + ["learner.num_gpus=1"])).engines_after_learner
