@@ -271,8 +271,11 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, version: int, final: bool = F
         pipe.learner.save(str(path), state)
     except ray.exceptions.RayTaskError as e:
         cause = e.cause if isinstance(e.cause, CheckpointError) else e
-        if final:
-            raise RunFailed(f"the final checkpoint could not be written: {cause}") from None
+        if final:  # the learner saw only `path`: say where the last good periodic checkpoint is
+            said = str(cause)
+            if isinstance(cause, CheckpointError):
+                said = said.rsplit("; ", 1)[0]
+            raise RunFailed(f"the final checkpoint could not be written: {said}; {_last_good(run_dir)}") from None
         log.error("%s; training goes on", cause)
         return None
     learner_node = pipe.learner.call0("node")
@@ -281,6 +284,15 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, version: int, final: bool = F
                     "set checkpoint_dir to a path every node shares", learner_node, path)
     _write_atomically(run_dir / "latest_checkpoint", json.dumps({"path": str(path)}))
     return str(path)
+
+
+def _last_good(run_dir: Path) -> str:
+    """Where `--resume` would start from, said as a clause of an error message."""
+    try:
+        path = json.loads((run_dir / "latest_checkpoint").read_text())["path"]
+    except (OSError, ValueError, KeyError):
+        return "there is no earlier checkpoint: a resume starts from the beginning"
+    return f"the last good checkpoint is {path} (--resume {run_dir} starts there)"
 
 
 def _write_atomically(path: Path, text: str):

@@ -121,6 +121,11 @@ class LearnerGroup:
         """A call that only rank 0 answers (queue, records, the weight group's sending side)."""
         return self.get([getattr(self.rank0, method).remote(*args)], method, timeout)[0]
 
+    def weight_update(self, bucket_mb: int, dtype: str | None, timeout: float | None = None):
+        """The next sync's layout (rank 0's). Every rank is asked: the check that the weights are
+        finite is a collective (under ZeRO-3 each rank holds only its partition)."""
+        return self.get(self.all("weight_update", bucket_mb, dtype), "weight_update", timeout)[0]
+
     def broadcast(self, update) -> list:
         """Refs of every rank's part of a sync (rank 0's result first)."""
         return self.all("broadcast", update)

@@ -254,8 +254,7 @@ class Pipeline:
         """One control message per generator, one bucketed broadcast, then the version bump."""
 
         t0 = time.perf_counter()
-        update = self.learner.call0("weight_update", self.cfg.bucket_mb, self.weight_dtype,
-                                    timeout=self.cfg.sync_timeout_s)
+        update = self.learner.weight_update(self.cfg.bucket_mb, self.weight_dtype, timeout=self.cfg.sync_timeout_s)
         calls = {f"generator{i}": g.update_weights.remote(update) for i, g in enumerate(self.generators)}
         calls.update({f"learner{r}": ref for r, ref in enumerate(self.learner.broadcast(update))})
         done = self._wait_all(calls, f"weight sync to version {update.version}")

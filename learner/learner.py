@@ -318,7 +318,8 @@ class Learner:
     def weight_update(self, bucket_mb: int, dtype: str | None = None) -> WeightUpdate:
         """The next sync's layout; `dtype`: the engines' weight dtype, which floating-point tensors are
         sent in (an fp32 learner feeding bf16 engines sends half the bytes). Non-finite weights are
-        never synced: the generators would sample from NaN."""
+        never synced: the generators would sample from NaN. Called on every rank (the check is a
+        collective); rank 0's layout is the one used."""
         bad = self._nonfinite_weights()
         if bad:
             raise TrainingStopped(f"step {self.version}: the weights are not finite ({bad}); not synced")

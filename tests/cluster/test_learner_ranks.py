@@ -162,13 +162,17 @@ def test_a_run_on_two_ranks_trains_every_group_once_and_resumes(tiny_model_path,
 
 def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_model_path, tmp_path):
     """`jury check-sync` with 2 learner ranks under ZeRO-3 (every bucket gathered from both ranks'
-    partitions): vLLM then scores a completion as the learner does. Then kill -9 of rank 1: the
+    partitions): vLLM then scores a completion as the learner does. A NaN in rank 1's partition alone
+    stops the next sync (the finite check is a collective). Then kill -9 of rank 1: the
     next step stops with a message naming it, and closing leaves no process behind."""
     import os
     import time
 
     from conftest import descendants, live_pids
 
+    import ray
+
+    from jury.cluster.errors import RunFailed
     from jury.cluster.learner_group import LearnerDied
     from jury.cluster.pipeline import Pipeline
     from jury.experiments.check_sync import check_sync
@@ -182,6 +186,10 @@ def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_
         sync = check_sync(pipe)
         assert sync["gap_before"] <= 1e-4 and sync["gap_after"] <= 1e-4, sync
         assert sync["change"] > 1e-3, "the sync changed nothing"
+        # NaN in rank 1's partition only: rank 0 cannot see it, and the sync is still refused
+        ray.get(pipe.learner.ranks[1].__ray_call__.remote(_poison_own_partition))
+        with pytest.raises(RunFailed, match=r"the weights are not finite \(on another rank\); not synced"):
+            pipe.sync_weights()
         pipe.inject(Fault("kill", "learner", 1, step=1))
         with pytest.raises(LearnerDied, match="learner rank 1 died during step 1"):
             pipe.learner.step(1, 30)
@@ -191,3 +199,12 @@ def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_
     while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
         time.sleep(1)
     assert not live_pids(set(descendants(os.getpid())) - before), "processes left after a learner rank died"
+
+
+def _poison_own_partition(learner):
+    """Run inside a learner rank (Ray's __ray_call__): NaN into its ZeRO-3 partition of one weight."""
+    import torch
+
+    p = next(learner.engine.module.parameters())
+    with torch.no_grad():
+        getattr(p, "ds_tensor", p).fill_(float("nan"))
