@@ -11,14 +11,21 @@ from conftest import descendants, live_pids
 pytestmark = pytest.mark.slow
 
 
-def test_short_run_end_to_end(tiny_model_path, tmp_path):
+def test_short_run_end_to_end_with_the_tinyv_cascade(tiny_model_path, tmp_path):
+    """Every group crosses every real process once (generator -> verifier -> learner, the staleness
+    bound kept, nothing left behind at the end); the reward is TinyV's cascade, whose LLM (a
+    second vLLM engine, on an LLM server) is asked about exactly the rule negatives. One run for
+    both: the pipeline's accounting does not depend on the reward scheme."""
+    import json
+    import time
+
     import psutil
 
     from jury.cluster.driver import train
 
     before = set(descendants(os.getpid()))
     cfg = load_config(None, [f"run_dir={tmp_path}", "steps=4", "batch_groups=4", "max_staleness=1", "curve=true",
-                             "generator.group_size=4", "progress=false"])
+                             "generator.group_size=4", "verifier.reward=tinyv", "progress=false"])
     summary = train(cfg)
 
     rows = read_metrics(tmp_path)
@@ -34,27 +41,10 @@ def test_short_run_end_to_end(tiny_model_path, tmp_path):
     assert all(r["learner/tokens"] > 0 for r in rows)
     assert (tmp_path / "final" / "model.safetensors").exists()
     assert (tmp_path / "config.yaml").exists()
-    import json
-
     ledger = [json.loads(line) for line in open(tmp_path / "ledger.jsonl")]
     assert sorted(e["index"] for e in ledger) == list(range(16))  # every admitted group trained once
-    # nothing left behind: every process the run started is gone
-    import time
 
-    deadline = time.time() + 30
-    while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
-        time.sleep(1)
-    left = [psutil.Process(p).cmdline()[:3] for p in live_pids(set(descendants(os.getpid())) - before)]
-    assert not left, f"processes left after shutdown: {left}"
-
-
-def test_tinyv_cascade_asks_its_llm_only_about_rule_negatives(tiny_model_path, tmp_path):
-    from jury.cluster.driver import train
-
-    cfg = load_config(None, [f"run_dir={tmp_path}", "steps=2", "batch_groups=4", "generator.group_size=4",
-                             "verifier.reward=tinyv", "progress=false"])
-    summary = train(cfg)
-    rows = read_metrics(tmp_path)
+    # TinyV: asked about exactly the rule negatives, nothing else
     asked = summary["verifier0/tinyv_asked"]
     verdicts = {}
     for r in rows:
@@ -62,10 +52,17 @@ def test_tinyv_cascade_asks_its_llm_only_about_rule_negatives(tiny_model_path, t
             verdicts[k] = verdicts.get(k, 0) + v
     # the tiny model answers wrong often enough that the rules say "incorrect" somewhere
     assert verdicts.get("incorrect", 0) > 0
-    assert asked == verdicts["incorrect"], (asked, verdicts)  # exactly the rule negatives, nothing else
+    assert asked == verdicts["incorrect"], (asked, verdicts)
     assert 0 < summary["verifier0/tinyv_share"] < 1
     assert summary["verifier0/tinyv_overturned"] <= asked
     assert summary["verifier0/tinyv_failed"] == 0
+
+    # nothing left behind: every process the run started (the LLM server's engine too) is gone
+    deadline = time.time() + 30
+    while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
+        time.sleep(1)
+    left = [psutil.Process(p).cmdline()[:3] for p in live_pids(set(descendants(os.getpid())) - before)]
+    assert not left, f"processes left after shutdown: {left}"
 
 
 def test_lean_gate_path_runs_end_to_end_against_the_repl_double(tiny_model_path, tmp_path):

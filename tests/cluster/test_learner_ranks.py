@@ -187,7 +187,15 @@ def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_
         assert sync["gap_before"] <= 1e-4 and sync["gap_after"] <= 1e-4, sync
         assert sync["change"] > 1e-3, "the sync changed nothing"
         # NaN in rank 1's partition only: rank 0 cannot see it, and the sync is still refused
-        ray.get(pipe.learner.ranks[1].__ray_call__.remote(_poison_own_partition))
+
+        def poison_own_partition(learner):  # runs in the rank (defined here: pickled by value)
+            import torch
+
+            p = next(learner.engine.module.parameters())
+            with torch.no_grad():
+                getattr(p, "ds_tensor", p).fill_(float("nan"))
+
+        ray.get(pipe.learner.ranks[1].__ray_call__.remote(poison_own_partition))
         with pytest.raises(RunFailed, match=r"the weights are not finite \(on another rank\); not synced"):
             pipe.sync_weights()
         pipe.inject(Fault("kill", "learner", 1, step=1))
@@ -199,12 +207,3 @@ def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_
     while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
         time.sleep(1)
     assert not live_pids(set(descendants(os.getpid())) - before), "processes left after a learner rank died"
-
-
-def _poison_own_partition(learner):
-    """Run inside a learner rank (Ray's __ray_call__): NaN into its ZeRO-3 partition of one weight."""
-    import torch
-
-    p = next(learner.engine.module.parameters())
-    with torch.no_grad():
-        getattr(p, "ds_tensor", p).fill_(float("nan"))
