@@ -64,7 +64,7 @@ class LearnerGroup:
             actor = ray.remote(Learner).options(num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, **placement, **options)
             ranks.append(actor.remote(
                 lc, model_path, cfg.batch_groups, sampling=plan.sampling, learner_reward=plan.learner_reward,
-                seed=cfg.seed, device="cpu" if cpu else "cuda",
+                overlong=plan.overlong, seed=cfg.seed, device="cpu" if cpu else "cuda",
                 checkpoint=checkpoint, initial_version=initial_version, window_batches=plan.window,
                 rank=rank, master=master, total_steps=cfg.steps))
         return cls(ranks, pg)

@@ -4,7 +4,7 @@ each method on every rank, or on rank 0 where it says so).
 
     step s (every rank):
         rank 0:  groups = wait for batch s = admission indices [s·B, (s+1)·B)   (inbox.py)
-                 batch = collate(groups)                 # advantages over whole groups
+                 batch = collate(groups)                 # advantages over whole groups (+ overlong penalty)
                  plan rows per (mini-batch, rank) by tokens; send each rank its rows (shard.py)
         others:  receive this rank's rows
         all:     PPO epochs x mini-batches, micro-batches in each (update.py)
@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 from jury.learner.checkpoint import CheckpointError, commit, failed, stage, write_checkpoint
-from jury.learner.grpo import _advantages, collate, token_logprobs, use_fused_head
+from jury.learner.grpo import _advantages, collate, overlong_stats, token_logprobs, use_fused_head
 from jury.learner.self_rewards import Scoring, group_rewards, plan_scoring, rewards_from_scores
 from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
@@ -39,7 +39,7 @@ from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pa
 from jury.learner.weight_sender import WeightSender, drop_tied
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
-from jury.protocol.plan import LearnerReward, Sampling
+from jury.protocol.plan import LearnerReward, Overlong, Sampling
 from jury.protocol.record import write_record
 from jury.protocol.transport import Receiver
 
@@ -77,7 +77,7 @@ def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[st
 
 class Learner:
     def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, sampling: Sampling,
-                 learner_reward: LearnerReward | None = None,
+                 learner_reward: LearnerReward | None = None, overlong: Overlong | None = None,
                  seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
                  initial_version: int = 0, window_batches: int = 2, rank: int = 0,
                  master: tuple[str, int] | None = None, total_steps: int = 0):
@@ -95,6 +95,8 @@ class Learner:
         self.window_batches = window_batches
         self.sampling = sampling  # how the generators sampled: the loss scores tokens the same way
         self.learner_reward = learner_reward  # self_certainty / entropy, scored here (learner/self_rewards.py)
+        self.overlong = overlong  # DAPO's overlong penalty and filter (plan.overlong), for every reward scheme
+        self.overlong_metrics: dict[str, float] = {}  # rank 0: the last collated batch's (overlong_stats)
         self.device = torch.device(device)
         _init_distributed("gloo" if device == "cpu" else "nccl", rank, cfg.num_ranks, master)
         self.world = dist.get_world_size()
@@ -214,6 +216,8 @@ class Learner:
         out.update(self._nonfinite(total["nonfinite_skips"], timers.get("nonfinite", "loss or gradient")))
         out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
         out.update(scored)
+        if self.rank == 0 and self.overlong is not None:
+            out.update({f"learner/{k}": v for k, v in self.overlong_metrics.items()})
         return out
 
     def _nonfinite(self, skips: float, what: str) -> dict:
@@ -243,8 +247,9 @@ class Learner:
             dist.all_reduce(scores)
         scoring = Scoring(s.scored.cpu(), s.group.cpu(), s.parsed.cpu(), torch.zeros(0))
         rewards = rewards_from_scores(scores.cpu(), scoring, s.rewards.cpu())
+        shaped = group_rewards(rewards + s.penalty.cpu(), scoring)  # the overlong penalty, as collate adds it
         per_group = group_rewards(rewards, scoring)
-        advantages = _advantages(per_group, self.cfg).to(self.device)
+        advantages = _advantages(shaped, self.cfg).to(self.device)
         shard.batch.advantages = advantages[s.rows].to(shard.batch.advantages.dtype)
         shard.batch.rewards = rewards.to(self.device)[s.rows]
         if groups is not None:  # rank 0: the groups collate used, in its order
@@ -266,7 +271,7 @@ class Learner:
                 self.version += 1
                 return None
             return recv_shard(self.device)
-        batch = collate(groups, self.cfg, self.pad_id)
+        batch = collate(groups, self.cfg, self.pad_id, self.overlong)
         self.counts["refused_groups"] += sum(1 for g in groups if not g.group.samples)
         self.counts["unscored_groups"] += sum(1 for g in groups if g.error is not None)
         if batch is None:  # nothing usable: the version still moves on, so the schedule holds
@@ -277,6 +282,7 @@ class Learner:
                         "(refused by the engine or not verifiable)", self.version - 1, len(groups))
             return None
         self._announce(TRAIN)
+        self.overlong_metrics = overlong_stats(batch)
         scoring = plan_scoring(groups, batch.completion, self.learner_reward, self.tokenizer)
         if scoring is not None:
             self.counts["self_reward_span_fallback"] = self.counts.get("self_reward_span_fallback", 0) + scoring.fallback

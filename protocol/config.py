@@ -451,6 +451,18 @@ class LearnerConfig:
     # a non-finite loss or gradient never reaches the optimizer: that step is skipped and counted
     # (learner/nonfinite_skipped); this many batches in a row with one stop the run, naming the step
     max_nonfinite_steps: int = 3
+    # DAPO's overlong reward shaping (Yu et al. 2025, arXiv:2503.14476, eq. 13; verl's
+    # verl/workers/reward_manager/dapo.py, overlong_buffer): with L_max = generator.max_new_tokens and
+    # L_cache = overlong_buffer, a completion of |y| tokens gets R_length added to its reward, for every
+    # reward scheme, before the advantages: 0 up to L_max - L_cache tokens, then falling linearly to
+    # -overlong_penalty at L_max (-overlong_penalty past it). 0: off. The paper's L_cache is 4096 of
+    # 20480; verl's penalty_factor is overlong_penalty (the paper's is 1)
+    overlong_buffer: int = 0
+    overlong_penalty: float = 1.0
+    # DAPO's overlong filtering (same paper, section 3.4): a truncated completion (finish reason
+    # "length") leaves the loss and its denominators; its reward still counts in its group's mean and
+    # std, as a loss mask does there (SkyRL's apply_overlong_filtering zeroes the loss mask only)
+    overlong_filter: bool = False
     micro_batch: int = 64          # samples per forward/backward, per rank
     minibatches: int = 1           # optimizer steps per pass over a batch (PPO mini-batches)
     epochs: int = 1                # passes over each batch; the version still counts batches
@@ -484,6 +496,8 @@ class LearnerConfig:
                   f"unset (mask_high too) for correction={self.correction}: {self._bounded_by()}"),
                  ("micro_batch", self.micro_batch >= 1, ">= 1"),
                  ("max_nonfinite_steps", self.max_nonfinite_steps >= 1, ">= 1"),
+                 ("overlong_buffer", self.overlong_buffer >= 0, ">= 0 (0: no overlong shaping)"),
+                 ("overlong_penalty", self.overlong_penalty >= 0, ">= 0"),
                  ("minibatches", self.minibatches >= 1, ">= 1"), ("epochs", self.epochs >= 1, ">= 1"),
                  ("warmup_steps", self.warmup_steps >= 0, ">= 0"),
                  ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "in [0, 1]"),
@@ -674,6 +688,10 @@ class RunConfig:
                               f">= 1 (got {self.generator.num_gpus:g}): generators sharing a GPU would be two ranks "
                               "of the weight group on one GPU, which NCCL refuses at the first sync; use "
                               "weight_backend=gloo, or a GPU per generator")
+        if self.learner.overlong_buffer > self.generator.max_new_tokens:
+            raise ConfigError(f"learner.overlong_buffer ({self.learner.overlong_buffer}) exceeds "
+                              f"generator.max_new_tokens ({self.generator.max_new_tokens}): the buffer is the last "
+                              "tokens before the generation limit")
         parse_faults(self.faults, self.num_generators, self.num_verifiers, self.learner.num_ranks)
         self._check_coreward()
         if self.forced_staleness and self.sync_every != 1:

@@ -9,6 +9,7 @@
     plan.faults          the fault injections, typed (role, index, action, step)
     plan.sampling        how the generators sample: what the learner needs to score it
     plan.learner_reward  the self-reward the learner scores in its forward (or None)
+    plan.overlong        DAPO's overlong shaping and filtering the learner applies (or None: neither)
     plan.policy_model    the policy's model folder
     plan.servers         one ServerSpec per LLM server (one per distinct model), each sized for
                          the roles it serves; plan.server_of(role) names a role's
@@ -51,6 +52,18 @@ class LearnerReward:
 
 
 @dataclass(frozen=True)
+class Overlong:
+    """DAPO's overlong handling (learner.overlong_*; README, "Overlong handling"), applied by the
+    learner to every reward scheme. The recorded groups carry each sample's tokens and finish
+    reason, so `jury replay`, which rebuilds this plan from the run's config, applies the same."""
+
+    max_new_tokens: int   # L_max: the generators' limit (generator.max_new_tokens)
+    buffer: int           # L_cache (learner.overlong_buffer); 0: no length penalty
+    penalty: float        # the penalty at L_max (learner.overlong_penalty)
+    filter: bool          # truncated samples leave the loss (learner.overlong_filter)
+
+
+@dataclass(frozen=True)
 class ServerSpec:
     """One LLM server for the verifier roles (actors/llm_server.py): a vLLM engine in a Ray actor,
     or an OpenAI-compatible endpoint (`url`, from verifier.llm_endpoints) that is only asked."""
@@ -75,6 +88,7 @@ class RunPlan:
     role_models: dict[str, str] = field(default_factory=dict)  # LLM role -> its server's model
     learner_reward: LearnerReward | None = None  # self_certainty / entropy: scored by the learner
     engines_after_learner: bool = False
+    overlong: Overlong | None = None
 
     def server_of(self, role: LLMRole) -> ServerSpec:
         model = self.role_models[role]
@@ -150,4 +164,11 @@ def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
                    servers=tuple(servers), role_models={r: m for r, (m, _) in roles.items()},
                    learner_reward=LearnerReward(cfg.verifier.reward, cfg.verifier.self_reward_span)
                    if cfg.verifier.reward in ("self_certainty", "entropy") else None,
-                   engines_after_learner=shares_a_gpu(cfg, servers))
+                   engines_after_learner=shares_a_gpu(cfg, servers), overlong=overlong_of(cfg))
+
+
+def overlong_of(cfg: RunConfig) -> Overlong | None:
+    lc = cfg.learner
+    if not lc.overlong_buffer and not lc.overlong_filter:
+        return None
+    return Overlong(cfg.generator.max_new_tokens, lc.overlong_buffer, lc.overlong_penalty, lc.overlong_filter)
