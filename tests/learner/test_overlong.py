@@ -186,3 +186,50 @@ def test_a_buffer_past_the_generation_limit_is_refused():
         RunConfig(generator=GeneratorConfig(max_new_tokens=32), learner=LearnerConfig(overlong_buffer=33))
     with pytest.raises(ConfigError, match="overlong_buffer"):
         LearnerConfig(overlong_buffer=-1)
+
+
+def _rank_1(store_path, out_path):
+    import torch.distributed as dist
+
+    from jury.learner.shard import recv_shard
+
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=1, world_size=2)
+    shard = recv_shard(torch.device("cpu"))
+    torch.save({"in_loss": shard.batch.in_loss, "penalty": shard.batch.penalty,
+                "scoring_penalty": shard.scoring.penalty}, out_path)
+    dist.destroy_process_group()
+
+
+def test_a_second_rank_receives_the_mask_and_the_penalty(tmp_path):
+    """send_shards / recv_shard over gloo: rank 1 gets its rows' in_loss and penalty, and with a
+    self-reward the whole batch's penalty (the advantages it computes itself need it)."""
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    from jury.learner.self_rewards import Scoring
+    from jury.learner.shard import send_shards
+
+    store, out = tmp_path / "store", tmp_path / "rank1.pt"
+    ctx = mp.get_context("spawn")
+    other = ctx.Process(target=_rank_1, args=(str(store), str(out)))
+    other.start()
+    try:
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=2)
+        g = _group([2, 3, 5, 6], [1.0, 0.0, 1.0, 0.0], ["stop", "stop", "stop", "length"])
+        b = collate([g], LearnerConfig(), pad_id=0, overlong=Overlong(6, 4, 1.0, True))
+        n = len(b.rewards)
+        scoring = Scoring(torch.ones(n, dtype=torch.bool), torch.zeros(n, dtype=torch.long),
+                          torch.ones(n, dtype=torch.bool), b.completion.clone(), 0)
+        plan = [[[0, 1], [2, 3]]]  # one mini-batch: rows 0, 1 on rank 0, rows 2, 3 on rank 1
+        own = send_shards(b, plan, torch.device("cpu"), scoring)
+        other.join(timeout=120)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        if other.is_alive():
+            other.kill()
+    got = torch.load(out)
+    # penalties for 2, 3, 5, 6 tokens with L_max 6, L_cache 4: 0, -1/4, -3/4, -1
+    assert own.batch.penalty.tolist() == [0.0, -0.25] and own.batch.in_loss.tolist() == [1.0, 1.0]
+    assert got["penalty"].tolist() == [-0.75, -1.0] and got["in_loss"].tolist() == [1.0, 0.0]
+    assert got["scoring_penalty"].tolist() == [0.0, -0.25, -0.75, -1.0]
