@@ -29,7 +29,8 @@ import torch.distributed as dist
 
 from jury.learner.checkpoint import CheckpointError, commit, failed, stage, write_checkpoint
 from jury.learner.grpo import _advantages, collate, overlong_stats, token_logprobs, use_fused_head
-from jury.learner.self_rewards import Scoring, group_rewards, plan_scoring, rewards_from_scores
+from jury.learner.self_rewards import (Scoring, group_rewards, plan_scoring, rewards_from_scores,
+                                      shaped_group_rewards)
 from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
 from jury.learner.schedule import make_scheduler
@@ -247,9 +248,8 @@ class Learner:
             dist.all_reduce(scores)
         scoring = Scoring(s.scored.cpu(), s.group.cpu(), s.parsed.cpu(), torch.zeros(0))
         rewards = rewards_from_scores(scores.cpu(), scoring, s.rewards.cpu())
-        shaped = group_rewards(rewards + s.penalty.cpu(), scoring)  # the overlong penalty, as collate adds it
         per_group = group_rewards(rewards, scoring)
-        advantages = _advantages(shaped, self.cfg).to(self.device)
+        advantages = _advantages(shaped_group_rewards(rewards, s.penalty.cpu(), scoring), self.cfg).to(self.device)
         shard.batch.advantages = advantages[s.rows].to(shard.batch.advantages.dtype)
         shard.batch.rewards = rewards.to(self.device)[s.rows]
         if groups is not None:  # rank 0: the groups collate used, in its order

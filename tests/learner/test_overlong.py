@@ -233,3 +233,14 @@ def test_a_second_rank_receives_the_mask_and_the_penalty(tmp_path):
     assert own.batch.penalty.tolist() == [0.0, -0.25] and own.batch.in_loss.tolist() == [1.0, 1.0]
     assert got["penalty"].tolist() == [-0.75, -1.0] and got["in_loss"].tolist() == [1.0, 0.0]
     assert got["scoring_penalty"].tolist() == [0.0, -0.25, -0.75, -1.0]
+
+
+def test_a_self_reward_gets_the_penalty_before_its_advantages():
+    """The learner's self-rewards (scored in its forward, after collate) get the same penalty:
+    scores 0.2, 0.6 for two rows of one group with penalties 0, -1/2 -> shaped 0.2, 0.1."""
+    from jury.learner.self_rewards import Scoring, shaped_group_rewards
+
+    scoring = Scoring(torch.ones(2, dtype=torch.bool), torch.zeros(2, dtype=torch.long),
+                      torch.ones(2, dtype=torch.bool), torch.ones(2, 1))
+    shaped = shaped_group_rewards(torch.tensor([0.2, 0.6]), torch.tensor([0.0, -0.5]), scoring)
+    np.testing.assert_allclose(shaped[0], [0.2, 0.1], rtol=1e-6)
