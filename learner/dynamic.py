@@ -1,18 +1,23 @@
-"""DAPO's dynamic sampling (arXiv:2503.14476, section 3.2) on the asynchronous path: the learner's
-accounting, pure and tested on constructed reward streams. NOT WIRED YET: no config key turns it
-on, and neither the feeder, the inbox, the learner's step nor the driver call it (issue 27).
+"""DAPO's dynamic sampling (arXiv:2503.14476, section 3.2) on the asynchronous path
+(`dynamic_sampling: true`, `max_refills`): the learner's side.
+
+    step s, rank 0 (learner.py):
+        fill = BatchFill(plan.slots, s, plan.overlong)
+        missing, refill = advance(fill, inbox, version, timeout)   # wait for every admitted group, judge them
+        refill non-empty: StepResult(refill=...) -> the driver admits them (Feeder.admit_refills), asks again
+        done: train on fill.kept_groups(), log fill_metrics(fill)
 
 A group whose rewards are all equal (after the overlong penalty: the rewards the advantages see)
 has zero advantage in every scheme (grpo, drgrpo, rloo all subtract the group's mean) and only
 dilutes the batch. Dynamic sampling drops it and admits more prompts (refills) until the batch
 holds `batch_groups` groups with signal, at most `max_refills` refills per step.
 
-How a refill gets an admission index under the same budget (the design the wiring must follow)
---------------------------------------------------------------------------------------------
-Today batch s is the admission indices [s·B, (s+1)·B), the feeder admits batch s's tasks only
+How a refill gets an admission index under the same budget
+---------------------------------------------------------
+Without refills batch s is the admission indices [s·B, (s+1)·B), the feeder admits batch s's tasks only
 while s < v + window (v: the generators' version; window = max_staleness + 1, plan.window), and
 the learner refuses an index past (version + window)·B (learner/inbox.py). Refills keep that rule
-by giving every batch R = max_refills spare slots (`Slots`): batch s owns the S = B + R indices
+by giving every batch R = max_refills spare slots (plan.slots): batch s owns the S = B + R indices
 [s·S, (s+1)·S), its B base slots first, then its R refill slots.
 
 - Base slots are admitted exactly as now, batch by batch while s < v + window; with R = 0 the
@@ -22,7 +27,7 @@ by giving every batch R = max_refills spare slots (`Slots`): batch s owns the S 
   >= s - max_staleness (config: max_staleness >= sync_every - 1), so s < v + window holds: the
   refill is inside the same budget, and its group, generated at a version >= v, is trained at
   step s at most max_staleness versions stale. Tasks in flight stay <= window·S (the feeder's
-  sender HWM must become (window + 1)·S). The inbox's window check becomes index // S.
+  sender HWM is (window + 1)·S), and the inbox's window counts S indices per batch.
 - Refills are asked one round at a time, exactly the deficit (B - kept - outstanding, capped by
   the refills left), so a batch never holds more than B groups with signal and which groups it
   keeps does not depend on the order they arrive in (`BatchFill`).
@@ -30,14 +35,15 @@ by giving every batch R = max_refills spare slots (`Slots`): batch s owns the S 
   step is skipped as an unusable batch is today) and logs dynamic/short_groups. verl and SkyRL
   raise an error instead (max_num_gen_batches, max_sample_batches); a run that trains on fewer
   groups for a step keeps going.
-- Unused refill slots are never admitted and draw no problem from the stream; the feeder records
-  each admitted index's stream position (Feeder.positions), so a resumed run continues from the
-  first base slot of its next batch.
+- Unused refill slots are never admitted and draw no problem from the stream. A resumed run
+  continues from the stream position of its next batch's first base slot; problems that refills
+  of earlier batches drew after that position are drawn again (a resume is not bit-identical to
+  the uninterrupted run under dynamic sampling; replay is).
 
 How replay reproduces it: the learner records what it trains (record_groups), i.e. the kept groups
 in index order, and `jury replay` trains on the record; the filtered groups never reach the loss,
-so the record is the whole of what the step saw. The decision is a pure function of each group's
-rewards and lengths (and plan.overlong), which the record holds, so a replay can also check it.
+so the record is all the step trained on. Which groups were kept is a pure function of each
+group's rewards and lengths (and plan.overlong), not of their arrival order (`BatchFill`).
 
 Refused together with forced staleness, whose schedule (task i released at version i // B - k_i)
 counts indices in batches of B, and with rewards the learner scores itself (self_certainty,
@@ -54,8 +60,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from jury.learner.grpo import overlong_penalty
+from jury.learner.inbox import ScoredInbox
 from jury.protocol.messages import ScoredGroup
-from jury.protocol.plan import Overlong
+from jury.protocol.plan import Overlong, Slots
 
 
 def zero_advantage(g: ScoredGroup, overlong: Overlong | None = None) -> bool:
@@ -67,33 +74,6 @@ def zero_advantage(g: ScoredGroup, overlong: Overlong | None = None) -> bool:
     shaped = g.rewards + overlong_penalty(np.array([len(s.token_ids) for s in g.group.samples]), overlong)
     views = np.array([s.view for s in g.group.samples])
     return all(np.ptp(shaped[views == v]) == 0 for v in np.unique(views))
-
-
-@dataclass(frozen=True)
-class Slots:
-    """The admission-index layout with refills: batch s owns [s·S, (s+1)·S), S = B + R."""
-
-    batch_groups: int  # B
-    refills: int       # R, max refills per step (0: no dynamic sampling, today's layout)
-
-    @property
-    def per_batch(self) -> int:
-        return self.batch_groups + self.refills
-
-    def batch_of(self, index: int) -> int:
-        return index // self.per_batch
-
-    def base_index(self, k: int) -> int:
-        """The index of the k-th base task (k = s·B + j, in the order the feeder admits them)."""
-        return (k // self.batch_groups) * self.per_batch + k % self.batch_groups
-
-    def refill_index(self, step: int, r: int) -> int:
-        if not 0 <= r < self.refills:
-            raise ValueError(f"refill {r} of step {step}: there are {self.refills} refill slots per batch")
-        return step * self.per_batch + self.batch_groups + r
-
-    def is_refill(self, index: int) -> bool:
-        return index % self.per_batch >= self.batch_groups
 
 
 @dataclass
@@ -126,6 +106,10 @@ class BatchFill:
             raise ValueError(f"group {index} is a refill slot that was never admitted ({self.refills} so far)")
         (self.flat if zero_advantage(g, self.overlong) else self.kept)[index] = g
         self.answered += 1
+
+    def admitted(self) -> list[int]:
+        """The batch's admitted indices: its base slots and the refill slots taken so far."""
+        return [*self.slots.base(self.step), *(self.slots.refill_index(self.step, r) for r in range(self.refills))]
 
     @property
     def outstanding(self) -> int:
@@ -170,3 +154,18 @@ def fill_metrics(fill: BatchFill) -> dict[str, float]:
             "dynamic/extra_samples": float(sum(len(g.group.samples) for g in refill_groups)),
             "dynamic/extra_tokens": float(sum(len(s.token_ids) for g in refill_groups for s in g.group.samples)),
             "dynamic/short_groups": float(max(0, fill.slots.batch_groups - len(fill.kept)))}
+
+
+def advance(fill: BatchFill, inbox: ScoredInbox, version: int, timeout_s: float) -> tuple[list[int], list[int]]:
+    """One round of a step's dynamic sampling: wait for every admitted group of the batch not judged
+    yet, judge them, and return (missing, refills to admit now). Both empty: the fill is done.
+    Waiting for all of them before asking keeps the refills asked a function of the rewards alone."""
+    waiting = [i for i in fill.admitted() if i not in fill.kept and i not in fill.flat]
+    groups, missing = inbox.wait_for(waiting, version, timeout_s, take=True)
+    if missing:
+        return missing, []
+    for g in groups:
+        fill.offer(g)
+    n = fill.want()
+    return [], fill.take_refills(n) if n else []
+

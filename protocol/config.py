@@ -600,6 +600,13 @@ class RunConfig:
     # per group with those weights (seeded). {} = off (max_staleness is then only a bound)
     forced_staleness: dict[int, float] = field(default_factory=dict)
     record_groups: bool = False    # write every trained batch to run_dir/record/ (for `jury replay`)
+    # DAPO's dynamic sampling (Yu et al. 2025, arXiv:2503.14476, section 3.2; verl's
+    # algorithm.filter_groups): a group whose rewards (after the overlong penalty) are all equal has
+    # zero advantage and is dropped, and more prompts are admitted (refills) until the step holds
+    # batch_groups groups with signal, at most max_refills per step; past that cap the step trains
+    # on the groups with signal it has (learner/dynamic.py, README "Dynamic sampling")
+    dynamic_sampling: bool = False
+    max_refills: int = 8
     num_generators: int = 1
     num_verifiers: int = 1
     max_model_len: int = 256
@@ -694,6 +701,16 @@ class RunConfig:
                               "tokens before the generation limit")
         parse_faults(self.faults, self.num_generators, self.num_verifiers, self.learner.num_ranks)
         self._check_coreward()
+        if self.dynamic_sampling and self.max_refills < 1:
+            raise ConfigError(f"max_refills must be >= 1 with dynamic_sampling, got {self.max_refills}")
+        if self.dynamic_sampling and self.forced_staleness:
+            raise ConfigError("dynamic_sampling with forced_staleness: refills are admitted when a step finds "
+                              "flat groups, which the forced schedule (each task released exactly k versions "
+                              "before its batch) cannot know in advance; pick one")
+        if self.dynamic_sampling and self.verifier.reward in ("self_certainty", "entropy"):
+            raise ConfigError(f"dynamic_sampling with verifier.reward={self.verifier.reward}: those rewards are "
+                              "scored in the learner's forward, after the batch is chosen, so flat groups "
+                              "cannot be told before training")
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):

@@ -3,9 +3,9 @@ groups are flat, the refill slots' indices, how many refills a step asks for, th
 import numpy as np
 import pytest
 
-from jury.learner.dynamic import BatchFill, Slots, fill_metrics, zero_advantage
+from jury.learner.dynamic import BatchFill, fill_metrics, zero_advantage
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
-from jury.protocol.plan import Overlong
+from jury.protocol.plan import Overlong, Slots
 
 
 def _group(index, rewards, lengths=None, views=None, error=None):
@@ -98,3 +98,39 @@ def test_groups_outside_the_batch_or_its_admitted_slots_are_refused():
     fill.offer(_group(4, [1, 0]))
     with pytest.raises(ValueError, match="twice"):
         fill.offer(_group(4, [1, 0]))
+
+
+def test_the_learner_fills_a_batch_round_by_round_from_its_inbox():
+    """advance() against a real inbox fed a constructed stream: B = 2, R = 2, step 1 (indices
+    4..7: base 4, 5; refills 6, 7), learner version 1. A base group flat: one refill (6) is asked;
+    while it is out the round reports it missing; once in and with signal, the fill is done."""
+    from jury.learner.dynamic import advance
+    from jury.learner.inbox import ScoredInbox
+
+    slots = Slots(batch_groups=2, refills=2)
+    inbox = ScoredInbox(receiver=None, batch_groups=2, window_batches=1, slots=slots)
+    assert not inbox.offer(_group(8, [1, 0]), version=1)  # batch 2: past the window of one batch
+    assert not inbox.offer(_group(3, [1, 0]), version=1)  # batch 0: trained
+    for index, rewards in [(5, [1, 1]), (4, [0, 1])]:
+        assert inbox.offer(_group(index, rewards), version=1)
+    fill = BatchFill(slots, step=1)
+    assert advance(fill, inbox, version=1, timeout_s=5) == ([], [6])
+    assert advance(fill, inbox, version=1, timeout_s=0) == ([6], [])  # not here yet: missing
+    assert inbox.offer(_group(6, [0, 1]), version=1)
+    assert advance(fill, inbox, version=1, timeout_s=5) == ([], [])
+    assert fill.done and [g.group.task.index for g in fill.kept_groups()] == [4, 6]
+    assert inbox.buffer == {}  # every group of the batch taken out of the inbox
+
+
+def test_dynamic_sampling_settings_and_refusals():
+    from jury.protocol.config import ConfigError, RunConfig, VerifierConfig
+    from jury.protocol.plan import make_plan
+
+    assert make_plan(RunConfig(batch_groups=4)).slots == Slots(4, 0)  # off: today's indices
+    assert make_plan(RunConfig(batch_groups=4, dynamic_sampling=True, max_refills=3)).slots == Slots(4, 3)
+    with pytest.raises(ConfigError, match="forced_staleness"):
+        RunConfig(dynamic_sampling=True, forced_staleness={1: 1.0})
+    with pytest.raises(ConfigError, match="self_certainty"):
+        RunConfig(dynamic_sampling=True, verifier=VerifierConfig(reward="self_certainty"))
+    with pytest.raises(ConfigError, match="max_refills"):
+        RunConfig(dynamic_sampling=True, max_refills=0)
