@@ -166,7 +166,7 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
                     row.update(_with_resend(pipe, step, lambda: pipe.learner.hold(
                         pipe.feeder.released_at(pipe.version), cfg.resend_after_s)).metrics)
                 row.update(pipe.sync_weights_or_recover())
-            pipe.feeder.consumed((step + 1) * cfg.batch_groups)
+            pipe.feeder.consumed((step + 1) * plan.slots.per_batch)
             if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
                 row.update(pipe.derl.after_step(result))
             if pipe.rewriter:  # CoReward: finished rewrites in before the next tasks are admitted
@@ -227,8 +227,14 @@ def _write_occupancy(pipe: Pipeline, run_dir: Path, t0: float):
 
 
 def _learner_step(pipe: Pipeline, step: int) -> StepResult:
-    """One learner step; while groups are missing, repair restarted workers and re-send them."""
-    return _with_resend(pipe, step, lambda: pipe.learner.step(step, pipe.cfg.resend_after_s))
+    """One learner step; while groups are missing, repair restarted workers and re-send them; while
+    the learner asks for refills (dynamic sampling), admit them (inside the budget: the learner
+    asks only for batch `step`'s refill slots, learner/dynamic.py)."""
+    while True:
+        result = _with_resend(pipe, step, lambda: pipe.learner.step(step, pipe.cfg.resend_after_s))
+        if not result.refill:
+            return result
+        pipe.feeder.admit_refills(result.refill, pipe.version)
 
 
 def _with_resend(pipe: Pipeline, step: int, call) -> StepResult:
@@ -264,7 +270,7 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, version: int, final: bool = F
 
     base = Path(pipe.cfg.checkpoint_dir).resolve() if pipe.cfg.checkpoint_dir else run_dir.resolve()
     path = base / ("final" if final else "checkpoint")
-    next_index = version * pipe.cfg.batch_groups
+    next_index = version * pipe.plan.slots.per_batch
     state = {"version": version, "next_index": next_index, "stream_position": pipe.feeder.position_of(next_index),
              "hf": str(path), "engine": str(path / "engine")}
     try:

@@ -15,6 +15,12 @@ version b - k_i and is trained at step b: k_i versions stale (from step k_i on; 
 batches can only come from version 0). Tasks are still admitted, numbered and drawn
 from the data in order; release only holds them back.
 
+Dynamic sampling (plan.slots, learner/dynamic.py): batch s owns the indices [s·S, (s+1)·S),
+S = B + R. Its B base slots are admitted by the rule above (base task k gets index
+slots.base_index(k)); its R refill slots only when the learner, waiting on batch s, asks for them
+(`admit_refills`), which it does at version s, when s < v + window holds for the generators'
+version v: a refill is inside the same budget. With R = 0 the indices are the ones above.
+
 The feeder is also the ledger: every admitted task stays in `pending` until the
 learner has consumed its batch, so a group lost with a crashed worker can be sent
 again with the same id (the learner drops whichever copy comes second).
@@ -31,6 +37,7 @@ from jury.data.tasks import problem_stream
 from jury.data.prompts import PromptFormat
 from jury.protocol.config import DataConfig
 from jury.protocol.messages import PromptTask
+from jury.protocol.plan import Slots
 from jury.protocol.transport import Sender
 
 log = logging.getLogger(__name__)
@@ -54,7 +61,7 @@ class Feeder:
     def __init__(self, dataset: str, seed: int, batch_groups: int, window: int, host: str,
                  *, tokenizer=None, max_prompt_tokens: int = 0, curve=None, forced: dict[int, float] | None = None,
                  mixer: PromptMixer | None = None, data: DataConfig | None = None,
-                 ahead: Callable[[Iterator[Problem]], Iterator[Problem]] | None = None):
+                 ahead: Callable[[Iterator[Problem]], Iterator[Problem]] | None = None, slots: Slots | None = None):
         """`ahead`: wraps the problem stream to see problems before they are admitted (CoReward's
         rewriter asks for their rewrites in the background); it must yield the same problems."""
         data = data or DataConfig()
@@ -64,8 +71,10 @@ class Feeder:
         self.prompts = PromptFormat.from_config(data, tokenizer)  # template, then the chat template
         self.forced = dict(forced or {})  # k -> probability; the plan's window reaches the largest k
         self.seed, self.batch_groups, self.window = seed, batch_groups, window
+        self.slots = slots or Slots(batch_groups, 0)
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
-        self.admitted = 0
+        self.admitted = 0                       # base tasks admitted (refills are counted apart)
+        self.refills = 0                        # refill slots admitted (dynamic sampling)
         self.refused_too_long = 0
         self.rewrite_too_long = 0               # CoReward rewrites over max_prompt_tokens, dropped
         self.resent = 0
@@ -73,8 +82,8 @@ class Feeder:
         self.pending: dict[int, PromptTask] = {}  # the ledger: admitted, not yet consumed
         self.positions: dict[int, int] = {}      # task index -> stream position it was drawn at
         self.held: dict[int, PromptTask] = {}    # admitted, not yet released
-        # the bound admits at most window · B tasks ahead, so this HWM never blocks
-        cap = (window + 1) * batch_groups
+        # the bound admits at most window · S tasks ahead (refills included), so this HWM never blocks
+        cap = (window + 1) * self.slots.per_batch
         self.sender = Sender(bind_host=host, hwm=cap, maxsize=cap, name="feeder", curve=curve)
         self.endpoint = self.sender.endpoint
         self.mixer = mixer
@@ -87,8 +96,9 @@ class Feeder:
         """Admit every task the budget allows (never past `stop_at` tasks in total); returns how many."""
         n = 0
         while self.admitted < min(self.limit(version), stop_at):
-            self.positions[self.admitted] = self.drawn
-            task = self._task(self._next_problem(), version)
+            index = self.slots.base_index(self.admitted)
+            self.positions[index] = self.drawn
+            task = self._task(self._next_problem(), version, index)
             self.pending[task.index] = task
             if self.forced:
                 self.held[task.index] = task
@@ -98,6 +108,18 @@ class Feeder:
             n += 1
         self._release(version)
         return n
+
+    def admit_refills(self, indices: list[int], version: int) -> int:
+        """Admit the refill slots the learner asked for (dynamic sampling), drawn from the same stream."""
+        for index in indices:
+            if not self.slots.is_refill(index) or index in self.pending:
+                raise ValueError(f"refill {index}: not a refill slot, or admitted already")
+            self.positions[index] = self.drawn
+            task = self._task(self._next_problem(), version, index)
+            self.pending[index] = task
+            self.sender.send(task)
+        self.refills += len(indices)
+        return len(indices)
 
     def staleness_of(self, index: int) -> int:
         return draw_staleness(self.forced, self.seed, index)
@@ -132,11 +154,13 @@ class Feeder:
         return self.positions.get(index, self.drawn)
 
     def fast_forward(self, next_index: int, stream_position: int):
-        """Continue a resumed run: skip what earlier batches used, number tasks from next_index."""
+        """Continue a resumed run: skip what earlier batches used, number tasks from next_index (the
+        first index of a batch). Under dynamic sampling, problems that refills of earlier batches drew
+        after stream_position are drawn again."""
         while self.drawn < stream_position:
             next(self.problems)
             self.drawn += 1
-        self.admitted = next_index
+        self.admitted = self.slots.batch_of(next_index) * self.batch_groups
 
     def _next_problem(self) -> Problem:
         for p in self.problems:
@@ -151,8 +175,8 @@ class Feeder:
                         n, self.max_prompt_tokens, p.problem)
         raise RuntimeError("the dataset ran out of problems")
 
-    def _task(self, p: Problem, version: int) -> PromptTask:
-        task = PromptTask(task_id=f"s{self.seed}-{self.admitted}", index=self.admitted,
+    def _task(self, p: Problem, version: int, index: int) -> PromptTask:
+        task = PromptTask(task_id=f"s{self.seed}-{index}", index=index,
                           prompt=self.prompts.text(p.problem), label=p.answer, source=p.source,
                           admitted_version=version, problem=p.problem, rewrite=p.rewrite)
         task = self.mixer.mix(task, p) if self.mixer else task

@@ -64,8 +64,8 @@ class LearnerGroup:
             actor = ray.remote(Learner).options(num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, **placement, **options)
             ranks.append(actor.remote(
                 lc, model_path, cfg.batch_groups, sampling=plan.sampling, learner_reward=plan.learner_reward,
-                seed=cfg.seed, device="cpu" if cpu else "cuda",
-                checkpoint=checkpoint, initial_version=initial_version, window_batches=plan.window,
+                overlong=plan.overlong, seed=cfg.seed, device="cpu" if cpu else "cuda",
+                checkpoint=checkpoint, initial_version=initial_version, window_batches=plan.window, slots=plan.slots,
                 rank=rank, master=master, total_steps=cfg.steps))
         return cls(ranks, pg)
 

@@ -100,7 +100,7 @@ class Pipeline:
         self.feeder = Feeder(cfg.dataset, cfg.seed, cfg.batch_groups, self.plan.window, feeder_host,
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve,
                              forced=self.plan.forced, mixer=self.derl or self.rewriter, data=cfg.data,
-                             ahead=self.rewriter.ahead if self.rewriter else None)
+                             ahead=self.rewriter.ahead if self.rewriter else None, slots=self.plan.slots)
         with self.stage(f"{cfg.num_generators} generator(s): vLLM engine"):
             ray.get([self._start_generator(g) for g in self.generators])
         with self.stage(f"weight group ({cfg.weight_backend})"):

@@ -13,7 +13,7 @@ import torch
 from jury import kernels
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup
-from jury.protocol.plan import Sampling
+from jury.protocol.plan import Overlong, Sampling
 
 
 @dataclass
@@ -24,22 +24,58 @@ class Batch:
     completion: torch.Tensor     # (N, L-1) float32, 1 where position t predicts a completion token
     behav_logp: torch.Tensor     # (N, L-1) float32, generator log-probs aligned with `completion`
     advantages: torch.Tensor     # (N,) float32
-    rewards: torch.Tensor        # (N,) float32
+    rewards: torch.Tensor        # (N,) float32, the reward scheme's (before the overlong penalty)
     num_groups: int
+    # (N,) float32, 1 for a sample in the loss, 0 for one filtered out of it (learner.overlong_filter;
+    # update.keep_loss_rows applies it after the rewards are scored); None: all ones
+    in_loss: torch.Tensor | None = None
+    # (N,) float32, DAPO's R_length added to `rewards` for the advantages (overlong_penalty); None: zeros
+    penalty: torch.Tensor | None = None
+
+    def __post_init__(self):
+        if self.in_loss is None:
+            self.in_loss = torch.ones_like(self.advantages)
+        if self.penalty is None:
+            self.penalty = torch.zeros_like(self.advantages)
 
     @property
     def num_tokens(self) -> int:
         return int(self.completion.sum().item())
 
 
-def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int) -> Batch | None:
+def overlong_penalty(lengths: np.ndarray, overlong: Overlong | None) -> np.ndarray:
+    """DAPO's soft overlong punishment (arXiv:2503.14476, eq. 13), times overlong.penalty (verl's
+    penalty_factor), for completions of `lengths` tokens, with L_max = overlong.max_new_tokens and
+    L_cache = overlong.buffer:
+
+        R_length(y) = 0                                 |y| <= L_max - L_cache
+                    = ((L_max - L_cache) - |y|) / L_cache   L_max - L_cache < |y| <= L_max
+                    = -1                                |y| > L_max
+
+    The three cases are one clipped line: -clip((|y| - (L_max - L_cache)) / L_cache, 0, 1)."""
+    if overlong is None or not overlong.buffer:
+        return np.zeros(len(lengths))
+    expected = overlong.max_new_tokens - overlong.buffer
+    excess = (np.asarray(lengths, dtype=np.float64) - expected) / overlong.buffer
+    return -overlong.penalty * np.clip(excess, 0.0, 1.0)
+
+
+def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int, overlong: Overlong | None = None) -> Batch | None:
     """Samples of all usable groups: not refused by the engine (no samples) and scored (no
-    verifier error). None when no group is usable."""
+    verifier error). None when no group is usable. `overlong` (plan.overlong): each sample's
+    R_length is added to its reward before the advantages, and with overlong.filter a truncated
+    sample (finish reason "length") is marked out of the loss (in_loss 0); its reward still counts
+    in its group's statistics."""
     usable = [g for g in groups if g.group.samples and g.error is None]
     if not usable:
         return None
-    adv = _view_advantages(usable, cfg)
+    penalties = [overlong_penalty([len(s.token_ids) for s in g.group.samples], overlong) for g in usable]
+    adv = _view_advantages(usable, cfg, penalties if overlong is not None and overlong.buffer else None)
     rewards = torch.from_numpy(np.concatenate([g.rewards for g in usable]).astype(np.float32))
+    penalty = torch.from_numpy(np.concatenate(penalties).astype(np.float32))
+    filtered = overlong is not None and overlong.filter
+    in_loss = torch.tensor([0.0 if filtered and s.finish_reason == "length" else 1.0
+                            for g in usable for s in g.group.samples])
     rows, behav = [], []
     for g in usable:
         prompts = (g.group.prompt_ids.astype(np.int64), g.group.rewrite_prompt_ids.astype(np.int64))
@@ -58,22 +94,34 @@ def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int) -> Batch
         # position t predicts token t+1: completion token j sits at len(p)+j, predicted at len(p)+j-1
         comp[i, len(p) - 1: len(p) - 1 + len(c)] = 1
         blp[i, len(p) - 1: len(p) - 1 + len(c)] = torch.from_numpy(lp)
-    return Batch(ids, attn, comp, blp, adv, rewards, len(usable))
+    return Batch(ids, attn, comp, blp, adv, rewards, len(usable), in_loss, penalty)
 
 
-def _view_advantages(groups: list[ScoredGroup], cfg: LearnerConfig) -> torch.Tensor:
+def overlong_stats(batch: Batch) -> dict[str, float]:
+    """The step's overlong handling (learner/overlong_*): the share of samples penalised, their mean
+    penalty over all samples, and the share filtered out of the loss."""
+    n = max(1, len(batch.penalty))
+    return {"overlong_penalised_frac": float((batch.penalty < 0).sum()) / n,
+            "overlong_penalty_mean": float(batch.penalty.sum()) / n,
+            "overlong_filtered_frac": float((batch.in_loss == 0).sum()) / n}
+
+
+def _view_advantages(groups: list[ScoredGroup], cfg: LearnerConfig,
+                     penalties: list[np.ndarray] | None = None) -> torch.Tensor:
     """Per-sample advantages in sample order, each group normalised within each of its views.
 
     A CoReward group holds G samples of the prompt and G of its rewrite (Sample.view); as in
     Co-rewarding-I (tmlr-group/Co-rewarding@6c60ea45, Co-rewarding-I/verl/trainer/ppo/ray_trainer.py,
     compute_advantage_contrastive, CO_REWARD branch: one GRPO call per view), each view is
-    normalised as a group of its own. Every other group has one view."""
+    normalised as a group of its own. Every other group has one view. `penalties`: per group, the
+    overlong penalty added to each sample's reward first."""
     parts, where = [], []
     for i, g in enumerate(groups):
         views = np.array([s.view for s in g.group.samples])
+        rewards = g.rewards if penalties is None else g.rewards + penalties[i]
         for v in np.unique(views):
             idx = np.flatnonzero(views == v)
-            parts.append(g.rewards[idx])
+            parts.append(rewards[idx])
             where.append((i, idx))
     flat = _advantages(parts, cfg).split([len(p) for p in parts])
     out = [torch.zeros(len(g.rewards), dtype=torch.float32) for g in groups]

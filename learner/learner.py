@@ -4,7 +4,8 @@ each method on every rank, or on rank 0 where it says so).
 
     step s (every rank):
         rank 0:  groups = wait for batch s = admission indices [s·B, (s+1)·B)   (inbox.py)
-                 batch = collate(groups)                 # advantages over whole groups
+                 (dynamic sampling: its groups with signal, refills asked of the driver: dynamic.py)
+                 batch = collate(groups)                 # advantages over whole groups (+ overlong penalty)
                  plan rows per (mini-batch, rank) by tokens; send each rank its rows (shard.py)
         others:  receive this rank's rows
         all:     PPO epochs x mini-batches, micro-batches in each (update.py)
@@ -28,8 +29,10 @@ import torch
 import torch.distributed as dist
 
 from jury.learner.checkpoint import CheckpointError, commit, failed, stage, write_checkpoint
-from jury.learner.grpo import _advantages, collate, token_logprobs, use_fused_head
-from jury.learner.self_rewards import Scoring, group_rewards, plan_scoring, rewards_from_scores
+from jury.learner.dynamic import BatchFill, advance, fill_metrics
+from jury.learner.grpo import _advantages, collate, overlong_stats, token_logprobs, use_fused_head
+from jury.learner.self_rewards import (Scoring, group_rewards, plan_scoring, rewards_from_scores,
+                                      shaped_group_rewards)
 from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
 from jury.learner.schedule import make_scheduler
@@ -39,7 +42,7 @@ from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pa
 from jury.learner.weight_sender import WeightSender, drop_tied
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
-from jury.protocol.plan import LearnerReward, Sampling
+from jury.protocol.plan import LearnerReward, Overlong, Sampling, Slots
 from jury.protocol.record import write_record
 from jury.protocol.transport import Receiver
 
@@ -77,9 +80,9 @@ def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[st
 
 class Learner:
     def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, sampling: Sampling,
-                 learner_reward: LearnerReward | None = None,
+                 learner_reward: LearnerReward | None = None, overlong: Overlong | None = None,
                  seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
-                 initial_version: int = 0, window_batches: int = 2, rank: int = 0,
+                 initial_version: int = 0, window_batches: int = 2, slots: Slots | None = None, rank: int = 0,
                  master: tuple[str, int] | None = None, total_steps: int = 0):
         """`master`: rank 0's address and port for the learner's process group (None: this machine,
         one rank). `total_steps`: the run's learner steps, the length of the learning-rate schedule."""
@@ -93,8 +96,13 @@ class Learner:
         # the feeder admits at most window_batches batches past the learner's version (max_staleness
         # + 1): a group with a later index was never admitted, whoever sent it, and is refused
         self.window_batches = window_batches
+        self.slots = slots or Slots(batch_groups, 0)  # plan.slots: refill slots per batch under dynamic sampling
+        self.fill: BatchFill | None = None  # rank 0, dynamic sampling: the step being filled
+        self.fill_metrics: dict[str, float] = {}
         self.sampling = sampling  # how the generators sampled: the loss scores tokens the same way
         self.learner_reward = learner_reward  # self_certainty / entropy, scored here (learner/self_rewards.py)
+        self.overlong = overlong  # DAPO's overlong penalty and filter (plan.overlong), for every reward scheme
+        self.overlong_metrics: dict[str, float] = {}  # rank 0: the last collated batch's (overlong_stats)
         self.device = torch.device(device)
         _init_distributed("gloo" if device == "cpu" else "nccl", rank, cfg.num_ranks, master)
         self.world = dist.get_world_size()
@@ -140,7 +148,7 @@ class Learner:
             return None
         receiver = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve,
                             accept=(ScoredGroup,))
-        self.inbox = ScoredInbox(receiver, self.batch_groups, self.window_batches)
+        self.inbox = ScoredInbox(receiver, self.batch_groups, self.window_batches, self.slots)
         return receiver.endpoint
 
     def hold(self, indices: list[int], timeout_s: float) -> StepResult:
@@ -167,22 +175,43 @@ class Learner:
             self.train_on(None)
             return None
         t0 = time.perf_counter()
-        groups, missing = self.inbox.wait_batch(step, self.version, timeout_s)
-        if missing:
+        refill: list[int] = []
+        if self.slots.refills:
+            groups, missing, refill = self._dynamic_batch(step, timeout_s)
+        else:
+            groups, missing = self.inbox.wait_batch(step, self.version, timeout_s)
+        if missing or refill:  # nothing trains yet: the other ranks wait for the next call
             self._announce(MISSING)
-            return StepResult(step, missing=missing)
+            return StepResult(step, missing=missing, refill=refill)
         t1, t_train = time.perf_counter(), time.time()
         if self.record_dir:
             write_record(os.path.join(self.record_dir, f"step-{step:06d}.msgpack"), groups)
         metrics = self.train_on(groups)
         t2 = time.perf_counter()
-        result = batch_result(groups, step, t_train, self.inbox.arrived)
+        # every group flat, even after the refills: nothing to account for (train_on skipped the step)
+        result = batch_result(groups, step, t_train, self.inbox.arrived) if groups else StepResult(step)
         result.metrics.update(metrics)
+        if self.slots.refills:
+            result.metrics.update(self.fill_metrics)
         result.metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
                                "learner/queue_depth": self.inbox.depth()})
         result.metrics.update({f"learner/{k}": v for k, v in {**self.counts, **self.inbox.counts}.items()})
         result.metrics.update(self.inbox.receiver.stats.as_dict("learner/scored"))
         return result
+
+    def _dynamic_batch(self, step: int, timeout_s: float) -> tuple[list[ScoredGroup], list[int], list[int]]:
+        """Dynamic sampling (learner/dynamic.py): (the groups with signal to train, missing indices,
+        refill slots to ask for). The fill lasts across the driver's calls for the same step."""
+        if self.fill is None or self.fill.step != step:
+            self.fill = BatchFill(self.slots, step, self.overlong)
+        missing, refill = advance(self.fill, self.inbox, self.version, timeout_s)
+        if missing or refill:
+            return [], missing, refill
+        fill, self.fill = self.fill, None
+        for index in fill.flat:  # never trained: no ledger row to take their arrival time
+            self.inbox.arrived.pop(index, None)
+        self.fill_metrics = fill_metrics(fill)
+        return fill.kept_groups(), [], []
 
     def train_on(self, groups: list[ScoredGroup] | None) -> dict:
         """This batch's updates: rank 0 passes the groups, the others None (they get their rows from
@@ -214,6 +243,8 @@ class Learner:
         out.update(self._nonfinite(total["nonfinite_skips"], timers.get("nonfinite", "loss or gradient")))
         out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
         out.update(scored)
+        if self.rank == 0 and self.overlong is not None:
+            out.update({f"learner/{k}": v for k, v in self.overlong_metrics.items()})
         return out
 
     def _nonfinite(self, skips: float, what: str) -> dict:
@@ -244,7 +275,7 @@ class Learner:
         scoring = Scoring(s.scored.cpu(), s.group.cpu(), s.parsed.cpu(), torch.zeros(0))
         rewards = rewards_from_scores(scores.cpu(), scoring, s.rewards.cpu())
         per_group = group_rewards(rewards, scoring)
-        advantages = _advantages(per_group, self.cfg).to(self.device)
+        advantages = _advantages(shaped_group_rewards(rewards, s.penalty.cpu(), scoring), self.cfg).to(self.device)
         shard.batch.advantages = advantages[s.rows].to(shard.batch.advantages.dtype)
         shard.batch.rewards = rewards.to(self.device)[s.rows]
         if groups is not None:  # rank 0: the groups collate used, in its order
@@ -266,7 +297,7 @@ class Learner:
                 self.version += 1
                 return None
             return recv_shard(self.device)
-        batch = collate(groups, self.cfg, self.pad_id)
+        batch = collate(groups, self.cfg, self.pad_id, self.overlong)
         self.counts["refused_groups"] += sum(1 for g in groups if not g.group.samples)
         self.counts["unscored_groups"] += sum(1 for g in groups if g.error is not None)
         if batch is None:  # nothing usable: the version still moves on, so the schedule holds
@@ -277,6 +308,7 @@ class Learner:
                         "(refused by the engine or not verifiable)", self.version - 1, len(groups))
             return None
         self._announce(TRAIN)
+        self.overlong_metrics = overlong_stats(batch)
         scoring = plan_scoring(groups, batch.completion, self.learner_reward, self.tokenizer)
         if scoring is not None:
             self.counts["self_reward_span_fallback"] = self.counts.get("self_reward_span_fallback", 0) + scoring.fallback

@@ -121,3 +121,10 @@ def rewards_from_scores(scores: torch.Tensor, scoring: Scoring, verifier_rewards
 def group_rewards(rewards: torch.Tensor, scoring: Scoring) -> list[np.ndarray]:
     """The rewards split back into the batch's groups (collate's order)."""
     return [rewards[scoring.group == g].numpy() for g in range(int(scoring.group.max()) + 1)]
+
+
+def shaped_group_rewards(rewards: torch.Tensor, penalty: torch.Tensor, scoring: Scoring) -> list[np.ndarray]:
+    """The rewards the advantages are taken from, per group: each row's reward plus its overlong
+    penalty (grpo.overlong_penalty; zeros when off), as collate adds it for a verifier's rewards."""
+    return group_rewards(rewards + penalty.to(rewards.dtype), scoring)
+

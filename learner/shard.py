@@ -26,7 +26,7 @@ import torch.distributed as dist
 
 from jury.learner.grpo import Batch
 
-TENSORS = ("input_ids", "attention", "completion", "behav_logp", "advantages", "rewards")
+TENSORS = ("input_ids", "attention", "completion", "behav_logp", "advantages", "rewards", "in_loss", "penalty")
 
 
 @dataclass
@@ -39,6 +39,7 @@ class ShardScoring:
     group: torch.Tensor        # (N,) int64, their groups
     parsed: torch.Tensor       # (N,) bool, rows with an extracted answer
     rewards: torch.Tensor      # (N,) float32, the verifier's rewards (placeholders where scored here)
+    penalty: torch.Tensor      # (N,) float32, the overlong penalty added to every row's reward (grpo.overlong_penalty)
 
 
 @dataclass
@@ -86,7 +87,7 @@ def take(batch: Batch, plan: list[list[list[int]]], rank: int) -> tuple[Batch, t
     width = int(batch.attention[idx].sum(1).max()) if rows else 2
     part = Batch(batch.input_ids[idx][:, :width], batch.attention[idx][:, :width],
                  batch.completion[idx][:, : width - 1], batch.behav_logp[idx][:, : width - 1],
-                 batch.advantages[idx], batch.rewards[idx], batch.num_groups)
+                 batch.advantages[idx], batch.rewards[idx], batch.num_groups, batch.in_loss[idx], batch.penalty[idx])
     return part, which
 
 
@@ -98,7 +99,7 @@ def send_shards(batch: Batch, plan: list[list[list[int]]], device: torch.device,
     own = None
     for rank in range(world):
         part, which = take(batch, plan, rank)
-        mine = _scoring_of(scoring, batch.rewards, plan, rank, part.input_ids.shape[1]) if scoring is not None else None
+        mine = _scoring_of(scoring, batch, plan, rank, part.input_ids.shape[1]) if scoring is not None else None
         if rank == 0:
             own = Shard(_to(part, device), which.to(device), tokens.to(device), seqs.to(device),
                         _scoring_to(mine, device))
@@ -110,7 +111,7 @@ def send_shards(batch: Batch, plan: list[list[list[int]]], device: torch.device,
         dist.send(tokens.to(device), rank)
         dist.send(seqs.to(device), rank)
         if mine is not None:  # the whole batch's part first: a rank without rows still computes advantages
-            for t in (mine.scored, mine.group, mine.parsed, mine.rewards):
+            for t in (mine.scored, mine.group, mine.parsed, mine.rewards, mine.penalty):
                 dist.send(t.contiguous().to(device), rank)
         if n:  # a rank may have no rows (fewer rows than ranks): it still takes part in every collective
             for t in (which, *(getattr(part, k) for k in TENSORS), *((mine.rows, mine.span) if mine else ())):
@@ -118,16 +119,16 @@ def send_shards(batch: Batch, plan: list[list[list[int]]], device: torch.device,
     return own
 
 
-def _scoring_of(scoring, rewards: torch.Tensor, plan: list[list[list[int]]], rank: int, width: int) -> ShardScoring:
+def _scoring_of(scoring, batch: Batch, plan: list[list[list[int]]], rank: int, width: int) -> ShardScoring:
     rows = torch.tensor([i for mb in plan for i in mb[rank]], dtype=torch.long)  # take()'s order
     return ShardScoring(rows, scoring.span[rows][:, : width - 1], scoring.scored, scoring.group, scoring.parsed,
-                        rewards)
+                        batch.rewards, batch.penalty)
 
 
 def _scoring_to(s: ShardScoring | None, device) -> ShardScoring | None:
     if s is None:
         return None
-    return ShardScoring(*(getattr(s, f).to(device) for f in ("rows", "span", "scored", "group", "parsed", "rewards")))
+    return ShardScoring(*(getattr(s, f).to(device) for f in ("rows", "span", "scored", "group", "parsed", "rewards", "penalty")))
 
 
 def recv_shard(device: torch.device) -> Shard:
@@ -137,10 +138,11 @@ def recv_shard(device: torch.device) -> Shard:
     n, width, minibatches, num_groups, total = head.tolist()
     shapes = {"input_ids": ((n, width), torch.long), "attention": ((n, width), torch.long),
               "completion": ((n, width - 1), torch.float32), "behav_logp": ((n, width - 1), torch.float32),
-              "advantages": ((n,), torch.float32), "rewards": ((n,), torch.float32)}
+              "advantages": ((n,), torch.float32), "rewards": ((n,), torch.float32),
+              "in_loss": ((n,), torch.float32), "penalty": ((n,), torch.float32)}
     tokens = _recv((minibatches,), torch.float64, device)
     seqs = _recv((minibatches,), torch.float64, device)
-    whole = [_recv((total,), dtype, device) for dtype in (torch.bool, torch.long, torch.bool, torch.float32)] \
+    whole = [_recv((total,), dtype, device) for dtype in (torch.bool, torch.long, torch.bool, torch.float32, torch.float32)] \
         if total else None
     if not n:
         empty = {k: torch.empty(shape, dtype=dtype, device=device) for k, (shape, dtype) in shapes.items()}

@@ -106,6 +106,8 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
     engine.train()
     sums = {"loss": 0.0, "weight": 0.0, "nonfinite_skips": 0.0,
             **{k: 0.0 for k in STATS + OFF_POLICY_STATS + REJECT_SUMS}}
+    if cfg.overlong_filter:  # before the denominators: a truncated sample leaves the loss and them
+        keep_loss_rows(shard)
     if cfg.recompute_proximal:
         if prox is None:
             prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling, pad_id)
@@ -185,16 +187,31 @@ def reject(shard: Shard, prox: torch.Tensor, cfg: LearnerConfig) -> dict[str, fl
     b = shard.batch
     before = b.completion.clone()
     b.completion.mul_(rejection_mask(prox, b.behav_logp, b.completion, cfg))
-    m = shard.tokens.numel()
-    counts = torch.zeros(2, m, dtype=torch.float64, device=b.completion.device)
+    recount(shard)
+    tok = torch.where(before != 0, prox.double() - b.behav_logp.double(), 0.0)
+    return {"tokens_before_reject": float(before.sum()), "rejected": float(before.sum() - b.completion.sum()),
+            "behav_kl_before_reject": float(((tok.exp() - tok - 1) * before).sum())}
+
+
+def keep_loss_rows(shard: Shard):
+    """DAPO's overlong filtering (learner.overlong_filter): the rows collate marked out of the loss
+    (Batch.in_loss 0, truncated samples) lose their completion tokens from the loss's mask, and every
+    mini-batch's tokens and sequences are counted again without them. Their advantages were taken
+    with their rewards in the group, and a self-reward has scored them already (learner.py)."""
+    shard.batch.completion.mul_(shard.batch.in_loss.unsqueeze(1))
+    recount(shard)
+
+
+def recount(shard: Shard):
+    """Every mini-batch's completion tokens and sequences (a row with at least one token left in the
+    mask), over all ranks (a collective: every rank calls it), after tokens left `completion`."""
+    b = shard.batch
+    counts = torch.zeros(2, shard.tokens.numel(), dtype=torch.float64, device=b.completion.device)
     counts[0].index_add_(0, shard.minibatch, b.completion.sum(1).double())
     counts[1].index_add_(0, shard.minibatch, (b.completion.sum(1) > 0).double())
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(counts)
     shard.tokens, shard.seqs = counts[0], counts[1]
-    tok = torch.where(before != 0, prox.double() - b.behav_logp.double(), 0.0)
-    return {"tokens_before_reject": float(before.sum()), "rejected": float(before.sum() - b.completion.sum()),
-            "behav_kl_before_reject": float(((tok.exp() - tok - 1) * before).sum())}
 
 
 def step_stats(total: dict[str, float], cfg: LearnerConfig) -> dict[str, float]:

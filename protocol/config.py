@@ -451,6 +451,18 @@ class LearnerConfig:
     # a non-finite loss or gradient never reaches the optimizer: that step is skipped and counted
     # (learner/nonfinite_skipped); this many batches in a row with one stop the run, naming the step
     max_nonfinite_steps: int = 3
+    # DAPO's overlong reward shaping (Yu et al. 2025, arXiv:2503.14476, eq. 13; verl's
+    # verl/workers/reward_manager/dapo.py, overlong_buffer): with L_max = generator.max_new_tokens and
+    # L_cache = overlong_buffer, a completion of |y| tokens gets R_length added to its reward, for every
+    # reward scheme, before the advantages: 0 up to L_max - L_cache tokens, then falling linearly to
+    # -overlong_penalty at L_max (-overlong_penalty past it). 0: off. The paper's L_cache is 4096 of
+    # 20480; verl's penalty_factor is overlong_penalty (the paper's is 1)
+    overlong_buffer: int = 0
+    overlong_penalty: float = 1.0
+    # DAPO's overlong filtering (same paper, section 3.4): a truncated completion (finish reason
+    # "length") leaves the loss and its denominators; its reward still counts in its group's mean and
+    # std, as a loss mask does there (SkyRL's apply_overlong_filtering zeroes the loss mask only)
+    overlong_filter: bool = False
     micro_batch: int = 64          # samples per forward/backward, per rank
     minibatches: int = 1           # optimizer steps per pass over a batch (PPO mini-batches)
     epochs: int = 1                # passes over each batch; the version still counts batches
@@ -484,6 +496,8 @@ class LearnerConfig:
                   f"unset (mask_high too) for correction={self.correction}: {self._bounded_by()}"),
                  ("micro_batch", self.micro_batch >= 1, ">= 1"),
                  ("max_nonfinite_steps", self.max_nonfinite_steps >= 1, ">= 1"),
+                 ("overlong_buffer", self.overlong_buffer >= 0, ">= 0 (0: no overlong shaping)"),
+                 ("overlong_penalty", self.overlong_penalty >= 0, ">= 0"),
                  ("minibatches", self.minibatches >= 1, ">= 1"), ("epochs", self.epochs >= 1, ">= 1"),
                  ("warmup_steps", self.warmup_steps >= 0, ">= 0"),
                  ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "in [0, 1]"),
@@ -586,6 +600,13 @@ class RunConfig:
     # per group with those weights (seeded). {} = off (max_staleness is then only a bound)
     forced_staleness: dict[int, float] = field(default_factory=dict)
     record_groups: bool = False    # write every trained batch to run_dir/record/ (for `jury replay`)
+    # DAPO's dynamic sampling (Yu et al. 2025, arXiv:2503.14476, section 3.2; verl's
+    # algorithm.filter_groups): a group whose rewards (after the overlong penalty) are all equal has
+    # zero advantage and is dropped, and more prompts are admitted (refills) until the step holds
+    # batch_groups groups with signal, at most max_refills per step; past that cap the step trains
+    # on the groups with signal it has (learner/dynamic.py, README "Dynamic sampling")
+    dynamic_sampling: bool = False
+    max_refills: int = 8
     num_generators: int = 1
     num_verifiers: int = 1
     max_model_len: int = 256
@@ -674,8 +695,22 @@ class RunConfig:
                               f">= 1 (got {self.generator.num_gpus:g}): generators sharing a GPU would be two ranks "
                               "of the weight group on one GPU, which NCCL refuses at the first sync; use "
                               "weight_backend=gloo, or a GPU per generator")
+        if self.learner.overlong_buffer > self.generator.max_new_tokens:
+            raise ConfigError(f"learner.overlong_buffer ({self.learner.overlong_buffer}) exceeds "
+                              f"generator.max_new_tokens ({self.generator.max_new_tokens}): the buffer is the last "
+                              "tokens before the generation limit")
         parse_faults(self.faults, self.num_generators, self.num_verifiers, self.learner.num_ranks)
         self._check_coreward()
+        if self.dynamic_sampling and self.max_refills < 1:
+            raise ConfigError(f"max_refills must be >= 1 with dynamic_sampling, got {self.max_refills}")
+        if self.dynamic_sampling and self.forced_staleness:
+            raise ConfigError("dynamic_sampling with forced_staleness: refills are admitted when a step finds "
+                              "flat groups, which the forced schedule (each task released exactly k versions "
+                              "before its batch) cannot know in advance; pick one")
+        if self.dynamic_sampling and self.verifier.reward in ("self_certainty", "entropy"):
+            raise ConfigError(f"dynamic_sampling with verifier.reward={self.verifier.reward}: those rewards are "
+                              "scored in the learner's forward, after the batch is chosen, so flat groups "
+                              "cannot be told before training")
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):

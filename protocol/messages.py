@@ -197,9 +197,12 @@ class StepResult:
 
     `missing` non-empty: the batch's groups with these admission indices did not arrive in
     time and nothing was trained; the driver repairs workers, re-sends them and asks again.
+    `refill` non-empty (dynamic sampling): the batch has too few groups with signal; nothing was
+    trained, the driver admits these refill slots (Feeder.admit_refills) and asks again.
     """
     step: int
     missing: list[int] = field(default_factory=list)
+    refill: list[int] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)  # learner/*, reward/*, staleness/*, ...
     staleness_hist: dict[str, int] = field(default_factory=dict)  # staleness -> groups
     verdicts: dict[str, int] = field(default_factory=dict)        # verdict kind -> samples

@@ -5,10 +5,13 @@
 
     plan.window          batches the feeder may admit past the generators' version (the learner
                          refuses indices beyond it): max_staleness + 1, or the largest forced k + 1
+    plan.slots           the admission indices of each batch: B base slots, then R refill slots
+                         (dynamic_sampling: R = max_refills; else 0, batch s = [s·B, (s+1)·B))
     plan.forced          forced staleness as k -> probability ({} = not forced)
     plan.faults          the fault injections, typed (role, index, action, step)
     plan.sampling        how the generators sample: what the learner needs to score it
     plan.learner_reward  the self-reward the learner scores in its forward (or None)
+    plan.overlong        DAPO's overlong shaping and filtering the learner applies (or None: neither)
     plan.policy_model    the policy's model folder
     plan.servers         one ServerSpec per LLM server (one per distinct model), each sized for
                          the roles it serves; plan.server_of(role) names a role's
@@ -51,6 +54,50 @@ class LearnerReward:
 
 
 @dataclass(frozen=True)
+class Slots:
+    """The admission-index layout: batch s owns [s·S, (s+1)·S), S = B + R, its B base slots first
+    (admitted under the staleness budget, batch by batch), then R refill slots (admitted only when
+    the learner, waiting on batch s, asks for them: learner/dynamic.py). R = 0: today's layout."""
+
+    batch_groups: int  # B
+    refills: int       # R, refill slots per batch (max_refills under dynamic_sampling, else 0)
+
+    @property
+    def per_batch(self) -> int:
+        return self.batch_groups + self.refills
+
+    def batch_of(self, index: int) -> int:
+        return index // self.per_batch
+
+    def base_index(self, k: int) -> int:
+        """The index of the k-th base task (k = s·B + j, in the order the feeder admits them)."""
+        return (k // self.batch_groups) * self.per_batch + k % self.batch_groups
+
+    def base(self, step: int) -> range:
+        return range(step * self.per_batch, step * self.per_batch + self.batch_groups)
+
+    def refill_index(self, step: int, r: int) -> int:
+        if not 0 <= r < self.refills:
+            raise ValueError(f"refill {r} of step {step}: there are {self.refills} refill slots per batch")
+        return step * self.per_batch + self.batch_groups + r
+
+    def is_refill(self, index: int) -> bool:
+        return index % self.per_batch >= self.batch_groups
+
+
+@dataclass(frozen=True)
+class Overlong:
+    """DAPO's overlong handling (learner.overlong_*; README, "Overlong handling"), applied by the
+    learner to every reward scheme. The recorded groups carry each sample's tokens and finish
+    reason, so `jury replay`, which rebuilds this plan from the run's config, applies the same."""
+
+    max_new_tokens: int   # L_max: the generators' limit (generator.max_new_tokens)
+    buffer: int           # L_cache (learner.overlong_buffer); 0: no length penalty
+    penalty: float        # the penalty at L_max (learner.overlong_penalty)
+    filter: bool          # truncated samples leave the loss (learner.overlong_filter)
+
+
+@dataclass(frozen=True)
 class ServerSpec:
     """One LLM server for the verifier roles (actors/llm_server.py): a vLLM engine in a Ray actor,
     or an OpenAI-compatible endpoint (`url`, from verifier.llm_endpoints) that is only asked."""
@@ -71,10 +118,12 @@ class RunPlan:
     faults: tuple[Fault, ...]
     sampling: Sampling
     policy_model: str
+    slots: Slots
     servers: tuple[ServerSpec, ...] = ()
     role_models: dict[str, str] = field(default_factory=dict)  # LLM role -> its server's model
     learner_reward: LearnerReward | None = None  # self_certainty / entropy: scored by the learner
     engines_after_learner: bool = False
+    overlong: Overlong | None = None
 
     def server_of(self, role: LLMRole) -> ServerSpec:
         model = self.role_models[role]
@@ -147,7 +196,15 @@ def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
     return RunPlan(window=window, forced=forced,
                    faults=tuple(parse_faults(cfg.faults, cfg.num_generators, cfg.num_verifiers, cfg.learner.num_ranks)),
                    sampling=Sampling(g.temperature, g.top_p, g.max_new_tokens), policy_model=resolve(cfg.model),
+                   slots=Slots(cfg.batch_groups, cfg.max_refills if cfg.dynamic_sampling else 0),
                    servers=tuple(servers), role_models={r: m for r, (m, _) in roles.items()},
                    learner_reward=LearnerReward(cfg.verifier.reward, cfg.verifier.self_reward_span)
                    if cfg.verifier.reward in ("self_certainty", "entropy") else None,
-                   engines_after_learner=shares_a_gpu(cfg, servers))
+                   engines_after_learner=shares_a_gpu(cfg, servers), overlong=overlong_of(cfg))
+
+
+def overlong_of(cfg: RunConfig) -> Overlong | None:
+    lc = cfg.learner
+    if not lc.overlong_buffer and not lc.overlong_filter:
+        return None
+    return Overlong(cfg.generator.max_new_tokens, lc.overlong_buffer, lc.overlong_penalty, lc.overlong_filter)

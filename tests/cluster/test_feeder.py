@@ -125,3 +125,29 @@ def test_forced_staleness_window_admits_the_stalest_batch():
         assert feeder.released_at(1) == [12, 13] and not feeder.held
     finally:
         feeder.close()
+
+
+def test_dynamic_sampling_admits_refills_into_their_batch_slots():
+    """B = 2, R = 2 refill slots (batch s = indices [4s, 4s + 4)), window 2: base tasks take the
+    first two slots of each batch under the same budget; refills only when asked, into their batch."""
+    from jury.protocol.plan import Slots
+
+    feeder = Feeder("synthetic", 0, batch_groups=2, window=2, host="127.0.0.1", slots=Slots(2, 2))
+    recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
+    try:
+        assert feeder.admit(version=0, stop_at=100) == 4  # batches 0 and 1: indices 0, 1, 4, 5
+        assert feeder.admit_refills([2, 3], version=0) == 2  # step 0 asked for both its refills
+        assert feeder.admit(version=1, stop_at=100) == 2  # batch 2: 8, 9
+        tasks = _drain(recv, 8)
+        assert [t.index for t in tasks] == [0, 1, 4, 5, 2, 3, 8, 9]
+        assert len({t.task_id for t in tasks}) == 8 and len({t.problem for t in tasks}) == 8
+        with pytest.raises(ValueError, match="refill 4"):
+            feeder.admit_refills([4], version=1)  # a base slot
+        feeder.consumed(4)  # batch 0 trained
+        assert sorted(feeder.pending) == [4, 5, 8, 9]
+        # a resumed run at version 2 starts numbering at batch 2's first base slot
+        feeder.fast_forward(next_index=8, stream_position=feeder.position_of(8))
+        assert feeder.admitted == 4 and feeder.slots.base_index(feeder.admitted) == 8
+    finally:
+        recv.close()
+        feeder.close()

@@ -1,0 +1,171 @@
+"""DAPO's dynamic sampling (arXiv:2503.14476, section 3.2) on the asynchronous path
+(`dynamic_sampling: true`, `max_refills`): the learner's side.
+
+    step s, rank 0 (learner.py):
+        fill = BatchFill(plan.slots, s, plan.overlong)
+        missing, refill = advance(fill, inbox, version, timeout)   # wait for every admitted group, judge them
+        refill non-empty: StepResult(refill=...) -> the driver admits them (Feeder.admit_refills), asks again
+        done: train on fill.kept_groups(), log fill_metrics(fill)
+
+A group whose rewards are all equal (after the overlong penalty: the rewards the advantages see)
+has zero advantage in every scheme (grpo, drgrpo, rloo all subtract the group's mean) and only
+dilutes the batch. Dynamic sampling drops it and admits more prompts (refills) until the batch
+holds `batch_groups` groups with signal, at most `max_refills` refills per step.
+
+How a refill gets an admission index under the same budget
+---------------------------------------------------------
+Without refills batch s is the admission indices [s·B, (s+1)·B), the feeder admits batch s's tasks only
+while s < v + window (v: the generators' version; window = max_staleness + 1, plan.window), and
+the learner refuses an index past (version + window)·B (learner/inbox.py). Refills keep that rule
+by giving every batch R = max_refills spare slots (plan.slots): batch s owns the S = B + R indices
+[s·S, (s+1)·S), its B base slots first, then its R refill slots.
+
+- Base slots are admitted exactly as now, batch by batch while s < v + window; with R = 0 the
+  indices are today's (Slots.base_index(k) == k).
+- Refill r of batch s is index s·S + B + r, admitted only when the learner, waiting on batch s,
+  asks for it. The learner is then at version s and the generators at v >= s - (sync_every - 1)
+  >= s - max_staleness (config: max_staleness >= sync_every - 1), so s < v + window holds: the
+  refill is inside the same budget, and its group, generated at a version >= v, is trained at
+  step s at most max_staleness versions stale. Tasks in flight stay <= window·S (the feeder's
+  sender HWM is (window + 1)·S), and the inbox's window counts S indices per batch.
+- Refills are asked one round at a time, exactly the deficit (B - kept - outstanding, capped by
+  the refills left), so a batch never holds more than B groups with signal and which groups it
+  keeps does not depend on the order they arrive in (`BatchFill`).
+- When the cap is hit, the step trains on the groups with signal it has (fewer than B; none: the
+  step is skipped as an unusable batch is today) and logs dynamic/short_groups. verl and SkyRL
+  raise an error instead (max_num_gen_batches, max_sample_batches); a run that trains on fewer
+  groups for a step keeps going.
+- Unused refill slots are never admitted and draw no problem from the stream. A resumed run
+  continues from the stream position of its next batch's first base slot; problems that refills
+  of earlier batches drew after that position are drawn again (a resume is not bit-identical to
+  the uninterrupted run under dynamic sampling; replay is).
+
+How replay reproduces it: the learner records what it trains (record_groups), i.e. the kept groups
+in index order, and `jury replay` trains on the record; the filtered groups never reach the loss,
+so the record is all the step trained on. Which groups were kept is a pure function of each
+group's rewards and lengths (and plan.overlong), not of their arrival order (`BatchFill`).
+
+Refused together with forced staleness, whose schedule (task i released at version i // B - k_i)
+counts indices in batches of B, and with rewards the learner scores itself (self_certainty,
+entropy): their rewards are known only in the learner's forward, after the batch is chosen.
+
+Per step (`fill_metrics`): dynamic/filtered_frac (flat groups among those seen), dynamic/refills
+(admitted), dynamic/extra_samples and dynamic/extra_tokens (generation beyond B groups: every
+refill's samples and tokens), dynamic/short_groups (B - kept when the cap was hit).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from jury.learner.grpo import overlong_penalty
+from jury.learner.inbox import ScoredInbox
+from jury.protocol.messages import ScoredGroup
+from jury.protocol.plan import Overlong, Slots
+
+
+def zero_advantage(g: ScoredGroup, overlong: Overlong | None = None) -> bool:
+    """Whether every sample's advantage is 0: within each view (CoReward's prompt and rewrite are
+    normalised apart, grpo._view_advantages) the rewards plus the overlong penalty are all equal.
+    A group without samples, or unscored, trains nothing and counts as flat."""
+    if not g.group.samples or g.error is not None:
+        return True
+    shaped = g.rewards + overlong_penalty(np.array([len(s.token_ids) for s in g.group.samples]), overlong)
+    views = np.array([s.view for s in g.group.samples])
+    return all(np.ptp(shaped[views == v]) == 0 for v in np.unique(views))
+
+
+@dataclass
+class BatchFill:
+    """One step's groups under dynamic sampling, fed as they arrive (any order): keeps those with
+    signal, counts the flat ones, and says how many refills to admit next.
+
+        fill = BatchFill(slots, step, overlong)
+        for g in base groups as they come: fill.offer(g)
+        while not fill.done:
+            n = fill.want(); admit refills fill.take_refills(n); offer them as they come
+        train on fill.kept_groups()
+    """
+
+    slots: Slots
+    step: int
+    overlong: Overlong | None = None
+    kept: dict[int, ScoredGroup] = field(default_factory=dict)   # admission index -> group with signal
+    flat: dict[int, ScoredGroup] = field(default_factory=dict)   # ... flat groups, filtered out
+    refills: int = 0        # refill slots admitted so far
+    answered: int = 0       # groups offered (base and refills)
+
+    def offer(self, g: ScoredGroup):
+        index = g.group.task.index
+        if self.slots.batch_of(index) != self.step:
+            raise ValueError(f"group {index} belongs to batch {self.slots.batch_of(index)}, not {self.step}")
+        if index in self.kept or index in self.flat:
+            raise ValueError(f"group {index} offered twice")
+        if self.slots.is_refill(index) and index >= self.slots.refill_index(self.step, 0) + self.refills:
+            raise ValueError(f"group {index} is a refill slot that was never admitted ({self.refills} so far)")
+        (self.flat if zero_advantage(g, self.overlong) else self.kept)[index] = g
+        self.answered += 1
+
+    def admitted(self) -> list[int]:
+        """The batch's admitted indices: its base slots and the refill slots taken so far."""
+        return [*self.slots.base(self.step), *(self.slots.refill_index(self.step, r) for r in range(self.refills))]
+
+    @property
+    def outstanding(self) -> int:
+        """Admitted groups of this batch not offered yet."""
+        return self.slots.batch_groups + self.refills - self.answered
+
+    def want(self) -> int:
+        """Refills to admit now: the deficit not already covered by groups in flight, capped by
+        the refill slots left. 0 while the base groups are still coming in."""
+        if self.answered < self.slots.batch_groups:
+            return 0
+        deficit = self.slots.batch_groups - len(self.kept) - self.outstanding
+        return max(0, min(deficit, self.slots.refills - self.refills))
+
+    def take_refills(self, n: int) -> list[int]:
+        """Admit the next n refill slots; their indices, in order."""
+        if n > self.slots.refills - self.refills:
+            raise ValueError(f"{n} refills asked, {self.slots.refills - self.refills} slots left")
+        out = [self.slots.refill_index(self.step, self.refills + r) for r in range(n)]
+        self.refills += n
+        return out
+
+    @property
+    def done(self) -> bool:
+        """B groups with signal, or nothing in flight and no refill slot left (the cap)."""
+        if len(self.kept) >= self.slots.batch_groups:
+            return True
+        return self.outstanding == 0 and self.answered >= self.slots.batch_groups and \
+            self.refills == self.slots.refills
+
+    def kept_groups(self) -> list[ScoredGroup]:
+        """The groups to train, in admission-index order (the same whatever order they came in)."""
+        return [self.kept[i] for i in sorted(self.kept)]
+
+
+def fill_metrics(fill: BatchFill) -> dict[str, float]:
+    """The step's dynamic sampling: what was filtered, what refilling admitted and generated."""
+    seen = len(fill.kept) + len(fill.flat)
+    refill_groups = [g for i, g in {**fill.kept, **fill.flat}.items() if fill.slots.is_refill(i)]
+    return {"dynamic/filtered_frac": len(fill.flat) / seen if seen else 0.0,
+            "dynamic/refills": float(fill.refills),
+            "dynamic/extra_samples": float(sum(len(g.group.samples) for g in refill_groups)),
+            "dynamic/extra_tokens": float(sum(len(s.token_ids) for g in refill_groups for s in g.group.samples)),
+            "dynamic/short_groups": float(max(0, fill.slots.batch_groups - len(fill.kept)))}
+
+
+def advance(fill: BatchFill, inbox: ScoredInbox, version: int, timeout_s: float) -> tuple[list[int], list[int]]:
+    """One round of a step's dynamic sampling: wait for every admitted group of the batch not judged
+    yet, judge them, and return (missing, refills to admit now). Both empty: the fill is done.
+    Waiting for all of them before asking keeps the refills asked a function of the rewards alone."""
+    waiting = [i for i in fill.admitted() if i not in fill.kept and i not in fill.flat]
+    groups, missing = inbox.wait_for(waiting, version, timeout_s, take=True)
+    if missing:
+        return missing, []
+    for g in groups:
+        fill.offer(g)
+    n = fill.want()
+    return [], fill.take_refills(n) if n else []
+

@@ -1,0 +1,136 @@
+"""DAPO's dynamic sampling accounting (learner/dynamic.py) on constructed reward streams: which
+groups are flat, the refill slots' indices, how many refills a step asks for, the cap."""
+import numpy as np
+import pytest
+
+from jury.learner.dynamic import BatchFill, fill_metrics, zero_advantage
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
+from jury.protocol.plan import Overlong, Slots
+
+
+def _group(index, rewards, lengths=None, views=None, error=None):
+    lengths = lengths or [3] * len(rewards)
+    views = views or [0] * len(rewards)
+    task = PromptTask(task_id=f"t{index}", index=index, prompt="p", label="1", source="s")
+    samples = [Sample(np.full(n, 5, np.int32), np.full(n, -1.0, np.float32), "", "stop", view=v)
+               for n, v in zip(lengths, views)]
+    group = RolloutGroup(task, np.array([1], np.int32), samples, 0, 0, "g", 0.0)
+    scored = ScoredGroup(group, [], np.array(rewards, np.float32), "gt", None, 0.0, None, 0, 0.0)
+    scored.error = error
+    return scored
+
+
+def test_flat_groups():
+    assert zero_advantage(_group(0, [1, 1, 1, 1]))
+    assert zero_advantage(_group(0, [0.3, 0.3]))
+    assert not zero_advantage(_group(0, [1, 0, 1, 1]))
+    assert zero_advantage(_group(0, [1, 0], error="verifier down"))  # trains nothing
+    # CoReward: each view normalised apart, so flat views make a flat group though the views differ
+    assert zero_advantage(_group(0, [1, 1, 0, 0], views=[0, 0, 1, 1]))
+    assert not zero_advantage(_group(0, [1, 1, 0, 1], views=[0, 0, 1, 1]))
+    # the overlong penalty can give a flat group signal: L_max 8, L_cache 4, lengths 4 and 6 -> 0, -1/2
+    assert not zero_advantage(_group(0, [1, 1], lengths=[4, 6]), Overlong(8, 4, 1.0, False))
+    assert zero_advantage(_group(0, [1, 1], lengths=[4, 6]))  # without it, flat
+
+
+def test_slots_keep_todays_indices_without_refills():
+    plain = Slots(batch_groups=4, refills=0)
+    assert [plain.base_index(k) for k in range(9)] == list(range(9))
+    s = Slots(batch_groups=4, refills=2)  # batch s owns [6s, 6s + 6): base 6s..6s+3, refills 6s+4, 6s+5
+    assert [s.base_index(k) for k in range(9)] == [0, 1, 2, 3, 6, 7, 8, 9, 12]
+    assert s.refill_index(1, 0) == 10 and s.refill_index(1, 1) == 11
+    assert s.batch_of(11) == 1 and s.batch_of(12) == 2
+    assert s.is_refill(10) and not s.is_refill(9)
+    with pytest.raises(ValueError, match="refill 2"):
+        s.refill_index(1, 2)
+
+
+def test_a_reward_stream_with_refills_and_the_cap():
+    """B = 4, R = 3, step 2 (indices 14..20: base 14-17, refills 18-20). Base groups arrive out
+    of order, two flat: 2 refills. Of those one is flat: 1 more, the last slot. It is flat too:
+    the cap is hit with 3 groups with signal."""
+    slots = Slots(batch_groups=4, refills=3)
+    fill = BatchFill(slots, step=2)
+    for index, rewards in [(16, [1, 0]), (14, [1, 1]), (17, [0, 0]), (15, [0, 1])]:
+        assert fill.want() == 0  # nothing is asked before the base groups are in
+        fill.offer(_group(index, rewards, lengths=[2, 4]))
+    assert fill.want() == 2 and not fill.done
+    assert fill.take_refills(2) == [18, 19]
+    assert fill.want() == 0  # both in flight cover the deficit
+    fill.offer(_group(19, [1, 0], lengths=[5, 5]))
+    assert fill.want() == 0 and not fill.done  # 18 is still out: it may have signal
+    fill.offer(_group(18, [0, 0], lengths=[6, 6]))
+    assert fill.want() == 1
+    assert fill.take_refills(1) == [20]
+    fill.offer(_group(20, [1, 1], lengths=[7, 1]))
+    assert fill.done and fill.want() == 0
+    assert [g.group.task.index for g in fill.kept_groups()] == [15, 16, 19]
+    assert fill_metrics(fill) == {"dynamic/filtered_frac": 4 / 7, "dynamic/refills": 3.0,
+                                  "dynamic/extra_samples": 6.0, "dynamic/extra_tokens": 10 + 12 + 8.0,
+                                  "dynamic/short_groups": 1.0}
+
+
+def test_enough_signal_asks_nothing_and_arrival_order_does_not_matter():
+    slots = Slots(batch_groups=3, refills=2)
+    streams = [[(0, [1, 0]), (1, [0, 0]), (2, [0, 1])], [(2, [0, 1]), (0, [1, 0]), (1, [0, 0])]]
+    kept = []
+    for stream in streams:
+        fill = BatchFill(slots, step=0)
+        for index, rewards in stream:
+            fill.offer(_group(index, rewards))
+        assert fill.want() == 1
+        fill.offer(_group(fill.take_refills(1)[0], [1, 0]))
+        assert fill.done
+        kept.append([g.group.task.index for g in fill.kept_groups()])
+    assert kept == [[0, 2, 3], [0, 2, 3]]
+    full = BatchFill(slots, step=0)
+    for index in range(3):
+        full.offer(_group(index, [1, 0]))
+    assert full.done and full.want() == 0 and fill_metrics(full)["dynamic/refills"] == 0.0
+
+
+def test_groups_outside_the_batch_or_its_admitted_slots_are_refused():
+    fill = BatchFill(Slots(batch_groups=2, refills=2), step=1)  # indices 4..7
+    with pytest.raises(ValueError, match="batch 0"):
+        fill.offer(_group(3, [1, 0]))
+    with pytest.raises(ValueError, match="never admitted"):
+        fill.offer(_group(6, [1, 0]))
+    fill.offer(_group(4, [1, 0]))
+    with pytest.raises(ValueError, match="twice"):
+        fill.offer(_group(4, [1, 0]))
+
+
+def test_the_learner_fills_a_batch_round_by_round_from_its_inbox():
+    """advance() against a real inbox fed a constructed stream: B = 2, R = 2, step 1 (indices
+    4..7: base 4, 5; refills 6, 7), learner version 1. A base group flat: one refill (6) is asked;
+    while it is out the round reports it missing; once in and with signal, the fill is done."""
+    from jury.learner.dynamic import advance
+    from jury.learner.inbox import ScoredInbox
+
+    slots = Slots(batch_groups=2, refills=2)
+    inbox = ScoredInbox(receiver=None, batch_groups=2, window_batches=1, slots=slots)
+    assert not inbox.offer(_group(8, [1, 0]), version=1)  # batch 2: past the window of one batch
+    assert not inbox.offer(_group(3, [1, 0]), version=1)  # batch 0: trained
+    for index, rewards in [(5, [1, 1]), (4, [0, 1])]:
+        assert inbox.offer(_group(index, rewards), version=1)
+    fill = BatchFill(slots, step=1)
+    assert advance(fill, inbox, version=1, timeout_s=5) == ([], [6])
+    assert advance(fill, inbox, version=1, timeout_s=0) == ([6], [])  # not here yet: missing
+    assert inbox.offer(_group(6, [0, 1]), version=1)
+    assert advance(fill, inbox, version=1, timeout_s=5) == ([], [])
+    assert fill.done and [g.group.task.index for g in fill.kept_groups()] == [4, 6]
+    assert inbox.buffer == {}  # every group of the batch taken out of the inbox
+
+
+def test_dynamic_sampling_settings_and_refusals():
+    from jury.protocol.config import ConfigError, RunConfig, VerifierConfig
+    from jury.protocol.plan import make_plan
+
+    assert make_plan(RunConfig(batch_groups=4)).slots == Slots(4, 0)  # off: today's indices
+    assert make_plan(RunConfig(batch_groups=4, dynamic_sampling=True, max_refills=3)).slots == Slots(4, 3)
+    with pytest.raises(ConfigError, match="forced_staleness"):
+        RunConfig(dynamic_sampling=True, forced_staleness={1: 1.0})
+    with pytest.raises(ConfigError, match="self_certainty"):
+        RunConfig(dynamic_sampling=True, verifier=VerifierConfig(reward="self_certainty"))
+    with pytest.raises(ConfigError, match="max_refills"):
+        RunConfig(dynamic_sampling=True, max_refills=0)
