@@ -12,12 +12,15 @@ the actor that outlives it:
                                       left after GRACE_S, and exits
 
 It runs in a session of its own, so that a signal to the actor's process group does not end it
-first. It remembers processes, not pids (psutil compares start times), so a pid reused after a
+first, and it is not the actor's child: the process start_reaper starts forks the reaper and
+exits at once. Ray kills a dying worker's direct children (SIGKILL); the engine core is one, but
+the engine worker under it is not, and a reaper killed with the engine core would leave that
+worker running, orphaned. It remembers processes, not pids (psutil compares start times), so a pid reused after a
 process ended is never killed. A process the parent started in the last POLL_S before it died
 is not yet remembered: the reaper looks often, and the engines start long before anything dies.
 
-Started as `python -m jury.protocol.reaper PARENT_PID`; it writes "watching PARENT_PID" on
-stdout after its first look, and start_reaper returns only after that line: whatever the parent
+Started as `python -m jury.protocol.reaper PARENT_PID`; it writes "watching PARENT_PID REAPER_PID"
+on stdout after its first look, and start_reaper returns only after that line: whatever the parent
 had started before the call is remembered, and a parent killed right after it is seen dying.
 """
 from __future__ import annotations
@@ -32,8 +35,8 @@ GRACE_S = 3.0  # SIGTERM first (vLLM shuts down cleanly on it), SIGKILL whatever
 HANDSHAKE_S = 30.0
 
 
-def start_reaper(parent_pid: int | None = None) -> subprocess.Popen:
-    """A reaper watching parent_pid (default: this process); returns once it watches."""
+def start_reaper(parent_pid: int | None = None) -> int:
+    """A reaper watching parent_pid (default: this process); returns its pid once it watches."""
     parent_pid = os.getpid() if parent_pid is None else parent_pid
     # the folder above the `jury` package, so that the child imports this same tree
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,12 +45,13 @@ def start_reaper(parent_pid: int | None = None) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, env=env, start_new_session=True, text=True)
     line = _read_line(proc, HANDSHAKE_S)
     proc.stdout.close()  # nothing more comes on it
-    if line.strip() != f"watching {parent_pid}":
+    said = line.split()
+    if said[:2] != ["watching", str(parent_pid)] or len(said) != 3 or proc.wait(HANDSHAKE_S) != 0:
         proc.kill()
         proc.wait()
         raise RuntimeError(f"the process reaper did not start (it said {line!r}, exit code {proc.poll()}); "
                            "engine processes would outlive their actor")
-    return proc
+    return int(said[2])
 
 
 def _read_line(proc: subprocess.Popen, timeout_s: float) -> str:
@@ -68,7 +72,7 @@ def watch(parent_pid: int, poll_s: float = POLL_S, grace_s: float = GRACE_S) -> 
     try:
         parent = psutil.Process(parent_pid)
     except psutil.NoSuchProcess:
-        print(f"watching {parent_pid}", flush=True)
+        _handshake(parent_pid)
         return []
     seen: dict[int, psutil.Process] = {}
     me, said = os.getpid(), False
@@ -81,12 +85,20 @@ def watch(parent_pid: int, poll_s: float = POLL_S, grace_s: float = GRACE_S) -> 
             break
         seen = {pid: p for pid, p in seen.items() if _alive(p)}
         if not said:  # after the first look: what the parent had started by now is remembered
-            print(f"watching {parent_pid}", flush=True)
+            _handshake(parent_pid)
             said = True
         time.sleep(poll_s)
     if not said:
-        print(f"watching {parent_pid}", flush=True)
+        _handshake(parent_pid)
     return end(list(seen.values()), grace_s)
+
+
+def _handshake(parent_pid: int):
+    """"watching PARENT_PID REAPER_PID" on stdout, which then points nowhere: the reader is gone."""
+    print(f"watching {parent_pid} {os.getpid()}", flush=True)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
 
 
 def end(procs: list, grace_s: float = GRACE_S) -> list[int]:
@@ -125,6 +137,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m jury.protocol.reaper PARENT_PID", file=sys.stderr)
         return 2
     parent = int(argv[0])
+    if os.fork():  # the reaper is the child, no longer the parent's descendant
+        os._exit(0)
     ended = watch(parent)
     if ended:  # on the parent's stderr (an actor's Ray log): what outlived it and was ended
         print(f"reaper: process {parent} is gone; ended {len(ended)} process(es) it left: {ended}",

@@ -1,5 +1,6 @@
 """The process reaper on real processes: a parent with a child and a grandchild (as an actor with
-vLLM's engine core and its worker), killed with -9 or ending on its own; what it left must end."""
+vLLM's engine core and its worker), killed with -9 or ending on its own; what it left must end,
+also when the parent's direct children are killed with it (as Ray kills a dead worker's)."""
 import os
 import signal
 import subprocess
@@ -22,7 +23,7 @@ child = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
                          stdout=subprocess.PIPE, text=True)
 grandchild = int(child.stdout.readline())
 reaper = start_reaper()
-print(child.pid, grandchild, reaper.pid, flush=True)
+print(child.pid, grandchild, reaper, flush=True)
 if sys.argv[1] != "exit":
     time.sleep(600)
 """
@@ -68,14 +69,36 @@ def test_a_parent_that_exits_normally_leaves_nothing_behind():
 
 
 def test_the_handshake_returns_a_watching_reaper_and_a_bad_call_is_refused():
+    import psutil
+
     sleeper = subprocess.Popen(["sleep", "600"])
     try:
-        reaper = start_reaper(sleeper.pid)  # returned after "watching PID": it is running, in its own session
-        assert reaper.poll() is None and os.getsid(reaper.pid) == reaper.pid
+        reaper = start_reaper(sleeper.pid)  # returned after "watching PID": it runs, in a session of its own,
+        assert live_pids([reaper]) == [reaper] and os.getsid(reaper) != os.getsid(0)
+        assert reaper not in [p.pid for p in psutil.Process().children(recursive=True)]  # and not below us
         sleeper.kill()
         sleeper.wait()
-        assert reaper.wait(timeout=BOUND_S) == 0  # its parent gone, it exits (nothing to end)
+        assert _gone_within([reaper]) == []  # its parent gone, it exits (nothing to end)
     finally:
         sleeper.kill()
     bad = subprocess.run([sys.executable, "-m", "jury.protocol.reaper", "not-a-pid"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr
+
+
+def test_the_grandchild_ends_when_the_parent_and_its_children_are_killed_together():
+    """Ray kills a dying worker's direct children: the engine core dies with the actor, and the
+    engine worker under it is left. The reaper is not a child, so it survives to end it."""
+    import psutil
+
+    proc, (child, grandchild), reaper = _parent("stay")
+    try:
+        direct = [p.pid for p in psutil.Process(proc.pid).children()]
+        assert child in direct and reaper not in direct
+        for pid in [proc.pid, *direct]:
+            os.kill(pid, signal.SIGKILL)
+        proc.wait()
+        assert _gone_within([grandchild]) == [], "the grandchild outlived its parent and grandparent"
+        assert _gone_within([reaper]) == []
+    finally:
+        for pid in live_pids([child, grandchild]):
+            os.kill(pid, signal.SIGKILL)
