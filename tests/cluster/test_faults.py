@@ -73,11 +73,14 @@ def _text(path) -> str:
 
 
 def _ray_logs_since(t0: float):
-    """The Ray worker logs (stdout and stderr of every actor process) written since t0."""
+    """The Ray worker logs (stdout and stderr of every actor process) written since t0, of the Ray
+    sessions this process started (named with its pid): session_latest may be another run's, when
+    one started on the machine since."""
+    import os
     import pathlib
 
-    logs = pathlib.Path("/tmp/ray/session_latest/logs")
-    return [f for f in logs.glob("worker-*") if f.stat().st_mtime >= t0]
+    sessions = pathlib.Path("/tmp/ray").glob(f"session_*_{os.getpid()}")
+    return [f for s in sessions for f in (s / "logs").glob("worker-*") if f.stat().st_mtime >= t0]
 
 
 def test_a_dead_learner_stops_the_run_with_a_clear_message(tiny_model_path, tmp_path):
