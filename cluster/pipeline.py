@@ -370,8 +370,8 @@ class Pipeline:
                 if time.monotonic() > deadline:
                     self.hung.add(name)
                     raise RunFailed(f"{name} has not answered for {timeout_s:.0f}s (group_timeout_s): its process is "
-                                    f"frozen or hung, not dead (Ray restarts a dead one); every actor was stopped, "
-                                    f"its engine processes with it") from None
+                                    f"frozen or hung (Ray restarts a dead one), or its restart never finished; every "
+                                    f"actor was stopped, its engine processes with it") from None
                 time.sleep(2)  # restarting: ask again
 
     # ── reading and closing ──
