@@ -37,6 +37,11 @@ class Generator:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        from jury.protocol.reaper import start_reaper
+
+        # before the engine starts its processes: they end with this actor, however it ends (a
+        # frozen generator killed at the end of a run, a driver killed with -9)
+        self._reaper = start_reaper()
         self.cfg, self.actor_id = cfg, actor_id
         self.version = self._initial_version = initial_version  # the version of the weights in model_path
         self._slow_s, self._fault = 0.0, ""

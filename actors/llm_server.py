@@ -31,6 +31,9 @@ class LLMServer:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        from jury.protocol.reaper import start_reaper
+
+        self._reaper = start_reaper()  # the engine's processes end with this actor, however it ends
         self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_args(model_path, **kwargs)))
         self.tokenizer = None
         self.calls = self.prompts = self.tokens = 0

@@ -37,6 +37,9 @@ from jury.learner.checkpoint import CheckpointError, read_checkpoint
 from jury.protocol.messages import StepResult
 
 log = logging.getLogger(__name__)
+# while a batch is missing, how often the driver looks for a worker that Ray restarted (and then
+# re-sends at once what it held): the learner is asked for the batch in slices this long
+HEALTH_CHECK_S = 5.0
 
 
 def preflight(cfg: RunConfig, resume: str | None = None):
@@ -163,8 +166,8 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
             ledger.append([dataclasses.asdict(entry) for entry in result.ledger])
             if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
                 if pipe.feeder.forced:  # the version moves on only once its released tasks are back
-                    row.update(_with_resend(pipe, step, lambda: pipe.learner.hold(
-                        pipe.feeder.released_at(pipe.version), cfg.resend_after_s)).metrics)
+                    row.update(_with_resend(pipe, step, lambda timeout_s: pipe.learner.hold(
+                        pipe.feeder.released_at(pipe.version), timeout_s)).metrics)
                 row.update(pipe.sync_weights_or_recover())
             pipe.feeder.consumed((step + 1) * plan.slots.per_batch)
             if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
@@ -231,35 +234,49 @@ def _learner_step(pipe: Pipeline, step: int) -> StepResult:
     the learner asks for refills (dynamic sampling), admit them (inside the budget: the learner
     asks only for batch `step`'s refill slots, learner/dynamic.py)."""
     while True:
-        result = _with_resend(pipe, step, lambda: pipe.learner.step(step, pipe.cfg.resend_after_s))
+        result = _with_resend(pipe, step, lambda timeout_s: pipe.learner.step(step, timeout_s))
         if not result.refill:
             return result
         pipe.feeder.admit_refills(result.refill, pipe.version)
 
 
 def _with_resend(pipe: Pipeline, step: int, call) -> StepResult:
-    """call() until nothing is missing, repairing workers and re-sending between tries."""
+    """call(timeout_s) until nothing is missing. The learner is asked in slices of HEALTH_CHECK_S:
+    between two, a worker that Ray restarted is wired back in, and every task the learner lacks is
+    re-sent then (Pipeline.recover), not after resend_after_s. With every worker up, what is still
+    missing after resend_after_s is re-sent (a group lost some other way)."""
     import ray
 
-    cfg, waited = pipe.cfg, 0.0
+    cfg, waited, since_resend, t0 = pipe.cfg, 0.0, 0.0, time.perf_counter()
     while True:
+        ask = min(HEALTH_CHECK_S, cfg.resend_after_s - since_resend)
+        before = time.perf_counter() - t0  # the earlier slices (and repairs) of this wait
         try:
-            result = call()
+            result = call(ask)
         except LearnerDied as e:
             raise RunFailed(f"step {step}: {e}") from None
-        if not result.missing:
+        if not result.missing:  # the learner timed its last slice: the wait is all of them
+            for key in ("learner/wait_s", "learner/hold_s"):
+                if key in result.metrics:
+                    result.metrics[key] += before
             return result
-        waited += cfg.resend_after_s
+        waited, since_resend = waited + ask, since_resend + ask
         if waited >= cfg.group_timeout_s:
             raise RunFailed(f"step {step}: groups {result.missing} never arrived in {waited:.0f}s, "
                             f"even after re-sending; is a worker down for good?")
         try:
-            repaired = pipe.recover()
+            repaired = pipe.recover()  # re-sends what the learner lacks when it repaired a worker
         except ray.exceptions.RayActorError as e:
             raise RunFailed(f"step {step}: a worker is down for good (restarts used up?): {e}") from None
-        resent = pipe.feeder.resend(result.missing)
-        log.warning("step %d: %d groups missing after %.0fs; repaired %s, re-sent %d",
-                    step, len(result.missing), cfg.resend_after_s, repaired or "nothing", resent)
+        except RunFailed as e:  # a worker frozen, a sync that timed out: it names the worker
+            raise type(e)(f"step {step}: {e}") from None
+        if repaired:
+            since_resend = 0.0
+        elif since_resend >= cfg.resend_after_s:
+            resent = pipe.feeder.resend(result.missing)
+            since_resend = 0.0
+            log.warning("step %d: %d groups missing after %.0fs with every worker up; re-sent %d",
+                        step, len(result.missing), cfg.resend_after_s, resent)
 
 
 def save_checkpoint(pipe: Pipeline, run_dir: Path, version: int, final: bool = False) -> str | None:

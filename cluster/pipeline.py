@@ -17,7 +17,7 @@ import os
 import signal
 import time
 
-from jury.protocol.config import Fault, RunConfig
+from jury.protocol.config import ConfigError, Fault, RunConfig
 from jury.protocol.plan import LLMRole, RunPlan, make_plan
 from jury.models.registry import model_folder, model_positions
 from jury.cluster.diversify import Diversifier
@@ -31,6 +31,7 @@ from jury.cluster.placement import generator_placement, server_placement, server
 from jury.protocol.transport import CurveKeys
 
 log = logging.getLogger(__name__)
+RESEND_DRAIN_S = 1.0  # at recovery, the learner takes in its queue this long before saying what it lacks
 # verifier.reward -> the LLM role its scheme asks on the verifier workers
 SCHEME_ROLES: dict[str, LLMRole] = {"tinyv": "tinyv", "llm_judge": "judge", "llm_kd": "teacher"}
 
@@ -56,6 +57,8 @@ class Pipeline:
         self.curve = None
         self.env: dict = {}
         self.recoveries = 0
+        self.resent_at_recovery = 0  # tasks re-sent when a restarted worker was wired back in
+        self.hung: set[str] = set()  # workers that stopped answering without dying (close does not wait on them)
         self.weight_dtype: str | None = None  # the engines' weight dtype, once the weight group formed
 
     # ── building ──
@@ -88,8 +91,11 @@ class Pipeline:
         if self.plan.engines_after_learner:  # roles share a GPU: vLLM profiles what the learner left
             self._make_engines()
         with self.stage(f"{cfg.num_verifiers} verifier worker(s)"):
-            self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve)
-                                               for v in self.verifiers])
+            try:
+                self.verifier_endpoints = ray.get([v.start.remote(self.host, learner_ep, self.curve)
+                                                   for v in self.verifiers])
+            except ConfigError as e:  # a verifier's preflight refused a setting (verifier.check_timeout_s)
+                raise ConfigError(str(getattr(e, "cause", e))) from None
         self.learner_endpoint = learner_ep
         tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         if cfg.derl.enabled:  # the prompt mix and plan store, on this (the driver's) process
@@ -232,6 +238,7 @@ class Pipeline:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
             if not ready:
+                self.hung.update(names[r] for r in pending)
                 late = ", ".join(names[r] for r in pending)
                 raise failed or SyncTimeout(
                     f"{what}: {late} did not answer in {self.cfg.sync_timeout_s:.0f}s (sync_timeout_s); a hung "
@@ -268,17 +275,20 @@ class Pipeline:
 
     # ── faults ──
     def recover(self) -> list[str]:
-        """Wire in every generator or verifier that Ray restarted; returns what was repaired."""
+        """Wire in every generator or verifier that Ray restarted, then re-send every task the
+        learner lacks (a dead worker's groups are lost with it: re-sent now, not one batch per
+        resend_after_s); returns what was repaired."""
         import ray
 
         repaired = []
         for i, v in enumerate(self.verifiers):
-            if not _alive_and_started(v):
+            if not self._alive_and_started(v, f"verifier{i}"):
                 ep = ray.get(v.start.remote(self.host, self.learner_endpoint, self.curve), timeout=300)
                 self.verifier_endpoints[i] = ep
-                ray.get([g.connect_rollouts.remote([ep]) for g in self.generators if _alive_and_started(g)])
+                ray.get([g.connect_rollouts.remote([ep]) for j, g in enumerate(self.generators)
+                         if self._alive_and_started(g, f"generator{j}")])
                 repaired.append(f"verifier{i}")
-        restarted = [i for i, g in enumerate(self.generators) if not _alive_and_started(g)]
+        restarted = [i for i, g in enumerate(self.generators) if not self._alive_and_started(g, f"generator{i}")]
         if restarted:
             ray.get([self._start_generator(self.generators[i]) for i in restarted], timeout=600)
             # a gloo/NCCL group cannot take a member back: every rank forms a new one, and
@@ -287,7 +297,24 @@ class Pipeline:
             self.sync_weights()
             repaired += [f"generator{i}" for i in restarted]
         self.recoveries += len(repaired)
+        if repaired:
+            resent = self._resend_lacking()
+            log.warning("recovered %s; re-sent %d task(s) the learner lacked", ", ".join(repaired), resent)
         return repaired
+
+    def _resend_lacking(self) -> int:
+        """Every task sent and not yet trained that the learner does not hold, sent again with its id.
+        Which generator held which task is not known (the feeder's queue deals them out): a task
+        still on a live worker is sent twice, and the learner keeps whichever copy comes first
+        (learner/duplicates); what the dead worker held is not waited for any longer."""
+        sent = sorted(i for i in self.feeder.pending if i not in self.feeder.held)
+        if not sent:
+            return 0
+        # a second of draining: groups already on the learner's queue are not re-sent
+        lacking = self.learner.hold(sent, RESEND_DRAIN_S).missing
+        n = self.feeder.resend(lacking)
+        self.resent_at_recovery += n
+        return n
 
     def sync_weights_or_recover(self) -> dict:
         """A sync; if a generator died under it, wire the restarted one in (which syncs) instead."""
@@ -306,13 +333,18 @@ class Pipeline:
 
     def inject(self, fault: Fault):
         """Fault injection: kill -9 a worker's process (kill), the vLLM engine core under a generator
-        (kill_engine), or a verifier's check process (kill_pool); slow a worker down; make its loop raise."""
+        (kill_engine), or a verifier's check process (kill_pool); SIGSTOP a worker's process (freeze);
+        slow a worker down; make its loop raise."""
         import psutil
         import ray
 
         actors = {"generator": self.generators, "verifier": self.verifiers, "learner": self.learner.ranks}
         actor = actors[fault.role][fault.index]
-        if fault.action.startswith("kill"):
+        if fault.action == "freeze":  # alive to the OS and to Ray, answering nothing, for good
+            pid = ray.get(actor.pid.remote())
+            log.warning("fault injection: freeze %s (SIGSTOP pid %d)", fault.target, pid)
+            os.kill(pid, signal.SIGSTOP)
+        elif fault.action.startswith("kill"):
             pid = ray.get(actor.pid.remote())
             if fault.action != "kill":  # a process under the actor: the engine core, or a check process
                 marker = {"kill_engine": "EngineCore", "kill_pool": "spawn_main"}[fault.action]
@@ -322,6 +354,25 @@ class Pipeline:
             os.kill(pid, signal.SIGKILL)
         else:
             ray.get(actor.fault.remote(fault.action, fault.seconds))
+
+    def _alive_and_started(self, actor, name: str) -> bool:
+        """Whether the actor is up and wired; waits while Ray restarts it. A dead one is fatal
+        (RayActorError), and so is one that answers nothing for group_timeout_s: a frozen process
+        is alive to Ray, which would never restart it."""
+        import ray
+
+        timeout_s = self.cfg.group_timeout_s
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return bool(ray.get(actor.is_started.remote(), timeout=min(60.0, timeout_s)))
+            except (ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
+                if time.monotonic() > deadline:
+                    self.hung.add(name)
+                    raise RunFailed(f"{name} has not answered for {timeout_s:.0f}s (group_timeout_s): its process is "
+                                    f"frozen or hung (Ray restarts a dead one), or its restart never finished; every "
+                                    f"actor was stopped, its engine processes with it") from None
+                time.sleep(2)  # restarting: ask again
 
     # ── reading and closing ──
     def role_stats(self) -> dict:
@@ -338,7 +389,7 @@ class Pipeline:
         out.update({"feeder/admitted": self.feeder.admitted, "feeder/refused_too_long": self.feeder.refused_too_long,
                     "feeder/rewrite_too_long": self.feeder.rewrite_too_long,
                     "feeder/resent": self.feeder.resent, "feeder/queue_depth": self.feeder.sender.depth(),
-                    "pipeline/recoveries": self.recoveries})
+                    "pipeline/recoveries": self.recoveries, "pipeline/resent_at_recovery": self.resent_at_recovery})
         return out
 
     def close(self, graceful: bool = True):
@@ -350,9 +401,12 @@ class Pipeline:
         if not ray.is_initialized():
             return
         actors = self.generators + self.verifiers + list(self.llm_servers.values()) + (self.learner.ranks if self.learner else [])
-        if graceful:
+        if graceful:  # a hung worker cannot stop itself: it is killed below without a wait on it
+            named = {**{f"generator{i}": g for i, g in enumerate(self.generators)},
+                     **{f"verifier{i}": v for i, v in enumerate(self.verifiers)}}
+            hung = [named[n] for n in self.hung if n in named]
             try:
-                ray.get([a.stop.remote() for a in actors], timeout=60)
+                ray.get([a.stop.remote() for a in actors if not any(a is h for h in hung)], timeout=60)
             except Exception as e:  # a dead actor cannot stop itself; kill below
                 log.warning("shutdown: an actor did not stop cleanly: %s", e)
         for a in actors:
@@ -378,18 +432,6 @@ def stop_on_sigterm():
         signal.signal(signal.SIGTERM, handler)
 
 
-def _alive_and_started(actor, timeout_s: float = 600.0) -> bool:
-    """Whether the actor is up and wired; waits while Ray restarts it. A dead one is fatal."""
-    import ray
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return bool(ray.get(actor.is_started.remote(), timeout=60))
-        except (ray.exceptions.ActorUnavailableError, ray.exceptions.GetTimeoutError):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(2)  # restarting: ask again
 
 
 def server_args(spec, seed: int) -> dict:

@@ -630,8 +630,10 @@ class RunConfig:
     # autoscales: the nodes it will add are not there to count yet)
     check_resources: bool = True
     # fault injection, action:target@step[:seconds]: kill (-9 from outside), kill_engine (-9 of a
-    # generator's vLLM engine core), kill_pool (-9 of a verifier's check process), slow (seconds per
-    # item), raise (the worker's own loop raises on its next item), e.g. "kill:verifier0@3,slow:generator0@2:5"
+    # generator's vLLM engine core), kill_pool (-9 of a verifier's check process), freeze (SIGSTOP of a
+    # generator's or verifier's process: the run must fail naming it, leaving no process behind),
+    # slow (seconds per item), raise (the worker's own loop raises on its next item),
+    # e.g. "kill:verifier0@3,slow:generator0@2:5"
     faults: str = ""
     run_dir: str = ""              # default: runs/<timestamp>
     group_timeout_s: float = 600.0  # the learner gives up waiting for a batch after this
@@ -739,12 +741,13 @@ class RunConfig:
                               "CoReward's rewrites would both reshape the prompt; pick one")
 
 
-FaultAction = Literal["kill", "kill_engine", "kill_pool", "slow", "raise"]
+FaultAction = Literal["kill", "kill_engine", "kill_pool", "freeze", "slow", "raise"]
 FaultRole = Literal["generator", "verifier", "learner"]
 # what each role's faults may be: kill -9 from outside, kill -9 of the vLLM engine core under a
-# generator or of a verifier's check process, a slowdown per item, the worker's own loop raising
-FAULT_ACTIONS: dict[str, tuple[str, ...]] = {"generator": ("kill", "kill_engine", "slow", "raise"),
-                                             "verifier": ("kill", "kill_pool", "slow", "raise"),
+# generator or of a verifier's check process, SIGSTOP of the actor's process (frozen for good: it
+# neither answers nor dies), a slowdown per item, the worker's own loop raising
+FAULT_ACTIONS: dict[str, tuple[str, ...]] = {"generator": ("kill", "kill_engine", "freeze", "slow", "raise"),
+                                             "verifier": ("kill", "kill_pool", "freeze", "slow", "raise"),
                                              "learner": ("kill",)}
 
 
@@ -775,7 +778,7 @@ def parse_faults(text: str, num_generators: int = 1, num_verifiers: int = 1, num
             raise ConfigError(f"faults: {item!r} is not action:target@step[:seconds]") from None
         limit = {"generator": num_generators, "verifier": num_verifiers, "learner": num_learners}.get(role)
         if action not in FAULT_ACTIONS.get(role, ()) or limit is None or not 0 <= fault.index < limit or fault.step < 0:
-            raise ConfigError(f"faults: {item!r}: action kill|slow|raise (kill_engine for a generator, kill_pool "
+            raise ConfigError(f"faults: {item!r}: action kill|freeze|slow|raise (kill_engine for a generator, kill_pool "
                               f"for a verifier), target generator<i>|verifier<i>|learner<rank> that exists (a learner rank "
                               f"can only be killed), step >= 0")
         faults.append(fault)

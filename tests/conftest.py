@@ -43,6 +43,78 @@ def descendants(pid):
         return []
 
 
+class RunProcesses:
+    """Every process that appears below this test process while the block runs, looked at every
+    half second: a process orphaned when its parent died is reparented away from this one, so it
+    must be remembered while it is still below. This process's own multiprocessing resource
+    tracker lives as long as the test process does, and is not the run's.
+
+        with RunProcesses() as run:
+            train(cfg)
+        assert not run.left(bound_s=30)
+    """
+
+    def __enter__(self):
+        import threading
+
+        self.before = set(descendants(os.getpid()))
+        self.seen: dict = {}   # pid -> psutil.Process
+        self.names: dict = {}  # pid -> its name and command line when last seen
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self):
+        import psutil
+
+        me = os.getpid()
+        while not self._done.wait(0.5):
+            try:
+                for p in psutil.Process(me).children(recursive=True):
+                    if p.pid not in self.before:
+                        self.seen.setdefault(p.pid, p)
+                        self.names[p.pid] = _describe(p)  # vLLM and Ray retitle a process after it starts
+            except psutil.Error:
+                pass
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+
+    def left(self, bound_s: float) -> list[str]:
+        """The command lines of the processes seen that are still running after bound_s (waiting
+        no longer than it takes them to end)."""
+        import time
+
+        import psutil
+
+        def running():
+            out = []
+            for p in self.seen.values():
+                try:
+                    if not p.is_running() or p.status() == psutil.STATUS_ZOMBIE:
+                        continue
+                    if "resource_tracker" in _describe(p) and p.ppid() == os.getpid():
+                        continue
+                    out.append(f"{p.pid}: {_describe(p)[:160]}")
+                except psutil.Error:
+                    pass
+            return out
+
+        deadline = time.monotonic() + bound_s
+        while running() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return running()
+
+
+def _describe(p) -> str:
+    try:
+        return f"{p.name()} {' '.join(p.cmdline())}"
+    except Exception:
+        return "?"
+
+
 def load_jsonl(path):
     """Every problem of a JSONL file with "problem" and "answer" fields, in file order; any bad
     line refuses the whole file (DataError naming its lines): the reader a run uses."""

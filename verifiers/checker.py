@@ -1,6 +1,7 @@
 """The label checker's one call convention: how a domain reads samples and checks them.
 
     checker = MathChecker(cfg)                 # verifiers/math/checker.py (code execution, another domain: a new file)
+    checker.preflight()                        # at the worker's start: refuse settings it cannot work under (ConfigError)
     answers = [checker.extract(s.text) for s in group.samples]
     keys = [checker.key(a) for a in answers]   # vote keys: equivalent answers, equal keys; None never votes
     verdicts = checker.check(answers, label, texts)   # a Verdict per sample against the label (it
@@ -20,6 +21,8 @@ from jury.protocol.messages import Verdict
 
 class LabelChecker(Protocol):
     name: str  # the Verdict.verifier of its verdicts
+
+    def preflight(self) -> float: ...
 
     def extract(self, text: str) -> str | None: ...
 

@@ -54,7 +54,10 @@ class VerifierWorker:
 
     # ── wiring ──
     def start(self, host: str | None, learner_endpoint: str, curve=None) -> str:
-        """Bind the rollout queue on this node's address; return it for the generators."""
+        """Bind the rollout queue on this node's address; return it for the generators. First the
+        checker's preflight: a setting it cannot work under is refused now (ConfigError), not
+        found out as every check failing."""
+        self.check_cost_s = self.checker.preflight()
         if host is None:
             import ray  # only on a cluster: this node's address
 

@@ -35,8 +35,12 @@ def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch, max_stale
     ("kill:verifier0@1,raise:generator0@2,kill_engine:generator0@3,raise:verifier0@4", []),
     # the generator killed; a verifier's check process killed: the pool replaces it, nothing is unchecked
     ("kill:generator0@1,kill_pool:verifier0@2", []),
-    # the engine core killed with a weight sync every 4 steps (the driver used to wait forever)
-    ("kill_engine:generator0@2", ["sync_every=4", "max_staleness=3", "steps=6"]),
+    # the engine core killed with a weight sync every 4 steps (the driver used to wait forever), the
+    # generator slowed so that it still holds tasks of steps 2 and 3 when it dies; resend_after_s so
+    # long that the run would wait it out once per lost batch: everything it held is re-sent when
+    # the restarted generator is wired back in (before, one batch per resend_after_s)
+    ("slow:generator0@0:3,kill_engine:generator0@2", ["sync_every=4", "max_staleness=3", "steps=6",
+                                                       "resend_after_s=300"]),
 ])
 def test_dead_workers_lose_no_group_and_count_none_twice(tiny_model_path, tmp_path, faults, extra):
     import time
@@ -50,8 +54,12 @@ def test_dead_workers_lose_no_group_and_count_none_twice(tiny_model_path, tmp_pa
     assert [r["step"] for r in rows] == list(range(cfg.steps))
     _assert_nothing_lost_nothing_twice(tmp_path, summary, cfg.steps, 2, cfg.max_staleness)
     assert summary["error_samples"] == 0 and not any(e["error"] for e in _ledger(tmp_path))
-    restarted = [f.split(":")[1].split("@")[0] for f in faults.split(",") if not f.startswith("kill_pool")]
+    restarted = [f.split(":")[1].split("@")[0] for f in faults.split(",")
+                 if f.split(":")[0] in ("kill", "kill_engine", "raise")]  # not kill_pool, not slow
     assert summary["pipeline/recoveries"] >= len(restarted), "a dead worker was never wired back in"
+    if "resend_after_s=300" in extra:  # every re-send came at a recovery, none after waiting resend_after_s
+        assert summary["pipeline/resent_at_recovery"] > 0, "the dead generator held nothing: nothing was tested"
+        assert summary["feeder/resent"] == summary["pipeline/resent_at_recovery"], summary
     logs = [_text(f) for f in _ray_logs_since(t0)]
     for f in faults.split(","):
         action, target = f.split("@")[0].split(":")
@@ -66,11 +74,14 @@ def _text(path) -> str:
 
 
 def _ray_logs_since(t0: float):
-    """The Ray worker logs (stdout and stderr of every actor process) written since t0."""
+    """The Ray worker logs (stdout and stderr of every actor process) written since t0, of the Ray
+    sessions this process started (named with its pid): session_latest may be another run's, when
+    one started on the machine since."""
+    import os
     import pathlib
 
-    logs = pathlib.Path("/tmp/ray/session_latest/logs")
-    return [f for f in logs.glob("worker-*") if f.stat().st_mtime >= t0]
+    sessions = pathlib.Path("/tmp/ray").glob(f"session_*_{os.getpid()}")
+    return [f for s in sessions for f in (s / "logs").glob("worker-*") if f.stat().st_mtime >= t0]
 
 
 def test_a_dead_learner_stops_the_run_with_a_clear_message(tiny_model_path, tmp_path):
@@ -89,6 +100,25 @@ def test_a_dead_learner_stops_the_run_with_a_clear_message(tiny_model_path, tmp_
     while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
         time.sleep(1)
     assert not live_pids(set(descendants(os.getpid())) - before), "processes left after the learner died"
+
+
+def test_a_frozen_generator_fails_the_run_naming_it_and_leaves_no_process_behind(tiny_model_path, tmp_path):
+    """SIGSTOP of generator0's actor: alive to Ray (never restarted), answering nothing. The run
+    stops within group_timeout_s (or sync_timeout_s, if it was caught in a weight sync) naming
+    generator0, and every process the run started ends: before, the frozen actor was killed and
+    its vLLM engine core and worker lived on, orphaned (protocol/reaper.py)."""
+    from conftest import RunProcesses
+
+    from jury.cluster.driver import RunFailed, train
+
+    cfg = load_config(None, [*BASE, f"run_dir={tmp_path}", "faults=freeze:generator0@1", "group_timeout_s=60",
+                             "sync_timeout_s=60"])
+    with RunProcesses() as run:
+        with pytest.raises(RunFailed, match=r"generator0.* (has not answered for 60s|did not answer in 60s)"):
+            train(cfg)
+    assert any("EngineCore" in name for name in run.names.values()), "the engine core was never seen: nothing checked"
+    left = run.left(bound_s=30)
+    assert not left, f"left running after the run failed: {left}"
 
 
 def test_resume_from_the_last_good_checkpoint_after_a_full_disk(tiny_model_path, tmp_path):

@@ -49,6 +49,7 @@ def test_defaults_and_overrides(tmp_path):
     (["sync_timeout_s=0"], r"sync_timeout_s must be > 0"),
     (["model="], r"model must be"),
     (["faults=kill_engine:verifier0@1"], r"kill_engine for a generator"),
+    (["faults=freeze:learner0@1"], r"action kill\|freeze\|slow\|raise"),  # a learner rank can only be killed
     (["data.bad_rows=maybe"], "data.bad_rows"),
     (["data.format=csv"], "data.format"),
     (["data.chat_template=sometimes"], "data.chat_template"),

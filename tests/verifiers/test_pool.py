@@ -57,3 +57,27 @@ def test_a_process_killed_from_outside_is_replaced_and_loses_no_check():
         assert pool.restarts == 3
     finally:
         pool.close()
+
+
+def test_a_process_loads_its_modules_before_its_first_item(tmp_path, monkeypatch):
+    """A module that takes 2 s to import, a timeout of 1 s: the import is not the item's. Before,
+    the first item of every fresh process paid it, timed out, and so did the replacement's."""
+    (tmp_path / "slow_to_import.py").write_text("import time\ntime.sleep(2)\n\ndef answer():\n    return 42\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # a spawned process starts with this sys.path
+    pool = CheckPool(workers=1, timeout_s=1.0, preload=("slow_to_import",))
+    try:
+        assert [(r.status, r.value) for r in pool.map("slow_to_import:answer", [()])] == [("ok", 42)]
+        assert pool.map("time:sleep", [(30,)])[0].status == "timeout"  # the process is replaced...
+        assert [(r.status, r.value) for r in pool.map("slow_to_import:answer", [()])] == [("ok", 42)]  # ...loaded
+        assert pool.restarts == 1
+    finally:
+        pool.close()
+
+
+def test_cost_of_measures_a_call_past_the_pool_timeout():
+    pool = CheckPool(workers=1, timeout_s=0.05)
+    try:
+        assert pool.cost_of("time:sleep", (0.3,)) >= 0.3  # measured, not cut off at 0.05 s
+        assert pool.map("time:sleep", [(0.3,)])[0].status == "timeout"  # the pool's own limit is unchanged
+    finally:
+        pool.close()

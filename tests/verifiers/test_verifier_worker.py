@@ -191,6 +191,9 @@ class ExactChecker:
 
     name = "exact"
 
+    def preflight(self):
+        return 0.0
+
     def extract(self, text):
         return text.strip() or None
 

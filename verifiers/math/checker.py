@@ -1,23 +1,31 @@
 """The rule-based math verifier behind the label-checker protocol (verifiers/checker.py).
 
-    verdicts = MathChecker(cfg).check(answers, label)
+    checker = MathChecker(cfg); checker.preflight()    # refuses a check_timeout_s below one check's cost
+    answers = [checker.extract(text) ...]              # in the process pool, under the same timeout
+    verdicts = checker.check(answers, label, texts)
         each answer: the verdict cache, then the cheap in-process check (quick_check), then
         the process pool with a hard timeout for what is left (judge: symbolic, may hang)
 
 A verdict of the pool that is not "ok" is a verdict too ("timeout" | "error"), never a silent
-"incorrect". Verdicts depend on the rounding setting, so it is part of the cache key.
+"incorrect"; so is an extraction that timed out (an adversarial answer), never a silent
+"no_answer". Verdicts depend on the rounding setting, so it is part of the cache key.
 """
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
 
-from jury.protocol.config import VerifierConfig
+from jury.protocol.config import ConfigError, VerifierConfig
 from jury.protocol.messages import Verdict
-from jury.verifiers.math.verify import Judgement, answer_key, extract_answer, normalize, quick_check, reference_parts
+from jury.verifiers.math.verify import Judgement, answer_key, normalize, quick_check, reference_parts
 from jury.verifiers.pool import CheckPool
 
 CHECK_FN = "jury.verifiers.math.verify:judge"
+EXTRACT_FN = "jury.verifiers.math.extract:extract_answer"
+PRELOAD = ("jury.verifiers.math.verify",)  # imported as a check process starts (it imports the extractor too)
+# the check preflight times: symbolic, as the checks that reach the pool are (quick_check settles
+# plain numbers in-process)
+PREFLIGHT_CHECK = ("(x+1)^2", "x^2+2x+1", False)
 
 
 class VerdictCache:
@@ -47,14 +55,38 @@ class MathChecker:
 
     def __init__(self, cfg: VerifierConfig):
         self.cfg = cfg
-        self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s)
+        self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s, preload=PRELOAD)
         self.cache = VerdictCache(cfg.cache_size)
-        self.counts = {"pool_checks": 0, "rounded_accepts": 0}
+        self.counts = {"pool_checks": 0, "rounded_accepts": 0, "extract_timeouts": 0, "extract_errors": 0}
+        self.check_cost_s = float("nan")  # one check in a check process, timed by preflight()
+        self._unread: dict[str, str] = {}  # text -> "timeout" | "error": its extraction failed, until check()
+
+    def preflight(self) -> float:
+        """Time one real check in a check process; a check_timeout_s below its cost would make every
+        check a timeout, so it is refused here, at start (ConfigError), naming the setting and the
+        cost. Returns the cost in seconds."""
+        self.check_cost_s = self.pool.cost_of(CHECK_FN, PREFLIGHT_CHECK)
+        if self.cfg.check_timeout_s <= self.check_cost_s:
+            raise ConfigError(f"verifier.check_timeout_s ({self.cfg.check_timeout_s:g}s) is below the cost of one "
+                              f"check: {self.check_cost_s * 1e3:.2f} ms measured in a check process of this worker; every "
+                              f"check would end as a timeout. Give it several times that (answers vary)")
+        return self.check_cost_s
 
     def extract(self, text: str) -> str | None:
         """The answer the vote counts (verifier.unanchored: whether a last expression without a box
-        or an answer statement is one)."""
-        return extract_answer(text, unanchored=self.cfg.unanchored)
+        or an answer statement is one), read in a check process under check_timeout_s: an
+        adversarial text cannot hold this worker. One that times out (or fails) has no answer,
+        and check() gives it a "timeout" ("error") verdict."""
+        return self._extract([text], 1)[0]
+
+    def _extract(self, texts: list[str], parts: int) -> list[str | None]:
+        out = []
+        for text, r in zip(texts, self.pool.map(EXTRACT_FN, [(t, parts, self.cfg.unanchored) for t in texts])):
+            if r.status != "ok":
+                self.counts[f"extract_{r.status}s"] += 1
+                self._unread[text] = r.status
+            out.append(r.value if r.status == "ok" else None)
+        return out
 
     def key(self, answer: str | None) -> str | None:
         return answer_key(answer)
@@ -65,14 +97,15 @@ class MathChecker:
         box one part at a time; the vote never reads the label, so its answers stay as they are)."""
         parts = reference_parts(label)
         if parts > 1:
-            answers = [extract_answer(t, parts, self.cfg.unanchored) for t in texts]
+            answers = self._extract(texts, parts)
+        unread, self._unread = self._unread, {}
         out: list[Verdict | None] = [None] * len(answers)
         ref = normalize(label)
         todo = []
         for i, a in enumerate(answers):
             t0 = time.perf_counter()
             if a is None:
-                out[i] = Verdict("no_answer", self.name, 0.0)
+                out[i] = Verdict(unread.get(texts[i], "no_answer"), self.name, 0.0)
                 continue
             key = (normalize(a), ref, self.cfg.accept_rounded)
             hit = self.cache.get(key)
