@@ -3,7 +3,7 @@
 A RolloutGroup of G = 8 samples x 1024 tokens (token ids int32 + log-probs float32)
 goes from a sender thread to a receiver in another process: ZeroMQ PUSH/PULL with
 the MessagePack codec, and Ray's object store (put in one process, get in another).
-Both measured side by side in one run.
+All measured side by side in one run, ZeroMQ plain and under CURVE (the default).
 
     python benchmarks/transport.py [--groups 2000] [--tokens 1024] [--json out.json]
 """
@@ -31,10 +31,10 @@ def payload_bytes(group) -> int:
     return sum(len(memoryview(f).cast("B")) for f in encode(group))
 
 
-def _zmq_consumer(endpoint, n, out):
+def _zmq_consumer(endpoint, n, out, curve):
     from jury.protocol.transport import Receiver
 
-    r = Receiver(connect=[endpoint], hwm=64, maxsize=64, name="bench")
+    r = Receiver(connect=[endpoint], hwm=64, maxsize=64, name="bench", curve=curve)
     t0 = None
     for i in range(n):
         msg = r.get(timeout=60)
@@ -45,13 +45,14 @@ def _zmq_consumer(endpoint, n, out):
     r.close()
 
 
-def bench_zmq(group, n: int) -> float:
+def bench_zmq(group, n: int, curve=None) -> float:
+    """curve: the run's CurveKeys (encrypted and authenticated, as runs are by default), or None."""
     from jury.protocol.transport import Sender
 
-    s = Sender(bind_host="127.0.0.1", hwm=64, maxsize=64, name="bench")
+    s = Sender(bind_host="127.0.0.1", hwm=64, maxsize=64, name="bench", curve=curve)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    p = ctx.Process(target=_zmq_consumer, args=(s.endpoint, n, q))
+    p = ctx.Process(target=_zmq_consumer, args=(s.endpoint, n, q, curve))
     p.start()
     for _ in range(n):
         s.send(group)  # encodes each time, as a generator does
@@ -97,16 +98,22 @@ def main():
     for _ in range(200):
         decode(encode(group))
     codec_per_s = 200 / (time.perf_counter() - t0)
+    from jury.protocol.transport import CurveKeys
+
     zmq_gps = bench_zmq(group, args.groups)
+    curve_gps = bench_zmq(group, args.groups, CurveKeys.generate())
     ray_gps = bench_ray(group, args.groups)
     rows = {"payload_bytes": size, "codec_round_trips_per_s": codec_per_s,
             "zmq_groups_per_s": zmq_gps, "zmq_MB_per_s": zmq_gps * size / 1e6,
+            "zmq_curve_groups_per_s": curve_gps, "curve_over_plain": curve_gps / zmq_gps,
             "ray_groups_per_s": ray_gps, "ray_MB_per_s": ray_gps * size / 1e6, "zmq_over_ray": zmq_gps / ray_gps}
     print(f"group: {args.group_size} x {args.tokens} tokens, {size / 1e3:.1f} kB on the wire")
     print(f"{'path':<28}{'groups/s':>12}{'MB/s':>10}")
     print(f"{'ZeroMQ + MessagePack':<28}{zmq_gps:>12.0f}{zmq_gps * size / 1e6:>10.0f}")
+    print(f"{'  the same under CURVE':<28}{curve_gps:>12.0f}{curve_gps * size / 1e6:>10.0f}")
     print(f"{'ray.put / ray.get':<28}{ray_gps:>12.0f}{ray_gps * size / 1e6:>10.0f}")
-    print(f"ratio ZeroMQ / Ray: {zmq_gps / ray_gps:.2f}x   (codec alone: {codec_per_s:.0f} round trips/s)")
+    print(f"ratio ZeroMQ / Ray: {zmq_gps / ray_gps:.2f}x, CURVE / plain: {curve_gps / zmq_gps:.2f}x   "
+          f"(codec alone: {codec_per_s:.0f} round trips/s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=2)

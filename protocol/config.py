@@ -614,9 +614,11 @@ class RunConfig:
     weight_backend: Literal["gloo", "nccl"] = "gloo"
     bucket_mb: int = 64
     # ZeroMQ CURVE: encrypt the data plane and refuse peers without the run's keys (handed out through
-    # Ray). auto: on when the Ray cluster has more than one node (queues then cross a network), off on
-    # one machine, where every endpoint is bound on loopback; false is the explicit opt-out
-    curve: Literal["auto", True, False] = "auto"
+    # Ray). On by default, on one machine too: a loopback port is open to every process of the machine,
+    # and a stranger's PULL socket on the feeder's port would take tasks in turn with the generators.
+    # It costs nothing measurable (docs/results.md, Transport). auto: on only when the Ray cluster has
+    # more than one node; false: off
+    curve: Literal["auto", True, False] = True
     checkpoint_every: int = 0      # learner steps between checkpoints (0: only the final one)
     # where the learner writes checkpoints (default: the run folder). The learner writes on its
     # own node: on a cluster give a path every node shares (NFS, EFS), or they stay on that node

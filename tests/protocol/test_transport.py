@@ -2,6 +2,7 @@
 import time
 
 import numpy as np
+import pytest
 
 from conftest import push_frames
 
@@ -101,6 +102,49 @@ def test_curve_refuses_peers_without_the_run_keys():
         for s in senders + [good]:
             s.close()
         recv.close()
+
+
+@pytest.mark.parametrize("curve", [True, False])
+def test_a_strangers_pull_socket_on_the_feeders_port_gets_no_task_under_curve(curve):
+    """The feeder binds a PUSH socket and generators connect to it. Without CURVE (the control), a
+    local process that connects a PULL socket takes tasks in turn with the generator; with the run's
+    keys (the default) the stranger gets nothing and the generator gets every task."""
+    import threading
+
+    import zmq
+
+    from jury.protocol.transport import CurveKeys
+
+    keys = CurveKeys.generate() if curve else None
+    feeder = Sender(bind_host="127.0.0.1", name="feeder", curve=keys)
+    stranger = zmq.Context.instance().socket(zmq.PULL)
+    stranger.connect(feeder.endpoint)
+    generator = Receiver(connect=[feeder.endpoint], name="generator", curve=keys)
+    stolen = []
+
+    def steal():
+        while stranger.poll(2000):
+            stolen.append(stranger.recv_multipart())
+
+    thief = threading.Thread(target=steal)
+    thief.start()
+    try:
+        time.sleep(0.5)  # both connected before the first task
+        for i in range(20):
+            feeder.send(_task(i))
+        got = []
+        while (task := generator.get(timeout=3)) is not None:
+            got.append(task.task_id)
+        thief.join()
+        if curve:
+            assert got == [f"t{i}" for i in range(20)] and stolen == []
+        else:  # round-robin: the stranger took its share, nothing was lost
+            assert stolen and len(got) + len(stolen) == 20
+    finally:
+        thief.join()
+        stranger.close(linger=0)
+        generator.close()
+        feeder.close()
 
 
 def test_a_queue_takes_only_its_own_message_types():
