@@ -432,8 +432,6 @@ def stop_on_sigterm():
         signal.signal(signal.SIGTERM, handler)
 
 
-
-
 def server_args(spec, seed: int) -> dict:
     """LLMServer's keyword arguments from its plan.servers spec: the length it is sized for, its share
     of its GPUs' memory, tensor parallel over its GPUs."""
