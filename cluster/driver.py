@@ -233,9 +233,13 @@ def _learner_step(pipe: Pipeline, step: int) -> StepResult:
     """One learner step; while groups are missing, repair restarted workers and re-send them; while
     the learner asks for refills (dynamic sampling), admit them (inside the budget: the learner
     asks only for batch `step`'s refill slots, learner/dynamic.py)."""
+    t0 = time.perf_counter()
     while True:
+        before = time.perf_counter() - t0  # the earlier rounds: learner/wait_s is the whole wait
         result = _with_resend(pipe, step, lambda timeout_s: pipe.learner.step(step, timeout_s))
         if not result.refill:
+            if "learner/wait_s" in result.metrics:
+                result.metrics["learner/wait_s"] += before
             return result
         pipe.feeder.admit_refills(result.refill, pipe.version)
 

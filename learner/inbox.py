@@ -30,6 +30,9 @@ class ScoredInbox:
         self.receiver, self.batch_groups, self.window_batches = receiver, batch_groups, window_batches
         self.slots = slots or Slots(batch_groups, 0)
         self.buffer: dict[int, ScoredGroup] = {}
+        # taken out for a batch not trained yet (dynamic sampling judges a batch round by round):
+        # still here for wait_for, and a second copy is a duplicate
+        self.taken: set[int] = set()
         self.arrived: dict[int, float] = {}  # admission index -> wall clock it reached the learner
         self.counts = {"duplicates": 0, "out_of_window": 0}
         self._refusals = RateLimitedLog(logger=log)
@@ -37,7 +40,7 @@ class ScoredInbox:
     def offer(self, g: ScoredGroup, version: int) -> bool:
         """Keep the group if its batch is still to come and inside the window; count it otherwise."""
         index = g.group.task.index
-        if index in self.buffer or index < version * self.slots.per_batch:
+        if index in self.buffer or index in self.taken or index < version * self.slots.per_batch:
             self.counts["duplicates"] += 1
             return False
         if index >= (version + self.window_batches) * self.slots.per_batch:
@@ -59,14 +62,20 @@ class ScoredInbox:
         return self.wait_for(self.slots.base(step), version, timeout_s, take=True)
 
     def wait_for(self, indices, version: int, timeout_s: float, take: bool = False):
-        """Until every index >= the trained floor is here; (groups taken out if `take`, missing)."""
+        """Until every index >= the trained floor is here (buffered, or taken out earlier for a batch
+        not trained yet); (the buffered ones taken out if `take`, missing)."""
         floor = version * self.slots.per_batch
+        self.taken = {i for i in self.taken if i >= floor}
         deadline = time.monotonic() + timeout_s
-        while missing := [i for i in indices if i >= floor and i not in self.buffer]:
+        while missing := [i for i in indices if i >= floor and i not in self.buffer and i not in self.taken]:
             if time.monotonic() > deadline:
                 return [], missing
             self.poll(version, timeout=0.2)
-        return ([self.buffer.pop(i) for i in indices] if take else []), []
+        if not take:
+            return [], []
+        out = [self.buffer.pop(i) for i in indices if i in self.buffer]
+        self.taken.update(g.group.task.index for g in out)
+        return out, []
 
     def depth(self) -> int:
         return self.receiver.depth() + len(self.buffer)

@@ -304,8 +304,12 @@ class Learner:
             self._announce(SKIP)
             self.version += 1
             self.counts["skipped_steps"] += 1
-            log.warning("learner: step %d skipped: none of its %d groups has samples that were scored "
-                        "(refused by the engine or not verifiable)", self.version - 1, len(groups))
+            if groups:
+                log.warning("learner: step %d skipped: none of its %d groups has samples that were scored "
+                            "(refused by the engine or not verifiable)", self.version - 1, len(groups))
+            else:
+                log.warning("learner: step %d skipped: every group was flat, even after the refills "
+                            "(dynamic sampling)", self.version - 1)
             return None
         self._announce(TRAIN)
         self.overlong_metrics = overlong_stats(batch)

@@ -624,7 +624,9 @@ class RunConfig:
     # own node: on a cluster give a path every node shares (NFS, EFS), or they stay on that node
     checkpoint_dir: str = ""
     max_restarts: int = 3          # Ray restarts of a crashed generator or verifier
-    resend_after_s: float = 120.0  # the learner reports missing groups after waiting this long; they are re-sent
+    # with every worker up, groups still missing after this long are re-sent; a restarted worker's are
+    # re-sent as soon as it is wired back in (the driver looks every 5 s while a batch is missing)
+    resend_after_s: float = 120.0
     # every wait of a weight sync (forming the group, the broadcast, each engine's acknowledgement):
     # past it the run stops naming the role it waited for, instead of hanging
     sync_timeout_s: float = 300.0
@@ -638,7 +640,9 @@ class RunConfig:
     # e.g. "kill:verifier0@3,slow:generator0@2:5"
     faults: str = ""
     run_dir: str = ""              # default: runs/<timestamp>
-    group_timeout_s: float = 600.0  # the learner gives up waiting for a batch after this
+    # the learner gives up waiting for a batch after this; a worker that answers nothing this long
+    # (frozen) fails the run, naming it
+    group_timeout_s: float = 600.0
     progress: bool = True
     # experiment trackers fed beside metrics.jsonl, which stays the record: tensorboard writes
     # run_dir/tensorboard/, wandb a W&B run (the `wandb` section); [] = none

@@ -122,6 +122,32 @@ def test_the_learner_fills_a_batch_round_by_round_from_its_inbox():
     assert inbox.buffer == {}  # every group of the batch taken out of the inbox
 
 
+def test_groups_already_judged_count_as_here_and_their_copies_as_duplicates():
+    """At a recovery the driver re-sends whatever the learner lacks (Pipeline._resend_lacking asks
+    `hold`). Groups that a step under dynamic sampling already took out of the inbox and judged
+    are not lacking: they are not re-sent, and a copy that comes anyway is a duplicate, not a
+    group that would stay in the buffer for good."""
+    from jury.learner.dynamic import BatchFill, advance
+    from jury.learner.inbox import ScoredInbox
+    from jury.protocol.plan import Slots
+
+    slots = Slots(batch_groups=2, refills=2)  # batch 0: base 0, 1; refill slots 2, 3
+    inbox = ScoredInbox(receiver=None, batch_groups=2, window_batches=1, slots=slots)
+    fill = BatchFill(slots, 0)
+    for index, rewards in ((0, [1, 1]), (1, [0, 1])):  # group 0 flat: one refill asked
+        assert inbox.offer(_group(index, rewards), version=0)
+    assert advance(fill, inbox, version=0, timeout_s=5) == ([], [2])
+    assert inbox.buffer == {}
+    assert inbox.wait_for([0, 1, 2], version=0, timeout_s=0) == ([], [2])  # only the refill lacks
+    assert not inbox.offer(_group(0, [1, 1]), version=0)  # a re-sent copy of a judged group
+    assert inbox.counts["duplicates"] == 1 and inbox.buffer == {}
+    assert inbox.offer(_group(2, [1, 0]), version=0)
+    assert advance(fill, inbox, version=0, timeout_s=5) == ([], [])
+    assert sorted(fill.kept) == [1, 2] and sorted(fill.flat) == [0]
+    inbox.wait_for([], version=1, timeout_s=0)  # batch 0 trained: what it took is forgotten
+    assert inbox.taken == set()
+
+
 def test_dynamic_sampling_settings_and_refusals():
     from jury.protocol.config import ConfigError, RunConfig, VerifierConfig
     from jury.protocol.plan import make_plan

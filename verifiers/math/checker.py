@@ -67,7 +67,7 @@ class MathChecker:
         cost. Returns the cost in seconds."""
         self.check_cost_s = self.pool.cost_of(CHECK_FN, PREFLIGHT_CHECK)
         if self.cfg.check_timeout_s <= self.check_cost_s:
-            raise ConfigError(f"verifier.check_timeout_s ({self.cfg.check_timeout_s:g}s) is below the cost of one "
+            raise ConfigError(f"verifier.check_timeout_s ({self.cfg.check_timeout_s:g}s) is not above the cost of one "
                               f"check: {self.check_cost_s * 1e3:.2f} ms measured in a check process of this worker; every "
                               f"check would end as a timeout. Give it several times that (answers vary)")
         return self.check_cost_s

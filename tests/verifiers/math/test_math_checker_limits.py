@@ -9,7 +9,7 @@ from jury.verifiers.math.checker import MathChecker
 def test_a_check_timeout_below_one_checks_cost_is_refused_at_start_naming_it():
     checker = MathChecker(VerifierConfig(check_timeout_s=1e-6, pool_workers=1))
     try:
-        with pytest.raises(ConfigError, match=r"verifier\.check_timeout_s \(1e-06s\) is below the cost of one check: "
+        with pytest.raises(ConfigError, match=r"verifier\.check_timeout_s \(1e-06s\) is not above the cost of one check: "
                                               r"\d+\.\d\d ms measured in a check process"):
             checker.preflight()
     finally:
