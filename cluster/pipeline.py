@@ -338,6 +338,10 @@ class Pipeline:
         import psutil
         import ray
 
+        if fault.role != "learner":
+            # an earlier fault's worker may still be restarting (its batch came in without it): the
+            # next fault hits the restarted one, wired back in, with its engine up
+            self.recover()
         actors = {"generator": self.generators, "verifier": self.verifiers, "learner": self.learner.ranks}
         actor = actors[fault.role][fault.index]
         if fault.action == "freeze":  # alive to the OS and to Ray, answering nothing, for good

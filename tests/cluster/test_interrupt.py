@@ -8,20 +8,11 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
+from conftest import RunProcesses
+
 pytestmark = pytest.mark.slow
-
-
-def _engines() -> set[int]:
-    """Processes that belong to some run: Ray workers, vLLM engines."""
-    out = set()
-    for p in psutil.process_iter(["pid", "cmdline", "name"]):
-        text = " ".join(p.info["cmdline"] or []) + (p.info["name"] or "")
-        if "ray::" in text or "VLLM" in text or "EngineCore" in text or "raylet" in text:
-            out.add(p.info["pid"])
-    return out
 
 
 def _jury(*args, **kw):
@@ -35,24 +26,22 @@ def test_sigterm_then_a_nan_checkpoint(tiny_model_path, tmp_path):
     from jury.learner.checkpoint import commit
 
     run = tmp_path / "run"
-    before = _engines()
-    proc = _jury(f"run_dir={run}", "steps=200", "checkpoint_every=1", "batch_groups=2", "generator.group_size=2",
-                 "progress=false")
-    deadline = time.time() + 600
-    while not (run / "latest_checkpoint").exists():
-        assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
-        time.sleep(1)
-    time.sleep(2)  # a step or two more, so that SIGTERM lands mid-run
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=180)
+    with RunProcesses() as started:  # every process the run starts (Ray's, the engines, the reapers)
+        proc = _jury(f"run_dir={run}", "steps=200", "checkpoint_every=1", "batch_groups=2",
+                     "generator.group_size=2", "progress=false")
+        deadline = time.time() + 600
+        while not (run / "latest_checkpoint").exists():
+            assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
+            time.sleep(1)
+        time.sleep(2)  # a step or two more, so that SIGTERM lands mid-run
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=180)
     assert proc.returncode == 130, err[-3000:]
     last = err.strip().splitlines()[-1]
     assert last.startswith("jury train: interrupted by SIGTERM; every actor was stopped. Resume from step "), last
     assert f"jury train --resume {run}" in last
-    deadline = time.time() + 60
-    while _engines() - before and time.time() < deadline:
-        time.sleep(1)
-    assert not (_engines() - before), "processes of the run left after SIGTERM"
+    left = started.left(bound_s=60)
+    assert not left, f"processes of the run left after SIGTERM: {left}"
 
     # the learner's state in the checkpoint (what --resume loads) poisoned, its manifest rehashed
     path = json.loads((run / "latest_checkpoint").read_text())["path"]
