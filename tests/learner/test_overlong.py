@@ -15,6 +15,8 @@ from jury.protocol.config_load import dump_config, load_run_config
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
 from jury.protocol.plan import Overlong, Sampling, make_plan
 
+from test_update import LogitsAreWeights, SgdEngine  # the stand-in decoder and engine of the update tests
+
 
 def test_penalty_by_hand():
     # L_max = 20, L_cache = 8: free up to 12 tokens, then -1/8 per token, -1 at 20 and past it
@@ -85,48 +87,6 @@ def test_filter_masks_truncated_samples_but_they_count_in_the_group():
     assert b.in_loss.tolist() == [1.0, 0.0, 1.0, 0.0]
     assert overlong_stats(b)["overlong_filtered_frac"] == 0.5
     assert overlong_stats(b)["overlong_penalised_frac"] == 0.0
-
-
-class LogitsAreWeights(torch.nn.Module):
-    """logits = W[:, 0] whatever the input: a 2-token vocabulary (tests/learner/test_update.py's)."""
-
-    def __init__(self):
-        super().__init__()
-        self.head = torch.nn.Linear(1, 2, bias=False)
-        torch.nn.init.zeros_(self.head.weight)
-
-    def get_decoder(self):
-        return self
-
-    def get_output_embeddings(self):
-        return self.head
-
-    def forward(self, input_ids, attention_mask, use_cache=True):
-        return type("Out", (), {"last_hidden_state": torch.ones(*input_ids.shape, 1)})
-
-
-class SgdEngine:
-    def __init__(self, module, lr):
-        self.module, self.opt = module, torch.optim.SGD(module.parameters(), lr=lr)
-
-    def train(self):
-        self.module.train()
-
-    def zero_optimization(self):
-        return False
-
-    def set_gradient_accumulation_boundary(self, boundary):
-        pass
-
-    def backward(self, loss, scale_wrt_gas=False):
-        loss.backward()
-
-    def step(self):
-        self.opt.step()
-        self.opt.zero_grad()
-
-    def zero_grad(self):
-        self.opt.zero_grad()
 
 
 def _shard(rows: list[int], in_loss: list[float]) -> Shard:
