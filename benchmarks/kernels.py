@@ -10,6 +10,11 @@ against a measured copy bandwidth. Layer 3 is the whole hidden -> log-probs -> G
 loss -> dH, dW step at --tokens x --hidden x --vocab, reported in effective TFLOP/s
 (6 N H V: logits, dH, dW; ours also recomputes the logits, 8 N H V in all) against a
 measured bf16 matmul. Peak memory is the CUDA high-water mark above the inputs.
+Layer "head" is the fused LM head alone (chosen-token log-prob and entropy, no loss) at the
+same sizes, forward and backward timed apart, against plain bf16 matmuls of the same shapes
+(forward z = H W^T, 2NHV; backward dH = dZ W and dW = dZ^T H, 4NHV) and against the unfused
+torch path (fp32 logits, log_softmax, gather, entropy); ours recomputes the logits in its
+backward, so its backward rate counts 4NHV of the 6NHV it runs.
 Prints a table and writes JSON (--json).
 """
 
@@ -43,7 +48,7 @@ def parse_args():
     p.add_argument("--elementwise-seq-len", type=int, default=4096, help="layers 1-2: tokens per sequence")
     p.add_argument("--group-size", type=int, default=16, help="layer 1: completions per prompt")
     p.add_argument("--dtype", choices=DTYPES, default="bf16", help="hidden/head dtype (layer 3)")
-    p.add_argument("--layers", default="1,2,3", help="comma list of layers to run")
+    p.add_argument("--layers", default="1,2,3,head", help="comma list of layers to run (1, 2, 3, head)")
     p.add_argument("--impls", default=",".join(IMPLS), help=f"comma list from {IMPLS}")
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--iters", type=int, default=5, help="timed iterations (median reported)")
@@ -198,6 +203,70 @@ def layer1_step(impl, args, device):
     return lambda: fn(rewards, mode="grpo", mask=mask)
 
 
+# ---------------------------------------------------------------- the LM head alone
+
+def eager_head(hidden, weight, targets):
+    logp_all = (hidden @ weight.T).float().log_softmax(dim=-1)
+    return logp_all.gather(1, targets[:, None]).squeeze(1), -(logp_all.exp() * logp_all).sum(dim=-1)
+
+
+def ours_head(hidden, weight, targets):
+    logp, entropy, _ = kernels.lm_head_logprobs(hidden, weight, targets)
+    return logp, entropy
+
+
+def head_rows(args, device):
+    """Rows of layer "head": the same-shape matmuls, then eager and ours, forward and backward."""
+    inputs = layer3_inputs(args, device)
+    hidden, weight, targets = inputs["hidden"], inputs["weight"], inputs["targets"]
+    n, h, v = args.tokens, args.hidden, args.vocab
+    fwd_flop, bwd_flop = 2 * n * h * v, 4 * n * h * v
+    rows = []
+    with torch.no_grad():
+        hd, wd = hidden.detach(), weight.detach()
+        z = torch.empty(n, v, device=device, dtype=hd.dtype)
+        mm_fwd, _ = measure(lambda: torch.mm(hd, wd.T, out=z), device, args.warmup, args.iters)
+        dz, dh, dw = torch.randn_like(z), torch.empty_like(hd), torch.empty_like(wd)
+        del z
+        mm_bwd, _ = measure(lambda: (torch.mm(dz, wd, out=dh), torch.mm(dz.T, hd, out=dw)), device,
+                            args.warmup, args.iters)
+        del dz, dh, dw
+    ceiling = {"forward": fwd_flop / mm_fwd, "backward": bwd_flop / mm_bwd}
+    rows.append({"layer": "head", "impl": "matmul", "phase": "forward", "ms": mm_fwd * 1e3, "peak_gb": None,
+                 "rate": ceiling["forward"] / 1e12, "unit": "TFLOP/s", "of_ceiling": 1.0})
+    rows.append({"layer": "head", "impl": "matmul", "phase": "backward", "ms": mm_bwd * 1e3, "peak_gb": None,
+                 "rate": ceiling["backward"] / 1e12, "unit": "TFLOP/s", "of_ceiling": 1.0})
+    g_logp, g_ent = torch.randn(n, device=device), torch.randn(n, device=device)
+    for impl, fn in (("eager", eager_head), ("ours", ours_head)):
+        try:
+            def forward():
+                return fn(hidden, weight, targets)
+
+            def forward_backward():
+                hidden.grad = weight.grad = None
+                logp, entropy = fn(hidden, weight, targets)
+                ((logp * g_logp).sum() + (entropy * g_ent).sum()).backward()
+
+            fwd_s, fwd_peak = measure(forward, device, args.warmup, args.iters)
+            both_s, both_peak = measure(forward_backward, device, args.warmup, args.iters)
+        except Exception as exc:  # an OOM of the eager path must not end the run
+            rows.append({"layer": "head", "impl": impl, "phase": "-", "error": f"{type(exc).__name__}: {exc}"[:200]})
+            continue
+        bwd_s = both_s - fwd_s
+        for phase, seconds, flop, peak, of in (
+                ("forward", fwd_s, fwd_flop, fwd_peak, fwd_flop / fwd_s / ceiling["forward"]),
+                ("backward", bwd_s, bwd_flop, None, bwd_flop / bwd_s / ceiling["backward"]),
+                ("fwd+bwd", both_s, fwd_flop + bwd_flop, both_peak,
+                 (fwd_flop + bwd_flop) / both_s / ((fwd_flop + bwd_flop) / (mm_fwd + mm_bwd)))):
+            rows.append({"layer": "head", "impl": impl, "phase": phase, "ms": seconds * 1e3,
+                         "peak_gb": None if peak is None else peak / 1e9, "rate": flop / seconds / 1e12,
+                         "unit": "TFLOP/s", "of_ceiling": of})
+        hidden.grad = weight.grad = None
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
 # ---------------------------------------------------------------- driver
 
 def run_layer(layer, impl, args, device, ceiling):
@@ -229,14 +298,16 @@ def run_layer(layer, impl, args, device, ceiling):
 
 def print_table(rows, ceiling):
     print(f"ceilings: copy {ceiling['copy_bytes_per_s'] / 1e12:.2f} TB/s, "
-          f"bf16 matmul {ceiling['bf16_flop_per_s'] / 1e12:.1f} TFLOP/s")
-    print(f"{'layer':>5} {'impl':>8} {'ms':>10} {'peak GB':>8} {'rate':>14} {'of ceiling':>10}")
+          f"bf16 matmul {ceiling['bf16_flop_per_s'] / 1e12:.1f} TFLOP/s "
+          "(layer head: of the same-shape matmul of its phase)")
+    print(f"{'layer':>5} {'impl':>8} {'phase':>9} {'ms':>10} {'peak GB':>8} {'rate':>14} {'of ceiling':>10}")
     for r in rows:
+        phase = r.get("phase", "fwd+bwd")
         if "error" in r:
-            print(f"{r['layer']:>5} {r['impl']:>8}  {r['error']}")
+            print(f"{r['layer']:>5} {r['impl']:>8} {phase:>9}  {r['error']}")
             continue
         peak = "-" if r["peak_gb"] is None else f"{r['peak_gb']:.2f}"
-        print(f"{r['layer']:>5} {r['impl']:>8} {r['ms']:>10.3f} {peak:>8} "
+        print(f"{r['layer']:>5} {r['impl']:>8} {phase:>9} {r['ms']:>10.3f} {peak:>8} "
               f"{r['rate']:>7.3f} {r['unit']:<7}{r['of_ceiling']:>9.0%}")
 
 
@@ -246,7 +317,11 @@ def main():
     print(f"device {device}, kernels backend: {kernels.backend(torch.empty(0, device=device))}")
     ceiling = ceilings(device, args.warmup, args.iters)
     rows = []
-    for layer in (int(x) for x in args.layers.split(",")):
+    for layer in args.layers.split(","):
+        if layer == "head":
+            rows.extend(head_rows(args, device))
+            continue
+        layer = int(layer)
         for impl in args.impls.split(","):
             try:
                 row = run_layer(layer, impl, args, device, ceiling)

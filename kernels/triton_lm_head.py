@@ -27,7 +27,11 @@ def _gemm_configs():
     # blocks of at least 16 for tl.dot.
     if os.environ.get("TRITON_INTERPRET") == "1":
         return [triton.Config({"BLOCK_M": 16, "BLOCK_V": 32, "BLOCK_K": 16})]
+    # On an H200 (bf16, H = 4096, 16k rows, Qwen's vocabulary) the 256x128 tile ran the forward at
+    # 444 TFLOP/s against 391-398 for the 128-row ones (docs/results.md); it needs 147 KB of shared
+    # memory in bf16, more than an L40S has, where the autotuner skips it.
     return [
+        triton.Config({"BLOCK_M": 256, "BLOCK_V": 128, "BLOCK_K": 64}, num_warps=8, num_stages=3),
         triton.Config({"BLOCK_M": 128, "BLOCK_V": 256, "BLOCK_K": 64}, num_warps=8, num_stages=3),
         triton.Config({"BLOCK_M": 128, "BLOCK_V": 128, "BLOCK_K": 64}, num_warps=8, num_stages=4),
         triton.Config({"BLOCK_M": 128, "BLOCK_V": 128, "BLOCK_K": 64}, num_warps=4, num_stages=4),

@@ -287,6 +287,37 @@ def test_lm_head_memory_stays_far_below_the_logits(device):
     assert peak < logits_bytes / 4, f"peak {peak / 1e9:.2f} GB vs fp32 logits {logits_bytes / 1e9:.2f} GB"
 
 
+# The autotuner keeps one config per key: each of the others would otherwise never run here.
+@pytest.mark.parametrize("device", [pytest.param("cuda", marks=CUDA_ONLY)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("config", range(5))
+def test_every_lm_head_autotune_config(device, dtype, config, seed, monkeypatch):
+    """Each config alone, at Qwen's real vocabulary (151,936: the last 8192-wide chunk is 4480 wide,
+    no multiple of BLOCK_V = 256) and a row count no BLOCK_M divides."""
+    impl = triton_impl("triton_lm_head")
+    configs = impl._gemm_configs()
+    assert len(configs) == 5, "update this test's range to the configs"
+    for kernel in (impl._forward_kernel, impl._dlogits_kernel):
+        monkeypatch.setattr(kernel, "configs", [configs[config]])
+        monkeypatch.setattr(kernel, "cache", {})
+    n, h, v = 1031, 2048, 151936
+    hidden, weight, targets = lm_head_inputs(n, h, v, dtype, device)
+    upstream = [torch.randn(n, device=device) for _ in range(3)]
+    try:
+        got, got_grads = lm_head_with_grads(impl.lm_head_logprobs, hidden, weight, targets, upstream,
+                                            chunk_vocab=8192)
+    except triton.runtime.errors.OutOfResources as exc:
+        # fp32 tiles are twice the bytes: the autotuner drops a config that does not fit, as here
+        assert dtype == torch.float32, f"bf16 config {configs[config]} does not fit: {exc}"
+        pytest.skip(f"fp32 {configs[config]} needs more shared memory than this device has: {exc}")
+    want, want_grads = lm_head_with_grads(ref.lm_head_logprobs, hidden, weight, targets, upstream,
+                                          **REF_CHUNKS[device])
+    for name, a, b in zip(("logp", "entropy", "lse"), got, want, strict=True):
+        assert_rrms(a, b, TOLERANCE[torch.float32], f"{name} ({configs[config]})", seed)
+    for name, a, b in zip(("dL/dhidden", "dL/dweight"), got_grads, want_grads, strict=True):
+        assert_rrms(a, b, TOLERANCE[dtype], f"{name} ({configs[config]})", seed)
+
+
 @pytest.mark.parametrize("device", [pytest.param("cuda", marks=CUDA_ONLY)])
 def test_dispatcher_sends_cuda_tensors_to_triton(device, monkeypatch):
     monkeypatch.delenv("JURY_KERNELS", raising=False)

@@ -1,0 +1,242 @@
+"""One learner rank's DeepSpeed bf16 step on one GPU: its gradient against fp32, and its speed.
+
+    python benchmarks/learner_gpu.py                         # Qwen3-1.7B shape, ZeRO-1, bf16, fp32 accumulation
+    python benchmarks/learner_gpu.py --zero 2
+    python benchmarks/learner_gpu.py --zero 0 --accum bf16  # the only accumulation DeepSpeed allows at stage 0
+    python benchmarks/learner_gpu.py --tiny                  # a two-layer model on the CPU: a smoke run
+
+No generator, verifier or Ray: the learner's own code on a constructed batch. The model has
+Qwen3-1.7B's shape (hidden 2048, 28 layers, vocabulary 151,936, tied head) with random weights
+(no download), the batch `--rows` completions of random tokens whose lengths are spread evenly
+over 1..`--max-new` after a `--prompt`-token prompt, with random advantages.
+
+1. Gradient. The bf16 engine and an fp32 copy of the same weights (the bf16 values, widened)
+   take the same mini-batch of `--grad-rows` rows in micro-batches of `--grad-micro-batch`, through
+   `grpo.micro_loss`, the learner's loss. DeepSpeed's fp32 gradient at the accumulation boundary
+   (`safe_get_full_grad`, before the step) is compared with the fp32 model's: relative L2 error
+   and cosine over all parameters.
+2. Speed. `update.train_shard`, the learner's step (one mini-batch, one epoch, the optimizer step
+   included), on the whole batch, once to warm up and `--steps` times timed. Reported: tokens/s
+   (all positions the model reads, and completion tokens), and MFU = model FLOPs / time / peak,
+   against both the datasheet peak (--peak-tflops, the H100/H200 dense bf16 figure) and a bf16
+   matmul measured in the same process. Model FLOPs, without the fused head's recompute:
+   6 x (parameters less the embedding) x all positions + 6 x H x V x completion tokens (the head
+   runs on completion rows only) + 6 x layers x heads x head_dim x sum over rows of L^2 / 2
+   (causal attention, forward and backward).
+Prints one JSON line (and writes it with --json).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import sys
+import time
+
+QWEN3_1_7B = dict(hidden_size=2048, num_hidden_layers=28, intermediate_size=6144, num_attention_heads=16,
+                  num_key_value_heads=8, head_dim=128, vocab_size=151936, tie_word_embeddings=True,
+                  max_position_embeddings=40960, rope_theta=1e6, rms_norm_eps=1e-6)
+TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_attention_heads=4,
+            num_key_value_heads=2, head_dim=16, vocab_size=1003, tie_word_embeddings=True,
+            max_position_embeddings=512, rope_theta=1e6, rms_norm_eps=1e-6)
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--zero", type=int, default=1, choices=(0, 1, 2))
+    p.add_argument("--accum", choices=("fp32", "bf16"), default="fp32",
+                   help="gradient accumulation dtype (DeepSpeed refuses fp32 at ZeRO-0)")
+    p.add_argument("--rows", type=int, default=64, help="completions in the timed batch")
+    p.add_argument("--prompt", type=int, default=128, help="prompt tokens per row")
+    p.add_argument("--max-new", type=int, default=1024, help="longest completion")
+    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--grad-rows", type=int, default=16, help="rows of the gradient check's mini-batch")
+    p.add_argument("--grad-micro-batch", type=int, default=2,
+                   help="the gradient check's micro-batch: several, so that accumulation counts")
+    p.add_argument("--steps", type=int, default=3, help="timed steps")
+    p.add_argument("--peak-tflops", type=float, default=989.0,
+                   help="datasheet dense bf16 peak (H100/H200 SXM: 989)")
+    p.add_argument("--tiny", action="store_true", help="a two-layer model on the CPU (smoke run)")
+    p.add_argument("--json", default="", help="also write the result here")
+    args = p.parse_args()
+    if args.tiny:
+        args.rows, args.prompt, args.max_new, args.micro_batch, args.grad_rows, args.steps = 8, 8, 24, 4, 8, 1
+        args.grad_micro_batch = 1
+    return args
+
+
+def make_batch(args, vocab: int, device, seed: int = 0):
+    import torch
+
+    from jury.learner.grpo import Batch
+
+    g = torch.Generator().manual_seed(seed)
+    n = args.rows
+    lengths = torch.linspace(1, args.max_new, n).round().long()
+    width = args.prompt + int(lengths.max())
+    ids = torch.randint(0, vocab, (n, width), generator=g)
+    attn = torch.zeros(n, width, dtype=torch.long)
+    comp = torch.zeros(n, width - 1)
+    for i, c in enumerate(lengths.tolist()):
+        attn[i, : args.prompt + c] = 1
+        comp[i, args.prompt - 1: args.prompt - 1 + c] = 1
+    behav = -torch.rand(n, width - 1, generator=g) * 4 * comp
+    adv = torch.randn(n, generator=g)
+    batch = Batch(ids, attn, comp, behav, adv, torch.zeros(n), n // 8 or 1)
+    return Batch(*(t.to(device) if isinstance(t, torch.Tensor) else t for t in
+                   (batch.input_ids, batch.attention, batch.completion, batch.behav_logp, batch.advantages,
+                    batch.rewards, batch.num_groups, batch.in_loss, batch.penalty)))
+
+
+def model_flops(spec: dict, params_less_embedding: int, batch) -> float:
+    lengths = batch.attention.sum(1).double()
+    positions = float(lengths.sum())
+    completion = float(batch.completion.sum())
+    attn = 6 * spec["num_hidden_layers"] * spec["num_attention_heads"] * spec["head_dim"] * float((lengths**2 / 2).sum())
+    return 6 * params_less_embedding * positions + 6 * spec["hidden_size"] * spec["vocab_size"] * completion + attn
+
+
+def matmul_tflops(device) -> float | None:
+    import torch
+
+    if device.type != "cuda":
+        return None
+    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize()
+    return 2 * 8192**3 * 10 / (time.perf_counter() - t0) / 1e12
+
+
+def main():
+    args = parse_args()
+    os.environ.setdefault("DS_ACCELERATOR", "cpu" if args.tiny else "cuda")
+    import deepspeed
+    import torch
+    from deepspeed.utils import safe_get_full_grad
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from jury.learner.grpo import micro_loss, use_fused_head
+    from jury.learner.learner import _init_distributed, deepspeed_config
+    from jury.learner.shard import plan_shards, send_shards
+    from jury.learner.update import _before_forward, length_sorted_rows, train_shard
+    from jury.protocol.config import LearnerConfig
+    from jury.protocol.plan import Sampling
+
+    device = torch.device("cpu" if args.tiny else "cuda")
+    spec = TINY if args.tiny else QWEN3_1_7B
+    _init_distributed("gloo" if args.tiny else "nccl", 0, 1, None)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen3ForCausalLM(Qwen3Config(**spec)).to(torch.bfloat16)
+    use_fused_head(model)
+    params = sum(p.numel() for p in model.parameters())
+    params_less_embedding = params - spec["vocab_size"] * spec["hidden_size"]
+    batch = make_batch(args, spec["vocab_size"], device)
+    sampling = Sampling(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new)
+    cfg = LearnerConfig(dtype="bfloat16", zero_stage=max(args.zero, 1), micro_batch=args.micro_batch,
+                        grad_clip=0.0, lr=1e-6)
+    ds_config = deepspeed_config(cfg)
+    ds_config["zero_optimization"]["stage"] = args.zero
+    if args.accum == "bf16":
+        ds_config.pop("data_types", None)
+    label = f"ZeRO-{args.zero}, bf16 weights, {args.accum} gradient accumulation"
+
+    # 1. the gradient of one mini-batch, bf16 engine against fp32 weights of the same values
+    rows = torch.arange(args.grad_rows, device=device)
+    chunks = length_sorted_rows(batch, rows, args.grad_micro_batch)
+    tokens, seqs = float(batch.completion[rows].sum()), float(args.grad_rows)
+
+    def loss_of(module, idx):
+        loss, _ = micro_loss(module, batch, idx, cfg, total_tokens=tokens, total_seqs=seqs, sampling=sampling)
+        return loss
+
+    with torch.device(device):
+        ref = Qwen3ForCausalLM(Qwen3Config(**spec))
+    ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
+    use_fused_head(ref)
+    for idx in chunks:
+        loss_of(ref, idx).backward()
+    want = {n: p.grad.detach().clone() for n, p in ref.named_parameters()}
+    del ref
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+    engine, *_ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()],
+                                      config=ds_config)
+    engine.train()
+    for i, idx in enumerate(chunks):
+        engine.set_gradient_accumulation_boundary(i == len(chunks) - 1)
+        _before_forward(engine)
+        engine.backward(loss_of(engine.module, idx), scale_wrt_gas=False)
+    err2 = ref2 = dot = got2 = 0.0
+    missing = []
+    for n, p in engine.module.named_parameters():
+        got = safe_get_full_grad(p)
+        if got is None:
+            missing.append(n)
+            continue
+        got, exp = got.double().flatten(), want[n].double().flatten()
+        err2 += float((got - exp).square().sum())
+        ref2 += float(exp.square().sum())
+        got2 += float(got.square().sum())
+        dot += float((got * exp).sum())
+    engine.step()
+    grad = {"rel_l2_error": math.sqrt(err2 / ref2) if ref2 else None,
+            "cosine": dot / math.sqrt(ref2 * got2) if ref2 and got2 else None,
+            "fp32_norm": math.sqrt(ref2), "bf16_norm": math.sqrt(got2), "params_without_grad": missing[:5],
+            "rows": args.grad_rows, "micro_batches": len(chunks), "completion_tokens": tokens}
+
+    # 2. the learner's step on the whole batch
+    shard = send_shards(batch, plan_shards(batch, 1, 1), device)
+    times, split = [], []
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    for step in range(args.steps + 1):
+        timers = {}
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        train_shard(engine, shard, cfg, ref_model=None, sampling=sampling, pad_id=0, timers=timers)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if step:  # the first is the warm-up (Triton autotuning, allocator)
+            times.append(time.perf_counter() - t0)
+            split.append(timers)
+    step_s = sorted(times)[len(times) // 2]
+    flops = model_flops(spec, params_less_embedding, batch)
+    positions, completion = float(batch.attention.sum()), float(batch.completion.sum())
+    measured = matmul_tflops(device)
+    result = {
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "setting": label,
+        "torch": torch.__version__, "deepspeed": deepspeed.__version__,
+        "model": "Qwen3-1.7B shape, random weights" if not args.tiny else "tiny", "params": params,
+        "gradient": grad,
+        "step": {"rows": args.rows, "positions": positions, "completion_tokens": completion,
+                 "micro_batch": args.micro_batch, "median_s": step_s, "steps": times,
+                 "forward_backward_s": split[-1].get("forward_backward_s"), "optimizer_s": split[-1].get("optimizer_s"),
+                 "positions_per_s": positions / step_s, "completion_tokens_per_s": completion / step_s,
+                 "model_tflops": flops / step_s / 1e12,
+                 "mfu_datasheet": flops / step_s / (args.peak_tflops * 1e12),
+                 "matmul_tflops_measured": measured,
+                 "mfu_measured_matmul": flops / step_s / (measured * 1e12) if measured else None,
+                 "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if device.type == "cuda" else None},
+    }
+    line = json.dumps(result)
+    print(line)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The single-GPU measurements of docs/gpu.md, in one go, on a host with PyTorch and Triton (vLLM and
+# Ray may be absent; DeepSpeed is needed for the learner step):
+#   bash scripts/gpu-measure.sh [OUT]          # OUT: where logs and JSON go (runs/gpu)
+# 1. the kernels against their references on CUDA (pytest -m gpu tests/kernels)
+# 2. benchmarks/kernels.py at 16k tokens x 151,936 vocabulary, hidden 4096 and 2048
+# 3. benchmarks/learner_gpu.py: a learner bf16 step, ZeRO-1 and ZeRO-2 with fp32 accumulation,
+#    ZeRO-0 with bf16 accumulation (DeepSpeed refuses fp32 accumulation there)
+# Each stage has its own time limit and a failure in one does not stop the others.
+set -u
+out=${1:-runs/gpu}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 DS_ACCELERATOR=cuda
+# `jury` importable from this checkout without installing it: a package folder of links
+farm=$(mktemp -d)
+mkdir "$farm/jury"
+for d in protocol data models actors learner verifiers kernels cluster experiments; do ln -s "$PWD/$d" "$farm/jury/$d"; done
+export PYTHONPATH="$farm${PYTHONPATH:+:$PYTHONPATH}"
+log="$out/gpu-measure.log"
+stage() { echo "=== $* ($(date -u +%T))" | tee -a "$log"; }
+stage versions
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'transformers', transformers.__version__)"
+  python3 -c "import deepspeed; print('deepspeed', deepspeed.__version__)"; } 2>&1 | grep -v WARNING | tee -a "$log"
+stage "pytest -m gpu tests/kernels"
+timeout ${PYTEST_S:-200} python3 -m pytest -q -rs -m gpu -p no:cacheprovider tests/kernels 2>&1 | tee -a "$log"
+for h in 4096 2048; do
+  stage "kernels benchmark, hidden $h"
+  timeout ${KERNELS_S:-110} python3 benchmarks/kernels.py --hidden "$h" --impls eager,ours \
+    --json "$out/kernels_h$h.json" 2>&1 | tee -a "$log"
+done
+for setting in "1 fp32" "2 fp32" "0 bf16"; do
+  set -- $setting
+  stage "learner step, ZeRO-$1, $2 accumulation"
+  timeout ${LEARNER_S:-75} python3 benchmarks/learner_gpu.py --zero "$1" --accum "$2" --steps 2 \
+    --json "$out/learner_z$1.json" 2>&1 | grep -v "^\[20\|^MA \|^CPU Virtual\|bf16_optimizer\|initializing group" | tail -25 | tee -a "$log"
+done
+stage done
