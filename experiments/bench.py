@@ -3,7 +3,9 @@
     generator only   one generator fed as fast as it takes tasks; a sink drops its groups
     end to end       `jury train` at each max_staleness asked for (0 = synchronous), with
                      record_groups on, timed over the loop (engine start-up left out);
-                     --sync-modes adds the largest max_staleness under each generator.sync_mode
+                     --sync-modes adds the largest max_staleness under each generator.sync_mode;
+                     --arm NAME:K=V... adds it with other settings (a setting's cost, as a ratio
+                     to the same run without them)
     learner only     `jury replay` of the synchronous run's record: the learner on
                      recorded batches, nothing else running
     verifier only    the same record's rollout groups through one verifier worker, in process
@@ -194,7 +196,23 @@ def planned_runs(staleness: list[int], sync_modes: list[str], config_mode: str) 
     return [(k, None) for k in staleness] + [(top, m) for m in dict.fromkeys(sync_modes) if m != config_mode]
 
 
-def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_modes: list[str] = ()) -> dict:
+def parse_arm(text: str) -> tuple[str, list[str]]:
+    """`NAME:KEY=VALUE [KEY=VALUE ...]` -> (name, overrides). The name labels the run and its ratio."""
+    import re
+    import shlex
+
+    name, sep, rest = text.partition(":")
+    overrides = shlex.split(rest)
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or not overrides or not all("=" in o for o in overrides):
+        raise ValueError(f"--arm {text!r}: expected NAME:KEY=VALUE [KEY=VALUE ...], a name of letters, digits, "
+                         "'_', '.' or '-'")
+    return name, overrides
+
+
+def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_modes: list[str] = (),
+          arms: list[tuple[str, object]] = ()) -> dict:
+    """`arms`: (name, config) pairs, each run end to end at the largest max_staleness (the config's
+    own overrides plus the arm's, loaded and checked by the caller)."""
     from dataclasses import replace
 
     from jury.models.registry import resolve_model
@@ -205,7 +223,7 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
     report: dict = {"config": {"steps": cfg.steps, "batch_groups": cfg.batch_groups,
                                "group_size": cfg.generator.group_size, "max_new_tokens": cfg.generator.max_new_tokens,
                                "staleness": staleness, "dataset": cfg.dataset, "sync_mode": cfg.generator.sync_mode,
-                               "sync_modes": list(sync_modes)}}
+                               "sync_modes": list(sync_modes), "arms": [name for name, _ in arms]}}
     report["generator_only"] = generator_only(cfg, model_path, (cfg.steps - WARMUP_STEPS) * cfg.batch_groups)
     for k, mode in planned_runs(staleness, sync_modes, cfg.generator.sync_mode):
         if mode is None:
@@ -215,13 +233,17 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
                 replace(cfg, max_staleness=k, generator=replace(cfg.generator, sync_mode=mode)),
                 out / f"staleness-{k}-{mode}")
     top = max(staleness)
+    for name, arm_cfg in arms:
+        report[f"end_to_end/max_staleness={top},{name}"] = end_to_end(
+            replace(arm_cfg, model=model_path, max_staleness=top), out / f"staleness-{top}-{name}")
     recorded = out / f"staleness-{staleness[0]}"
     report["learner_only"] = learner_only(recorded)
     report["verifier_only"] = verifier_only(cfg, recorded)
     if with_peer:
         report["peer/trl"] = peer(cfg, model_path, out)
     sync = report[f"end_to_end/max_staleness={staleness[0]}"]
-    fastest_name, fastest = max(((k, v) for k, v in report.items() if k.startswith("end_to_end/")),
+    arm_runs = {f"end_to_end/max_staleness={top},{name}" for name, _ in arms}  # other settings: not in the race
+    fastest_name, fastest = max(((k, v) for k, v in report.items() if k.startswith("end_to_end/") and k not in arm_runs),
                                 key=lambda kv: kv[1]["completions_per_s"])
     report["ratios"] = {
         f"async/sync (max_staleness {top} / {staleness[0]}, completions/s)":
@@ -230,6 +252,13 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
             fastest["completions_per_s"] / sync["completions_per_s"],
         "end_to_end/generator_only (tokens/s)": fastest["tokens_per_s"] / report["generator_only"]["tokens_per_s"],
     }
+    base = report[f"end_to_end/max_staleness={top}"]
+    for name, _ in arms:
+        arm = report[f"end_to_end/max_staleness={top},{name}"]
+        report["ratios"][f"{name}/default (max_staleness {top}, completions/s)"] = \
+            arm["completions_per_s"] / base["completions_per_s"]
+        report["ratios"][f"{name}/default (max_staleness {top}, learner s per step)"] = \
+            arm["learner_train_s"] / base["learner_train_s"]
     if "completions_per_s" in report.get("peer/trl", {}):
         trl = report["peer/trl"]
         report["ratios"][f"ours/trl ({fastest_name.removeprefix('end_to_end/')}, completions/s)"] = fastest["completions_per_s"] / trl["completions_per_s"]
@@ -336,6 +365,10 @@ def add_command(sub):
     p.add_argument("--staleness", default="0,1,2", help="max_staleness values, the first is the reference")
     p.add_argument("--sync-modes", default="", help="e.g. drain,interrupt,inflight: the largest max_staleness "
                                                      "also under each of these generator.sync_mode")
+    p.add_argument("--arm", action="append", default=[], metavar="NAME:KEY=VALUE...",
+                   help="also run the largest max_staleness with these overrides (repeatable), e.g. "
+                        "'recompute:learner.recompute_old=true': its completions/s and learner time as a "
+                        "ratio to the same run without them")
     p.add_argument("--peer", action="store_true", help="also run TRL's GRPOTrainer on the same work")
     p.add_argument("--out", default="", help="output folder (default runs/bench-<time>)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
@@ -356,13 +389,19 @@ def _main(args) -> int:
         bad = [m for m in modes if m not in known]
         if bad:
             raise ConfigError(f"--sync-modes: {', '.join(bad)}: each must be one of {', '.join(known)}")
+        arms = []
+        for text in args.arm:
+            name, overrides = parse_arm(text)
+            if name in known or name in [a for a, _ in arms]:
+                raise ConfigError(f"--arm {name}: the name of a sync mode or of another arm")
+            arms.append((name, load_config(args.config, [*args.overrides, *overrides, f"steps={args.steps}"])))
         if args.steps <= WARMUP_STEPS + 1:
             raise ConfigError(f"--steps must be > {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} are warm-up)")
     except (ConfigError, ValueError, OSError) as e:
         print(f"jury bench: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}")
-    report = bench(cfg, out, staleness, with_peer=args.peer, sync_modes=modes)
+    report = bench(cfg, out, staleness, with_peer=args.peer, sync_modes=modes, arms=arms)
     print(format_bench(report))
     print(f"\n{out / 'bench.json'}\n{out / 'throughput.png'}\n{out / 'time.png'}\n{out / 'occupancy.png'}")
     return 0

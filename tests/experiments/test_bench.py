@@ -9,7 +9,9 @@ import pytest
 def test_bad_bench_arguments_are_refused_before_anything_starts(tmp_path, capsys):
     from jury.experiments.cli import main
 
-    for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"], ["--sync-modes", "drain,fast"]):
+    for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"], ["--sync-modes", "drain,fast"],
+                 ["--arm", "recompute"], ["--arm", "drain:learner.lr=1e-5"], ["--arm", "a b:learner.lr=1e-5"],
+                 ["--arm", "lr:learner.lr=fast"], ["--arm", "a:learner.lr=1e-5", "--arm", "a:learner.lr=1e-6"]):
         assert main(["bench", "--out", str(tmp_path / "b"), *args]) == 2
         err = capsys.readouterr().err
         assert err.startswith("jury bench: ")
@@ -21,7 +23,8 @@ def test_bad_bench_arguments_are_refused_before_anything_starts(tmp_path, capsys
 @pytest.mark.slow
 def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "jury.experiments.cli", "bench", "--steps", "5", "--staleness", "0,2", "--sync-modes", "drain", "--peer", "--out",
+        [sys.executable, "-m", "jury.experiments.cli", "bench", "--steps", "5", "--staleness", "0,2", "--sync-modes", "drain", "--peer",
+         "--arm", "recompute:learner.recompute_old=true", "--out",
          str(tmp_path), f"model={tiny_model_path}", "batch_groups=4", "generator.group_size=4"],
         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -42,7 +45,7 @@ def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
     ratio = report["ratios"]["async/sync (max_staleness 2 / 0, completions/s)"]
     assert ratio == pytest.approx(async_["completions_per_s"] / sync["completions_per_s"])
     runs = {k.removeprefix("end_to_end/"): v for k, v in report.items() if k.startswith("end_to_end/")}
-    fastest = max(runs, key=lambda k: runs[k]["completions_per_s"])
+    fastest = max((k for k in runs if not k.endswith(",recompute")), key=lambda k: runs[k]["completions_per_s"])
     assert report["ratios"][f"fastest/sync ({fastest}, completions/s)"] == pytest.approx(
         runs[fastest]["completions_per_s"] / sync["completions_per_s"])
     # occupancy: every engine ran sequences, the synchronous one never more than its one batch,
@@ -53,6 +56,14 @@ def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
         timeline = json.loads((Path(r["run_dir"]) / "occupancy.json").read_text())["generators"]["generator0"]
         assert len(timeline["t"]) == len(timeline["running"]) > 0 and max(timeline["running"]) > 0, name
     assert 0 <= sync["tail_share"] <= 1
+    # the arm: the largest staleness again with its override, and its cost as ratios to that run
+    arm = runs["max_staleness=2,recompute"]
+    assert "recompute_old: true" in (Path(arm["run_dir"]) / "config.yaml").read_text()
+    assert "recompute_old: false" in (Path(async_["run_dir"]) / "config.yaml").read_text()
+    assert report["ratios"]["recompute/default (max_staleness 2, learner s per step)"] == pytest.approx(
+        arm["learner_train_s"] / async_["learner_train_s"])
+    assert report["ratios"]["recompute/default (max_staleness 2, completions/s)"] == pytest.approx(
+        arm["completions_per_s"] / async_["completions_per_s"])
     # the learner replayed the synchronous run's record and reproduced its losses
     assert report["learner_only"]["loss_max_abs_diff"] < 1e-4
     for name in ("throughput.png", "time.png", "occupancy.png"):
