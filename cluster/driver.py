@@ -34,7 +34,7 @@ from jury.data.checks import RunData, check_data, check_prompts
 from jury.models.registry import is_local, model_folder, model_positions, resolve_model
 from jury.cluster.tracking import Trackers, open_trackers
 from jury.learner.checkpoint import CheckpointError, read_checkpoint
-from jury.protocol.messages import StepResult
+from jury.protocol.messages import PromptTask, StepResult
 
 log = logging.getLogger(__name__)
 # while a batch is missing, how often the driver looks for a worker that Ray restarted (and then
@@ -147,7 +147,11 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
     try:
         pipe.start()
         first = pipe.version  # learner steps done before this process started
-        if state:
+        if state and plan.admission.continuous:
+            pending = [PromptTask(**t) for t in state["pending"]]
+            pipe.feeder.restore(state["next_index"], state["stream_position"], pending, state["dropped"])
+            pipe.learner.call0("restore_admission", state["next_index"], [t.index for t in pending], state["dropped"])
+        elif state:
             pipe.feeder.fast_forward(state["next_index"], state["stream_position"])
         if cfg.record_groups:
             pipe.learner.call0("record", str((run_dir / "record").resolve()))
@@ -169,7 +173,10 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
                     row.update(_with_resend(pipe, step, lambda timeout_s: pipe.learner.hold(
                         pipe.feeder.released_at(pipe.version), timeout_s)).metrics)
                 row.update(pipe.sync_weights_or_recover())
-            pipe.feeder.consumed((step + 1) * plan.slots.per_batch)
+            if plan.admission.continuous:  # the first B scored: consumed in no fixed order
+                pipe.feeder.consumed_indices([entry.index for entry in result.ledger])
+            else:
+                pipe.feeder.consumed((step + 1) * plan.slots.per_batch)
             if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
                 row.update(pipe.derl.after_step(result))
             if pipe.rewriter:  # CoReward: finished rewrites in before the next tasks are admitted
@@ -259,6 +266,9 @@ def _with_resend(pipe: Pipeline, step: int, call) -> StepResult:
             result = call(ask)
         except LearnerDied as e:
             raise RunFailed(f"step {step}: {e}") from None
+        if result.dropped:  # continuous admission: too stale to train; new tasks take their places
+            pipe.feeder.drop(result.dropped)
+            pipe.feeder.admit(pipe.version, stop_at=cfg.steps * cfg.batch_groups)
         if not result.missing:  # the learner timed its last slice: the wait is all of them
             for key in ("learner/wait_s", "learner/hold_s"):
                 if key in result.metrics:
@@ -291,9 +301,14 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, version: int, final: bool = F
 
     base = Path(pipe.cfg.checkpoint_dir).resolve() if pipe.cfg.checkpoint_dir else run_dir.resolve()
     path = base / ("final" if final else "checkpoint")
-    next_index = version * pipe.plan.slots.per_batch
-    state = {"version": version, "next_index": next_index, "stream_position": pipe.feeder.position_of(next_index),
-             "hf": str(path), "engine": str(path / "engine")}
+    if pipe.plan.admission.continuous:  # consumed in no fixed order: the pending tasks themselves
+        state = {"version": version, "next_index": pipe.feeder.admitted, "stream_position": pipe.feeder.drawn,
+                 "pending": [dataclasses.asdict(t) for t in pipe.feeder.pending.values()],
+                 "dropped": pipe.feeder.dropped}
+    else:
+        next_index = version * pipe.plan.slots.per_batch
+        state = {"version": version, "next_index": next_index, "stream_position": pipe.feeder.position_of(next_index)}
+    state.update({"hf": str(path), "engine": str(path / "engine")})
     try:
         pipe.learner.save(str(path), state)
     except ray.exceptions.RayTaskError as e:

@@ -21,6 +21,12 @@ slots.base_index(k)); its R refill slots only when the learner, waiting on batch
 (`admit_refills`), which it does at version s, when s < v + window holds for the generators'
 version v: a refill is inside the same budget. With R = 0 the indices are the ones above.
 
+Continuous admission (plan.admission, learner/inbox.py): a batch is the first B groups scored,
+so tasks are consumed in no fixed order (`consumed_indices`). A group the learner drops as past
+max_staleness (`drop`) frees its place: the budget is (v + window)·B plus the drops, and the run's
+total grows by as many. A checkpoint holds the pending tasks themselves (`restore`), since what
+was consumed is not a prefix of the indices that the stream could be rewound to.
+
 The feeder is also the ledger: every admitted task stays in `pending` until the
 learner has consumed its batch, so a group lost with a crashed worker can be sent
 again with the same id (the learner drops whichever copy comes second).
@@ -75,6 +81,7 @@ class Feeder:
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
         self.admitted = 0                       # base tasks admitted (refills are counted apart)
         self.refills = 0                        # refill slots admitted (dynamic sampling)
+        self.dropped = 0                        # groups the learner dropped as too stale (continuous admission)
         self.refused_too_long = 0
         self.rewrite_too_long = 0               # CoReward rewrites over max_prompt_tokens, dropped
         self.resent = 0
@@ -90,12 +97,13 @@ class Feeder:
 
     def limit(self, version: int) -> int:
         """Tasks that may have been admitted in total while the generators hold `version`."""
-        return (version + self.window) * self.batch_groups
+        return (version + self.window) * self.batch_groups + self.dropped
 
     def admit(self, version: int, stop_at: int) -> int:
-        """Admit every task the budget allows (never past `stop_at` tasks in total); returns how many."""
+        """Admit every task the budget allows (never past `stop_at` tasks in total, and as many more
+        as were dropped); returns how many."""
         n = 0
-        while self.admitted < min(self.limit(version), stop_at):
+        while self.admitted < min(self.limit(version), stop_at + self.dropped):
             index = self.slots.base_index(self.admitted)
             self.positions[index] = self.drawn
             task = self._task(self._next_problem(), version, index)
@@ -140,6 +148,28 @@ class Feeder:
         for i in [i for i in self.pending if i < upto]:
             del self.pending[i]
             self.positions.pop(i, None)
+
+    def consumed_indices(self, indices: list[int]):
+        """Continuous admission: the learner trained these tasks' groups."""
+        for i in indices:
+            self.pending.pop(i, None)
+            self.positions.pop(i, None)
+
+    def drop(self, indices: list[int]):
+        """Continuous admission: the learner dropped these groups as too stale; new tasks take their places."""
+        self.consumed_indices(indices)
+        self.dropped += len(indices)
+
+    def restore(self, next_index: int, stream_position: int, pending: list[PromptTask], dropped: int):
+        """Continue a resumed run under continuous admission: skip what was drawn, number new tasks from
+        next_index, and send again the tasks admitted and not trained at the checkpoint."""
+        while self.drawn < stream_position:
+            next(self.problems)
+            self.drawn += 1
+        self.admitted, self.dropped = next_index, dropped
+        for task in pending:
+            self.pending[task.index] = task
+            self.sender.send(task)
 
     def resend(self, indices: list[int]) -> int:
         """Send pending tasks again, same ids (after a worker crash lost them)."""

@@ -390,7 +390,7 @@ class Pipeline:
                 except Exception:  # restarting; its numbers come back with it
                     continue
                 out.update({f"{name}{i}/{k.removeprefix('verifier/')}": v for k, v in s.items()})
-        out.update({"feeder/admitted": self.feeder.admitted, "feeder/refused_too_long": self.feeder.refused_too_long,
+        out.update({"feeder/admitted": self.feeder.admitted, "feeder/dropped_stale": self.feeder.dropped, "feeder/refused_too_long": self.feeder.refused_too_long,
                     "feeder/rewrite_too_long": self.feeder.rewrite_too_long,
                     "feeder/resent": self.feeder.resent, "feeder/queue_depth": self.feeder.sender.depth(),
                     "pipeline/recoveries": self.recoveries, "pipeline/resent_at_recovery": self.resent_at_recovery})

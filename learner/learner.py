@@ -42,7 +42,7 @@ from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pa
 from jury.learner.weight_sender import WeightSender, drop_tied
 from jury.protocol.config import LearnerConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
-from jury.protocol.plan import LearnerReward, Overlong, Sampling, Slots
+from jury.protocol.plan import Admission, LearnerReward, Overlong, Sampling, Slots
 from jury.protocol.record import write_record
 from jury.protocol.transport import Receiver
 
@@ -82,7 +82,8 @@ class Learner:
     def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, sampling: Sampling,
                  learner_reward: LearnerReward | None = None, overlong: Overlong | None = None,
                  seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
-                 initial_version: int = 0, window_batches: int = 2, slots: Slots | None = None, rank: int = 0,
+                 initial_version: int = 0, window_batches: int = 2, slots: Slots | None = None,
+                 admission: Admission | None = None, rank: int = 0,
                  master: tuple[str, int] | None = None, total_steps: int = 0):
         """`master`: rank 0's address and port for the learner's process group (None: this machine,
         one rank). `total_steps`: the run's learner steps, the length of the learning-rate schedule."""
@@ -97,6 +98,7 @@ class Learner:
         # + 1): a group with a later index was never admitted, whoever sent it, and is refused
         self.window_batches = window_batches
         self.slots = slots or Slots(batch_groups, 0)  # plan.slots: refill slots per batch under dynamic sampling
+        self.admission = admission  # plan.admission: a fixed range of indices per batch, or the first B scored
         self.fill: BatchFill | None = None  # rank 0, dynamic sampling: the step being filled
         self.fill_metrics: dict[str, float] = {}
         self.sampling = sampling  # how the generators sampled: the loss scores tokens the same way
@@ -148,8 +150,13 @@ class Learner:
             return None
         receiver = Receiver(host or _node_address(), hwm=1024, maxsize=1024, name="learner-scored", curve=curve,
                             accept=(ScoredGroup,))
-        self.inbox = ScoredInbox(receiver, self.batch_groups, self.window_batches, self.slots)
+        self.inbox = ScoredInbox(receiver, self.batch_groups, self.window_batches, self.slots, self.admission)
         return receiver.endpoint
+
+    def restore_admission(self, next_index: int, pending: list[int], dropped_total: int):
+        """Rank 0, a resumed run under continuous admission: what was trained or dropped before
+        (ScoredInbox.restore)."""
+        self.inbox.restore(next_index, pending, dropped_total)
 
     def hold(self, indices: list[int], timeout_s: float) -> StepResult:
         """Rank 0: wait until every group in `indices` is here (buffered or already trained),
@@ -176,13 +183,16 @@ class Learner:
             return None
         t0 = time.perf_counter()
         refill: list[int] = []
+        dropped: list[int] = []  # continuous admission: groups found past max_staleness
         if self.slots.refills:
             groups, missing, refill = self._dynamic_batch(step, timeout_s)
+        elif self.admission is not None and self.admission.continuous:
+            groups, dropped, missing = self.inbox.first_scored(step, self.version, timeout_s)
         else:
             groups, missing = self.inbox.wait_batch(step, self.version, timeout_s)
         if missing or refill:  # nothing trains yet: the other ranks wait for the next call
             self._announce(MISSING)
-            return StepResult(step, missing=missing, refill=refill)
+            return StepResult(step, missing=missing, refill=refill, dropped=dropped)
         t1, t_train = time.perf_counter(), time.time()
         if self.record_dir:
             write_record(os.path.join(self.record_dir, f"step-{step:06d}.msgpack"), groups)
@@ -190,6 +200,7 @@ class Learner:
         t2 = time.perf_counter()
         # every group flat, even after the refills: nothing to account for (train_on skipped the step)
         result = batch_result(groups, step, t_train, self.inbox.arrived) if groups else StepResult(step)
+        result.dropped = dropped
         result.metrics.update(metrics)
         if self.slots.refills:
             result.metrics.update(self.fill_metrics)

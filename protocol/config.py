@@ -607,6 +607,17 @@ class RunConfig:
     # on the groups with signal it has (learner/dynamic.py, README "Dynamic sampling")
     dynamic_sampling: bool = False
     max_refills: int = 8
+    # how a learner step's batch is formed. "batch": batch s is the admission indices [s·B, (s+1)·B), so
+    # a step waits for its slowest group while later ones are done. "continuous": the first
+    # batch_groups groups scored, whatever their indices (as AReaL's and PipelineRL's trainers take
+    # them). The feeder's budget is the same, at most (v + max_staleness + 1)·batch_groups tasks
+    # admitted while the generators hold version v (learner/inbox.py, README "Continuous admission")
+    admission: Literal["batch", "continuous"] = "batch"
+    # continuous admission: a group that later groups overtook can reach a step more than
+    # max_staleness versions after the policy that started it. "drop": it is not trained (counted,
+    # learner/stale_dropped) and a new task takes its place in the budget, so the bound holds
+    # exactly; "train": it is trained anyway, and its staleness is in the ledger as it is
+    over_budget: Literal["drop", "train"] = "drop"
     num_generators: int = 1
     num_verifiers: int = 1
     max_model_len: int = 256
@@ -719,6 +730,13 @@ class RunConfig:
             raise ConfigError(f"dynamic_sampling with verifier.reward={self.verifier.reward}: those rewards are "
                               "scored in the learner's forward, after the batch is chosen, so flat groups "
                               "cannot be told before training")
+        if self.admission == "continuous" and self.forced_staleness:
+            raise ConfigError("admission=continuous with forced_staleness: the forced schedule releases each task "
+                              "exactly k versions before its batch, and under continuous admission a task has no "
+                              "batch until it is scored; pick one")
+        if self.admission == "continuous" and self.dynamic_sampling:
+            raise ConfigError("admission=continuous with dynamic_sampling is not built: refills are slots of a "
+                              "fixed batch of indices (learner/dynamic.py); use admission=batch with it")
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):

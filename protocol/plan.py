@@ -8,6 +8,8 @@
     plan.slots           the admission indices of each batch: B base slots, then R refill slots
                          (dynamic_sampling: R = max_refills; else 0, batch s = [s·B, (s+1)·B))
     plan.forced          forced staleness as k -> probability ({} = not forced)
+    plan.admission       how a batch is formed: a fixed range of indices, or the first B scored
+                         (continuous), and what happens to a group past max_staleness then
     plan.faults          the fault injections, typed (role, index, action, step)
     plan.sampling        how the generators sample: what the learner needs to score it
     plan.learner_reward  the self-reward the learner scores in its forward (or None)
@@ -86,6 +88,17 @@ class Slots:
 
 
 @dataclass(frozen=True)
+class Admission:
+    """How the learner forms a batch (admission: batch | continuous). Under continuous admission
+    batch s is the first B groups scored among those the learner holds; a group whose policy is
+    more than max_staleness versions behind step s is dropped (drop_stale) or trained anyway."""
+
+    continuous: bool
+    max_staleness: int
+    drop_stale: bool
+
+
+@dataclass(frozen=True)
 class Overlong:
     """DAPO's overlong handling (learner.overlong_*; README, "Overlong handling"), applied by the
     learner to every reward scheme. The recorded groups carry each sample's tokens and finish
@@ -124,6 +137,7 @@ class RunPlan:
     learner_reward: LearnerReward | None = None  # self_certainty / entropy: scored by the learner
     engines_after_learner: bool = False
     overlong: Overlong | None = None
+    admission: Admission = Admission(False, 1, True)
 
     def server_of(self, role: LLMRole) -> ServerSpec:
         model = self.role_models[role]
@@ -200,7 +214,8 @@ def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
                    servers=tuple(servers), role_models={r: m for r, (m, _) in roles.items()},
                    learner_reward=LearnerReward(cfg.verifier.reward, cfg.verifier.self_reward_span)
                    if cfg.verifier.reward in ("self_certainty", "entropy") else None,
-                   engines_after_learner=shares_a_gpu(cfg, servers), overlong=overlong_of(cfg))
+                   engines_after_learner=shares_a_gpu(cfg, servers), overlong=overlong_of(cfg),
+                   admission=Admission(cfg.admission == "continuous", cfg.max_staleness, cfg.over_budget == "drop"))
 
 
 def overlong_of(cfg: RunConfig) -> Overlong | None:

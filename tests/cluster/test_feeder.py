@@ -151,3 +151,33 @@ def test_dynamic_sampling_admits_refills_into_their_batch_slots():
     finally:
         recv.close()
         feeder.close()
+
+
+def test_continuous_admission_admits_one_more_task_for_each_dropped_group_and_restores_pending():
+    """A group dropped as too stale frees its place in the budget and in the run's total; the
+    ledger forgets tasks consumed out of order; a resumed feeder sends the pending tasks again."""
+    feeder = Feeder("synthetic", 0, batch_groups=2, window=2, host="127.0.0.1")
+    recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
+    try:
+        assert feeder.admit(version=0, stop_at=6) == 4            # (0 + 2) * 2
+        feeder.consumed_indices([3, 1])                            # the first two scored
+        feeder.drop([0])                                           # too stale when its turn came
+        assert feeder.admit(version=0, stop_at=6) == 1 and sorted(feeder.pending) == [2, 4]
+        assert feeder.admit(version=5, stop_at=6) == 2             # the total is 6 trained: 7 admitted
+        tasks = _drain(recv, 7)
+        assert [t.index for t in tasks] == list(range(7))
+        resumed = Feeder("synthetic", 0, batch_groups=2, window=2, host="127.0.0.1")
+        recv2 = Receiver(connect=[resumed.endpoint], name="gen2", hwm=100, maxsize=100)
+        try:
+            pending = [t for t in tasks if t.index in (2, 4)]
+            resumed.restore(next_index=7, stream_position=feeder.drawn, pending=pending, dropped=1)
+            assert resumed.admit(version=3, stop_at=7) == 1         # a total of 7 trained + 1 dropped
+            again = _drain(recv2, 3)
+            assert [t.index for t in again] == [2, 4, 7]
+            assert again[0] == pending[0] and again[2].problem != tasks[6].problem  # the stream went on
+        finally:
+            recv2.close()
+            resumed.close()
+    finally:
+        recv.close()
+        feeder.close()

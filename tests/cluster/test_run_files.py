@@ -91,6 +91,7 @@ def test_no_whole_checkpoint_is_a_jury_train_line_not_a_traceback(tmp_path):
     ("generator.group_size=4", "generator.group_size", 8, 4),
     ("learner.correction=tis_token", "learner.correction", "none", "tis_token"),
     ("data.template=boxed", "data.template", "bare", "boxed"),
+    ("admission=continuous", "admission", "batch", "continuous"),  # the checkpoint holds a prefix, not pending tasks
 ])
 def test_a_resume_that_would_change_the_run_is_refused_naming_the_setting(change, field, old, new):
     recorded = load_config(None)

@@ -56,3 +56,47 @@ def test_forced_staleness_record_and_replay(tiny_model_path, tmp_path):
     assert {int(k) for k in report["buckets"]} == {0, 1, 2}  # 1: the step-1 batch drawn k = 2
     assert sum(b["groups"] for b in report["buckets"].values()) == 24
     assert (run / "staleness_bias.png").stat().st_size > 5000
+
+
+def test_continuous_admission_keeps_the_bound_loses_nothing_and_resumes(tiny_model_path, tmp_path):
+    """admission=continuous on real processes: verifier0 takes 3 s a group, so the groups it scores
+    are overtaken by verifier1's and reach the learner late. Every batch is the first B groups to
+    arrive; none is trained past max_staleness (the late ones are dropped and new tasks take their
+    places); nothing is trained twice. Then the run is resumed from its last periodic checkpoint
+    (version 4), whose pending tasks (admitted, not trained) are sent again: the resumed run trains
+    each index once."""
+    from jury.cluster.driver import train
+
+    run = tmp_path / "run"
+    base = [f"model={tiny_model_path}", "batch_groups=2", "generator.group_size=2", "max_staleness=1",
+            "admission=continuous", "num_verifiers=2", "faults=slow:verifier0@0:3", "progress=false"]
+    summary = train(load_config(None, [*base, f"run_dir={run}", "steps=5", "checkpoint_every=2"]))
+
+    def check(summary, steps):
+        ledger = [json.loads(line) for line in open(run / "ledger.jsonl")]
+        indices = [r["index"] for r in ledger]
+        assert len(indices) == len(set(indices)) == steps * 2, "a group was lost or trained twice"
+        assert all(r["staleness"] <= 1 for r in ledger), [r["staleness"] for r in ledger]
+        dropped = summary["feeder/dropped_stale"]
+        assert summary["feeder/admitted"] == steps * 2 + dropped
+        assert max(indices) < steps * 2 + dropped
+        return ledger, dropped
+
+    ledger, dropped = check(summary, 5)
+    # verifier0's queue grows by 3 s a group while a step takes a second or two: some group of it
+    # arrives two versions late and is dropped (the driver's drop -> admit path ran)
+    assert dropped >= 1
+    rows = read_metrics(run)
+    assert rows[-1]["learner/stale_dropped"] == dropped
+    # the slow verifier's groups came late: some batch is not a range of consecutive indices
+    assert any(sorted(r["index"] for r in ledger if r["step"] == s) != [2 * s, 2 * s + 1] for s in range(5))
+    state = json.loads((run / "checkpoint" / "state.json").read_text())
+    pending = {t["index"] for t in state["pending"]}
+    assert state["version"] == 4 and pending.isdisjoint(r["index"] for r in ledger if r["step"] < 4)
+
+    # a crash after that checkpoint: resume from it; step 4 is trained again
+    (run / "latest_checkpoint").write_text(json.dumps({"path": str(run / "checkpoint")}))
+    summary = train(load_config(str(run / "config.yaml")), resume=str(run))
+    ledger, _ = check(summary, 5)
+    assert [r["step"] for r in read_metrics(run)] == list(range(5))
+    assert all(r["index"] in pending or r["index"] >= state["next_index"] for r in ledger if r["step"] == 4)

@@ -8,14 +8,16 @@ import time
 import numpy as np
 
 from jury.learner.inbox import ScoredInbox
+from jury.protocol.plan import Admission
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup, Verdict
 from jury.protocol.transport import Receiver
 
 
-def scored(index: int) -> ScoredGroup:
+def scored(index: int, version: int = 0) -> ScoredGroup:
+    """The group of task `index`, generated from policy `version` on."""
     task = PromptTask(f"t{index}", index, "Compute 1+1.\n", "2", "test")
     samples = [Sample(np.arange(3, dtype=np.int32), np.zeros(3, np.float32), "\\boxed{2}", "stop")]
-    return ScoredGroup(RolloutGroup(task, np.arange(2, dtype=np.int32), samples, 0, 0, "g0", 0.1),
+    return ScoredGroup(RolloutGroup(task, np.arange(2, dtype=np.int32), samples, version, version, "g0", 0.1),
                        [Verdict("correct", "math", 0.0)], np.ones(1, np.float32), "test", "2", 1.0, None, 1, 0.0)
 
 
@@ -73,3 +75,61 @@ def test_a_stranger_cannot_fill_the_learners_memory_or_stop_it():
         assert missing == [] and [g.group.task.index for g in groups] == [0, 1]
     finally:
         receiver.close()
+
+
+# ---- continuous admission: a batch is the first B groups scored, whatever their indices
+
+def continuous(batch_groups=2, window_batches=2, drop_stale=True) -> ScoredInbox:
+    return ScoredInbox(receiver=None, batch_groups=batch_groups, window_batches=window_batches,
+                       admission=Admission(True, window_batches - 1, drop_stale))
+
+
+def arrive(inbox, version, *groups):
+    """Offer the groups, in this order of arrival (one second apart on the inbox's clock)."""
+    for t, g in enumerate(groups):
+        assert inbox.offer(g, version)
+        inbox.arrived[g.group.task.index] = 1000.0 + t
+
+
+def test_continuous_batch_is_the_first_groups_to_arrive():
+    inbox = continuous()
+    arrive(inbox, 0, scored(3), scored(0), scored(1))  # 3 overtook 0 and 1
+    groups, dropped, missing = inbox.first_scored(0, version=0, timeout_s=0)
+    assert [g.group.task.index for g in groups] == [3, 0] and dropped == [] and missing == []
+    assert not inbox.offer(scored(3), version=1) and inbox.counts["duplicates"] == 1  # trained: a copy is refused
+    assert inbox.offer(scored(2), version=1)  # 2 was never trained, though 3 was
+    assert (inbox.floor, inbox.done) == (1, {3})
+
+
+def test_continuous_drops_a_group_past_max_staleness_and_the_budget_admits_another():
+    inbox = continuous()  # max_staleness 1, window 2 batches of 2: at version 2, indices below 8
+    arrive(inbox, 2, scored(0, version=0), scored(4, version=1), scored(5, version=2))
+    assert inbox.admission_bound(2) == 8
+    groups, dropped, missing = inbox.first_scored(2, version=2, timeout_s=0)
+    # group 0 started at version 0: trained at step 2 it would be 2 versions stale
+    assert dropped == [0] and [g.group.task.index for g in groups] == [4, 5] and missing == []
+    assert inbox.counts["stale_dropped"] == 1 and inbox.admission_bound(2) == 9  # one task in its place
+    assert not inbox.offer(scored(0, version=0), version=2)  # dropped: a late copy is a duplicate
+
+
+def test_continuous_with_over_budget_train_trains_the_stale_group():
+    inbox = continuous(drop_stale=False)
+    arrive(inbox, 2, scored(0, version=0), scored(4, version=1))
+    groups, dropped, _ = inbox.first_scored(2, version=2, timeout_s=0)
+    assert [g.group.task.index for g in groups] == [0, 4] and dropped == []
+
+
+def test_continuous_wait_names_what_is_not_here_and_reports_drops_made_meanwhile():
+    inbox = continuous()
+    arrive(inbox, 2, scored(1, version=0), scored(5, version=2))
+    groups, dropped, missing = inbox.first_scored(2, version=2, timeout_s=0)
+    assert groups == [] and dropped == [1]
+    # 1 is dropped, 5 is here; the bound is 8 + 1: every other index not trained may still come
+    assert missing == [0, 2, 3, 4, 6, 7, 8]
+
+
+def test_continuous_restore_after_a_resume():
+    inbox = continuous()
+    inbox.restore(next_index=7, pending=[3, 5], dropped_total=1)
+    assert [i for i in range(9) if inbox.finished(i, version=3)] == [0, 1, 2, 4, 6]
+    assert inbox.admission_bound(3) == (3 + 2) * 2 + 1

@@ -102,6 +102,11 @@ def test_defaults_and_overrides(tmp_path):
     (["lean.proof_timeout_s=.nan"], r"lean\.proof_timeout_s must be a finite number"),
     (["lean.lean.start_timeout_s=.nan"], r"lean\.lean\.start_timeout_s must be a finite number"),
     (["derl.plan_temperature=.nan"], r"derl\.plan_temperature must be a finite number"),
+    # continuous admission: no batch of indices for forced staleness to schedule, or refills to fill
+    (["admission=continuous", "forced_staleness=2"], r"admission=continuous with forced_staleness"),
+    (["admission=continuous", "dynamic_sampling=true"], r"admission=continuous with dynamic_sampling is not built"),
+    (["admission=rolling"], r"admission"),
+    (["over_budget=keep"], r"over_budget"),
     # YAML that does not parse, or that would quietly drop part of a value
     (["generator.resources={a:"], r"override 'generator\.resources=\{a:': the value is not valid YAML"),
     (["data.system_prompt=You are solver #1 of the team"], r"YAML reads ' #\.\.\.' as a comment .* quote the value"),
