@@ -66,7 +66,7 @@ class LearnerGroup:
                 lc, model_path, cfg.batch_groups, sampling=plan.sampling, learner_reward=plan.learner_reward,
                 overlong=plan.overlong, seed=cfg.seed, device="cpu" if cpu else "cuda",
                 checkpoint=checkpoint, initial_version=initial_version, window_batches=plan.window, slots=plan.slots,
-                rank=rank, master=master, total_steps=cfg.steps))
+                rank=rank, master=master, total_steps=cfg.steps, monitor=cfg.monitor))
         return cls(ranks, pg)
 
     @property

@@ -582,6 +582,68 @@ class WandbConfig:
         _require(self, _one_of(self, "mode"), ("project", bool(self.project.strip()), "not empty"))
 
 
+# ── the reward-hacking monitor (monitor.*; learner/shadow.py, cluster/monitor.py) ──
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Watches a run for reward hacking while it goes. Per step, whatever the reward scheme: the
+    training reward's agreement with the dataset's labels where they exist (a shadow metric: a scheme
+    that does not read labels is handed its groups without them, verifiers/schemes.py), as precision
+    and recall by staleness bucket, and the signals below, each with its threshold. A signal is
+    compared through its mean over the last `window` steps; it warns once when it crosses (one line on
+    the terminal, `monitor/onset/<signal>` in metrics.jsonl) and again only after it has cleared.
+    Ratios are against the signal's mean over the run's first `baseline_steps` steps."""
+
+    enabled: bool = True
+    window: int = 3            # steps averaged before a signal is compared with its threshold
+    baseline_steps: int = 3    # the run's first steps, the baseline of every ratio below
+    # the reward's precision: of the samples it pays above their group's mean (a positive advantage),
+    # the share the label calls correct. Below this, more than half of what it reinforces is wrong
+    min_precision: float = 0.5
+    # ... or fallen to this share of its baseline (a reward that was right and has stopped being so)
+    min_precision_ratio: float = 0.7
+    # a group in consensus: its majority answer holds at least this share of its samples
+    consensus_share: float = 0.75
+    # spurious consensus with labels: groups in consensus on an answer the label calls wrong, as a
+    # share of the step's labelled groups
+    max_consensus_wrong: float = 0.25
+    # ... without labels: groups in consensus whose proof gate stayed inconclusive, as a share of the
+    # groups the gate was asked about (JURY-RL's gate; other schemes ask none)
+    max_consensus_unproved: float = 0.5
+    # answers without reasoning: samples shorter than short_ratio x the run's median completion
+    # length that still earn more than their group's mean, as a share of the step's samples
+    short_ratio: float = 0.25
+    max_short_rewarded: float = 0.1
+    # length collapse and blow-up: the mean completion length against its baseline
+    min_length_ratio: float = 0.5
+    max_length_ratio: float = 2.0
+    # entropy collapse: the policy's mean token entropy (learner/entropy) against its baseline
+    min_entropy_ratio: float = 0.3
+    # KL acceleration, for each KL the run logs (to the reference, or to the behaviour policy, and
+    # to the run's first policy): the rise of its median over the last `window` steps from the
+    # `window` before at least kl_accel times the rise before that, and at least kl_min_rise (nats
+    # per token): steady drift does not fire, growth that speeds up does. A healthy 30-step run of
+    # the embedded default rose at most 0.03 a window; its KL to the first policy reached 0.1
+    kl_accel: float = 3.0
+    kl_min_rise: float = 0.05
+    # the KL to the run's first policy (learner/initial_kl): the learner keeps a frozen copy of the
+    # starting weights (the reference model, when kl_coef > 0, is that copy) and scores this many of
+    # each step's samples under it, evenly spaced (a no-grad forward of those rows); 0: not measured
+    # (no copy kept)
+    initial_kl_rows: int = 64
+
+    def __post_init__(self):
+        _require(self, *_at_least(self, 1, "window", "baseline_steps"),
+                 *_at_least(self, 0, "initial_kl_rows"),
+                 *((name, 0 <= getattr(self, name) <= 1, "in [0, 1]") for name in (
+                     "min_precision", "min_precision_ratio", "consensus_share", "max_consensus_wrong",
+                     "max_consensus_unproved", "short_ratio", "max_short_rewarded", "min_length_ratio",
+                     "min_entropy_ratio")),
+                 ("consensus_share", self.consensus_share > 0.5, "> 0.5 (a majority)"),
+                 ("max_length_ratio", self.max_length_ratio > 1, "> 1"),
+                 ("kl_accel", self.kl_accel > 1, "> 1 (a rise faster than the one before)"),
+                 ("kl_min_rise", self.kl_min_rise >= 0, ">= 0"))
+
+
 @dataclass(frozen=True)
 class RunConfig:
     # "tiny": build (or reuse) the local tiny model ("tiny-chat": with a chat template; "tiny-chain": the one
@@ -655,6 +717,7 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)  # fields, epochs, shuffling, bad rows, the prompt template
     eval: EvalConfig = field(default_factory=EvalConfig)  # evaluation during training (eval.every)
     wandb: WandbConfig = field(default_factory=WandbConfig)  # tracking: [wandb]: project, entity, mode
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)  # the reward-hacking monitor, on by default
 
     def __post_init__(self):
         positive = ["steps", "batch_groups", "sync_every", "num_generators", "num_verifiers",
