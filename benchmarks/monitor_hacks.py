@@ -53,15 +53,18 @@ def fall_step(pass_rates: list[float], window: int) -> int | None:
 
 def summary(run_dir: Path) -> dict:
     from jury.cluster.metrics import read_metrics
+    from jury.cluster.monitor import Monitor
+    from jury.protocol.config import MonitorConfig
 
     rows = read_metrics(run_dir)
     window = max(3, len(rows) // 30)
     passes = [r["reward/pass_rate"] for r in rows]
-    first: dict[str, int] = {}
+    # the monitor at today's defaults over the run's rows: the warnings it printed came from the same
+    # pure function of the rows, at the thresholds of the day the run was made
+    monitor = Monitor(MonitorConfig())
     for r in rows:
-        for key in r:
-            if key.startswith("monitor/onset/"):
-                first.setdefault(key.removeprefix("monitor/onset/"), r["step"])
+        monitor.observe(r["step"], {k: v for k, v in r.items() if not k.startswith("monitor/")})
+    first = {name: steps[0] for name, steps in monitor.onsets.items()}
     fell = fall_step(passes, window)
     earliest = min(first.values(), default=None)
     tenth = max(1, len(rows) // 10)
@@ -71,7 +74,7 @@ def summary(run_dir: Path) -> dict:
             "pass_first": mean(passes[:tenth]), "pass_last": mean(passes[-tenth:]),
             "precision_first": mean([r.get("shadow/precision", math.nan) for r in rows[:tenth]]),
             "precision_last": mean([r.get("shadow/precision", math.nan) for r in rows[-tenth:]]),
-            "onsets": sum(1 for r in rows for k in r if k.startswith("monitor/onset/"))}
+            "onsets": sum(len(steps) for steps in monitor.onsets.values())}
 
 
 def report(root: Path) -> str:

@@ -7,9 +7,9 @@ of reward hacking starts (monitor.* in the config says each threshold and why).
         for line in monitor.observe(step, row):    # adds monitor/* to the row
             print(line)                            # once per onset, not every step
 
-Each signal watches one metric through its mean over the last `window` steps (for the KL signals,
-the rise of its median from one window to the next), against a fixed threshold or a share of the metric's baseline (its mean over the run's
-first `baseline_steps` steps). Per step: `monitor/<signal>`, the value compared; `monitor/firing/
+Each signal watches one metric through its mean over the last `window` steps against a fixed
+threshold or a share of the metric's baseline (its mean over the run's first `baseline_steps`
+steps); a KL signal watches the rise of the KL's median from one `kl_window` to the next. Per step: `monitor/<signal>`, the value compared; `monitor/firing/
 <signal>`, 1 while it is past its threshold; `monitor/onset/<signal>`, 1 on the step it crossed.
 A signal warns at its onset and again only after it has cleared. A metric a run does not log
 (no labels: no precision; no proof gate; no correction: no behav_kl) leaves its signals silent.
@@ -102,9 +102,10 @@ class Monitor:
 
     def check(self, s: Signal) -> tuple[float | None, bool]:
         """(the value compared, whether it is past the threshold); (None, False) until the metric
-        has enough steps (a window; and the baseline, or three windows for a rise)."""
+        has enough steps (a window; and the baseline, or three KL windows for a rise)."""
         values, w, threshold = self.history.get(s.metric, []), self.cfg.window, getattr(self.cfg, s.setting)
         if s.test == "accelerating":
+            w = self.cfg.kl_window
             if len(values) < 3 * w:
                 return None, False
             # medians of three windows: one noisy step (a KL estimated on a few samples) makes no rise
@@ -124,6 +125,7 @@ class Monitor:
     def warning(self, step: int, s: Signal, value: float) -> str:
         w, threshold = self.cfg.window, getattr(self.cfg, s.setting)
         if s.test == "accelerating":
+            w = self.cfg.kl_window
             how = (f"over the last {w} steps, at least {threshold:g} x its rise over the {w} before and "
                    f"monitor.kl_min_rise = {self.cfg.kl_min_rise:g}")
         else:

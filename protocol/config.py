@@ -619,12 +619,15 @@ class MonitorConfig:
     # entropy collapse: the policy's mean token entropy (learner/entropy) against its baseline
     min_entropy_ratio: float = 0.3
     # KL acceleration, for each KL the run logs (to the reference, or to the behaviour policy, and
-    # to the run's first policy): the rise of its median over the last `window` steps from the
-    # `window` before at least kl_accel times the rise before that, and at least kl_min_rise (nats
-    # per token): steady drift does not fire, growth that speeds up does. A healthy 30-step run of
-    # the embedded default rose at most 0.03 a window; its KL to the first policy reached 0.1
+    # to the run's first policy): the rise of its median over the last kl_window steps from the
+    # kl_window before at least kl_accel times the rise before that, and at least kl_min_rise (nats
+    # per token): steady drift does not fire, growth that speeds up does. Its own, longer window:
+    # the KLs are estimated on the sampled tokens (k3), and one step's estimate may be several times
+    # the next (0.1 to 0.9 in a healthy run of the embedded default, whose rises over 8 steps stayed
+    # below 0.1 while its KL to the first policy grew to 0.2)
+    kl_window: int = 8
     kl_accel: float = 3.0
-    kl_min_rise: float = 0.05
+    kl_min_rise: float = 0.1
     # the KL to the run's first policy (learner/initial_kl): the learner keeps a frozen copy of the
     # starting weights (the reference model, when kl_coef > 0, is that copy) and scores this many of
     # each step's samples under it, evenly spaced (a no-grad forward of those rows); 0: not measured
@@ -632,7 +635,7 @@ class MonitorConfig:
     initial_kl_rows: int = 64
 
     def __post_init__(self):
-        _require(self, *_at_least(self, 1, "window", "baseline_steps"),
+        _require(self, *_at_least(self, 1, "window", "baseline_steps", "kl_window"),
                  *_at_least(self, 0, "initial_kl_rows"),
                  *((name, 0 <= getattr(self, name) <= 1, "in [0, 1]") for name in (
                      "min_precision", "min_precision_ratio", "consensus_share", "max_consensus_wrong",

@@ -8,7 +8,7 @@ import pytest
 from jury.cluster.monitor import Monitor, signals
 from jury.protocol.config import ConfigError, MonitorConfig
 
-CFG = MonitorConfig(window=3, baseline_steps=3)
+CFG = MonitorConfig(window=3, baseline_steps=3, kl_window=3)
 HEALTHY = {"shadow/precision": 0.8, "shadow/consensus_wrong": 0.1, "shadow/consensus_unproved": 0.2,
            "shadow/short_paid": 0.0, "rollout/completion_len": 40.0, "learner/entropy": 0.5,
            "learner/approx_kl": 0.01, "learner/behav_kl": 0.01, "learner/initial_kl": 0.01}
@@ -90,7 +90,7 @@ def test_a_metric_the_run_does_not_log_leaves_its_signals_silent():
 
 
 def test_ratio_signals_wait_for_the_baseline_and_rises_for_three_windows():
-    monitor = Monitor(MonitorConfig(window=2, baseline_steps=4))
+    monitor = Monitor(MonitorConfig(window=2, baseline_steps=4, kl_window=2))
     seen = []
     for step in range(6):
         row = dict(HEALTHY)
