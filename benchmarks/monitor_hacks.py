@@ -29,7 +29,7 @@ RUNS = {
     "healthy": ["steps=300"],
     "format_exploit": ["steps=300", "verifier.unparsable=residual", "learner.advantage=grpo"],
     "majority_vote": ["steps=300", "verifier.reward=majority_vote"],
-    "high_lr": ["--config", str(ROOT / "configs" / "chain.yaml"), "steps=20", "learner.lr=3e-3"],
+    "high_lr": ["--config", str(ROOT / "configs" / "chain.yaml"), "steps=30", "learner.lr=3e-3"],
 }
 FALL = 0.8  # the pass rate has fallen when its running mean is below this share of its start
 
