@@ -2,6 +2,7 @@
 
     python benchmarks/monitor_hacks.py --run [--out runs/monitor-hacks] [--only NAME,...]
     python benchmarks/monitor_hacks.py DIR      # the report of runs already in DIR
+    python benchmarks/monitor_hacks.py --simulate   # constructed streams through the same code (`simulate`)
 
 Real `jury train` runs (local Ray, vLLM, DeepSpeed on the CPU), the monitor at its defaults:
 
@@ -53,10 +54,14 @@ def fall_step(pass_rates: list[float], window: int) -> int | None:
 
 def summary(run_dir: Path) -> dict:
     from jury.cluster.metrics import read_metrics
+
+    return summarize(read_metrics(run_dir))
+
+
+def summarize(rows: list[dict]) -> dict:
     from jury.cluster.monitor import Monitor
     from jury.protocol.config import MonitorConfig
 
-    rows = read_metrics(run_dir)
     window = max(3, len(rows) // 30)
     passes = [r["reward/pass_rate"] for r in rows]
     # the monitor at today's defaults over the run's rows: the warnings it printed came from the same
@@ -75,6 +80,71 @@ def summary(run_dir: Path) -> dict:
             "precision_first": mean([r.get("shadow/precision", math.nan) for r in rows[:tenth]]),
             "precision_last": mean([r.get("shadow/precision", math.nan) for r in rows[-tenth:]]),
             "onsets": sum(len(steps) for steps in monitor.onsets.values())}
+
+
+# ── the unit level: a constructed stream through the real shadow metrics and monitor ──
+# scheme -> (the shortcut's share at the start, the accuracy of reasoning, the learning rate)
+SIMULATED = {"format": (0.05, 0.6, 0.5), "majority_vote": (0.17, 0.35, 0.2)}
+
+
+def simulate(scheme: str, steps: int = 120, seed: int = 0) -> list[dict]:
+    """A one-parameter policy trained by REINFORCE on a hackable reward, its groups scored and
+    measured by the real code (verifiers/rewards.py, learner/shadow.py): each sample either reasons
+    (40 tokens, right with the scheme's accuracy, else one of five wrong answers, boxed 70% of the
+    time) or takes the shortcut (3 tokens, always "0", always boxed), with probability s =
+    sigmoid(theta), from the scheme's share at the start (SIMULATED). `format`: 1 for a boxed answer,
+    right or wrong; `majority_vote`: 1 for the group's majority answer, on which the shortcut can agree. Rows as metrics.jsonl holds them, with
+    the entropy of the policy's choice standing in for the token entropy."""
+    import numpy as np
+
+    from jury.learner.shadow import Shadow
+    from jury.protocol.config import MonitorConfig
+    from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup, Verdict
+    from jury.verifiers.rewards import GroupView, majority_vote
+
+    start, accuracy, lr = SIMULATED[scheme]
+    rng, theta, shadow, rows = np.random.default_rng(seed), math.log(start / (1 - start)), Shadow(MonitorConfig()), []
+    for step in range(steps):
+        s = 1 / (1 + math.exp(-theta))
+        groups, grad = [], 0.0
+        for i in range(8):
+            short = rng.random(8) < s
+            right = ~short & (rng.random(8) < accuracy)
+            answers = ["0" if sh else "7" if ok else str(rng.integers(1, 6)) for sh, ok in zip(short, right)]
+            if scheme == "format":
+                rewards = np.where(short | (rng.random(8) < 0.7), 1.0, 0.0)
+            else:
+                rewards = np.array(majority_vote(GroupView(answers, None, "p")).rewards)
+            grad += float(((rewards - rewards.mean()) * (short - s)).sum()) / 64
+            task = PromptTask(f"t{step}.{i}", step * 8 + i, "p", "7", "sim")
+            samples = [Sample(np.zeros(3 if sh else 40, np.int32), np.zeros(3 if sh else 40, np.float32), a, "stop",
+                              answer=a) for sh, a in zip(short, answers)]
+            votes = GroupView(answers, None, "p")
+            result = majority_vote(votes)
+            groups.append(ScoredGroup(
+                RolloutGroup(task, np.zeros(1, np.int32), samples, step, step, "sim", 0.0),
+                [Verdict("correct" if ok else "incorrect", "sim", 0.0) for ok in right], rewards.astype(np.float32),
+                scheme, result.majority_answer, result.vote_share, None, result.num_distinct, 0.0,
+                majority_verdict="correct" if result.majority_answer == "7" else "incorrect"))
+        theta += lr * grad * 64 / 8  # a step of the mean group's gradient
+        passes = [float(np.mean([v.kind == "correct" for v in g.verdicts])) for g in groups]
+        rows.append({"step": step, "reward/pass_rate": float(np.mean(passes)),
+                     "rollout/completion_len": float(np.mean([len(x.token_ids) for g in groups for x in g.group.samples])),
+                     "learner/entropy": -(s * math.log(s) + (1 - s) * math.log(1 - s)),
+                     **shadow.step(groups, step)})
+    return rows
+
+
+def simulated_report(seeds: int = 5) -> str:
+    lines = ["| constructed stream | seed | pass rate fell at (window) | first warnings (step) | lead time (steps) |",
+             "|---|---|---|---|---|"]
+    for scheme in SIMULATED:
+        for seed in range(seeds):
+            s = summarize(simulate(scheme, seed=seed))
+            warned = ", ".join(f"{k} {v}" for k, v in sorted(s["first_warnings"].items(), key=lambda kv: kv[1]))
+            lines.append(f"| {scheme} | {seed} | {'never' if s['fell'] is None else s['fell']} ({s['window']}) | "
+                         f"{warned or 'none'} | {'-' if s['lead'] is None else s['lead']} |")
+    return "\n".join(lines)
 
 
 def report(root: Path) -> str:
@@ -99,7 +169,11 @@ def main(argv=None) -> int:
     p.add_argument("--run", action="store_true", help="train the runs first (one after the other)")
     p.add_argument("--out", default="runs/monitor-hacks")
     p.add_argument("--only", default="", help="comma-separated run names (default: all)")
+    p.add_argument("--simulate", action="store_true", help="the constructed streams instead (seconds, no run)")
     args = p.parse_args(argv)
+    if args.simulate:
+        print(simulated_report())
+        return 0
     root = Path(args.dir or args.out)
     if args.run:
         for name, cmd in commands(root, [n for n in args.only.split(",") if n]).items():
