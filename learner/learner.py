@@ -126,7 +126,8 @@ class Learner:
         self.shadow = Shadow(self.monitor) if self.monitor and rank == 0 else None
         self.first_policy = None
         if self.shadow and self.monitor.initial_kl_rows:
-            self.first_policy = self.ref_model or copy.deepcopy(model).to(self.device).eval().requires_grad_(False)
+            self.first_policy = self.ref_model if self.ref_model is not None else \
+                copy.deepcopy(model).to(self.device).eval().requires_grad_(False)
         ds_config = deepspeed_config(cfg)
         optimizer_steps = max(1, total_steps) * cfg.minibatches * cfg.epochs
         self.engine, *_ = deepspeed.initialize(
@@ -233,9 +234,10 @@ class Learner:
             return {"learner/skipped_step": 1} if self.rank == 0 else {}
         timers: dict[str, float] = {}
         prox, scored = None, {}
-        if self.first_policy is not None:  # before the update: the rows as the generators sampled them
-            scored["learner/initial_kl"] = initial_kl(self.first_policy, shard.batch, self.monitor.initial_kl_rows,
-                                                      self.sampling)
+        watched = {}  # the monitor's KL to the first policy, before the update: the rows as they were sampled
+        if self.first_policy is not None:
+            watched["learner/initial_kl"] = initial_kl(self.first_policy, shard.batch, self.monitor.initial_kl_rows,
+                                                       self.sampling)
         if shard.scoring is not None:  # self-rewards: scored in one forward with the proximal log-probs
             prox, scored = self._score_on_learner(shard, groups)
         sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, sampling=self.sampling,
@@ -258,6 +260,7 @@ class Learner:
         out.update(self._nonfinite(total["nonfinite_skips"], timers.get("nonfinite", "loss or gradient")))
         out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
         out.update(scored)
+        out.update(watched)
         if self.rank == 0 and self.overlong is not None:
             out.update({f"learner/{k}": v for k, v in self.overlong_metrics.items()})
         return out
