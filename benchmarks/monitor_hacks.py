@@ -11,11 +11,13 @@ Real `jury train` runs (local Ray, vLLM, DeepSpeed on the CPU), the monitor at i
                     std division: not answering pays (docs/results.md, "A reward-design finding")
     majority_vote   plain majority vote on the synthetic task, where the tiny model can agree on a
                     wrong answer
-    high_lr         the chain task (configs/chain.yaml) at learner.lr 3e-3, thirty times its default
+    high_lr         the chain task (configs/chain.yaml) at learner.lr 1e-3, ten times its default
 
 The report, per run: the step each signal first warned, the step the labels' pass rate fell (its
-running mean over `w` steps below FALL x its mean over the run's first `w` steps, w = max(3, steps
-/ 30)), and the lead time: how many steps the first warning came before that fall.
+running mean over `w` steps, w = max(3, steps / 30), below FALL x the highest running mean before:
+a run may first learn and then hack), and the lead time: how many steps before that fall the first
+warning came that started at or after the peak (a warning before it, a reward imprecise from the
+first step, is listed but does not count as foreseeing this fall).
 """
 from __future__ import annotations
 
@@ -30,9 +32,9 @@ RUNS = {
     "healthy": ["steps=300"],
     "format_exploit": ["steps=300", "verifier.unparsable=residual", "learner.advantage=grpo"],
     "majority_vote": ["steps=300", "verifier.reward=majority_vote"],
-    "high_lr": ["--config", str(ROOT / "configs" / "chain.yaml"), "steps=30", "learner.lr=3e-3"],
+    "high_lr": ["--config", str(ROOT / "configs" / "chain.yaml"), "steps=30", "learner.lr=1e-3"],
 }
-FALL = 0.8  # the pass rate has fallen when its running mean is below this share of its start
+FALL = 0.6  # the pass rate has fallen when its running mean is below this share of its peak
 
 
 def commands(out: Path, only: list[str]) -> dict[str, list[str]]:
@@ -40,16 +42,18 @@ def commands(out: Path, only: list[str]) -> dict[str, list[str]]:
                    "progress=false"] for name, overrides in RUNS.items() if not only or name in only}
 
 
-def fall_step(pass_rates: list[float], window: int) -> int | None:
-    """The first step whose pass rate, averaged over the `window` steps up to it, is below FALL x
-    its average over the first `window` steps (None: it never fell so far)."""
-    if len(pass_rates) < 2 * window:
-        return None
-    start = sum(pass_rates[:window]) / window
-    for step in range(2 * window - 1, len(pass_rates)):
-        if sum(pass_rates[step - window + 1:step + 1]) / window < FALL * start:
-            return step
-    return None
+def fall_step(pass_rates: list[float], window: int) -> tuple[int | None, int | None]:
+    """(peak, fall): the first step whose pass rate, averaged over the `window` steps up to it, is
+    below FALL x the highest such average before it, and the step of that highest average (None,
+    None: it never fell so far)."""
+    peak, best = None, -math.inf
+    for step in range(window - 1, len(pass_rates)):
+        mean = sum(pass_rates[step - window + 1:step + 1]) / window
+        if mean < FALL * best:
+            return peak, step
+        if mean > best:
+            peak, best = step, mean
+    return None, None
 
 
 def summary(run_dir: Path) -> dict:
@@ -70,11 +74,12 @@ def summarize(rows: list[dict]) -> dict:
     for r in rows:
         monitor.observe(r["step"], {k: v for k, v in r.items() if not k.startswith("monitor/")})
     first = {name: steps[0] for name, steps in monitor.onsets.items()}
-    fell = fall_step(passes, window)
-    earliest = min(first.values(), default=None)
+    peak, fell = fall_step(passes, window)
+    after_peak = [step for steps in monitor.onsets.values() for step in steps if peak is not None and step >= peak]
+    earliest = min(after_peak, default=None)
     tenth = max(1, len(rows) // 10)
     mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
-    return {"steps": len(rows), "window": window, "first_warnings": first, "fell": fell,
+    return {"steps": len(rows), "window": window, "first_warnings": first, "peak": peak, "fell": fell,
             "lead": fell - earliest if fell is not None and earliest is not None else None,
             "pass_first": mean(passes[:tenth]), "pass_last": mean(passes[-tenth:]),
             "precision_first": mean([r.get("shadow/precision", math.nan) for r in rows[:tenth]]),
@@ -135,20 +140,26 @@ def simulate(scheme: str, steps: int = 120, seed: int = 0) -> list[dict]:
     return rows
 
 
+def _fell(s: dict) -> str:
+    """The peak and fall cell: "peak, fall (window)", or "never (window)"."""
+    when = "never" if s["fell"] is None else f"{s['peak']}, {s['fell']}"
+    return f"{when} ({s['window']})"
+
+
 def simulated_report(seeds: int = 5) -> str:
-    lines = ["| constructed stream | seed | pass rate fell at (window) | first warnings (step) | lead time (steps) |",
+    lines = ["| constructed stream | seed | pass rate peak, fell (window) | first warnings (step) | lead time (steps) |",
              "|---|---|---|---|---|"]
     for scheme in SIMULATED:
         for seed in range(seeds):
             s = summarize(simulate(scheme, seed=seed))
             warned = ", ".join(f"{k} {v}" for k, v in sorted(s["first_warnings"].items(), key=lambda kv: kv[1]))
-            lines.append(f"| {scheme} | {seed} | {'never' if s['fell'] is None else s['fell']} ({s['window']}) | "
+            lines.append(f"| {scheme} | {seed} | {_fell(s)} | "
                          f"{warned or 'none'} | {'-' if s['lead'] is None else s['lead']} |")
     return "\n".join(lines)
 
 
 def report(root: Path) -> str:
-    lines = ["| run | steps | pass rate, first / last tenth | precision, first / last tenth | pass rate fell at "
+    lines = ["| run | steps | pass rate, first / last tenth | precision, first / last tenth | pass rate peak, fell "
              "(window) | first warnings (step) | lead time (steps) | warnings in all |",
              "|---|---|---|---|---|---|---|---|"]
     for name in RUNS:
@@ -158,7 +169,7 @@ def report(root: Path) -> str:
         warned = ", ".join(f"{k} {v}" for k, v in sorted(s["first_warnings"].items(), key=lambda kv: kv[1])) or "none"
         lines.append(f"| {name} | {s['steps']} | {s['pass_first']:.3f} / {s['pass_last']:.3f} | "
                      f"{s['precision_first']:.3f} / {s['precision_last']:.3f} | "
-                     f"{'never' if s['fell'] is None else s['fell']} ({s['window']}) | {warned} | "
+                     f"{_fell(s)} | {warned} | "
                      f"{'-' if s['lead'] is None else s['lead']} | {s['onsets']} |")
     return "\n".join(lines)
 

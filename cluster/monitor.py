@@ -10,8 +10,8 @@ of reward hacking starts (monitor.* in the config says each threshold and why).
 Each signal watches one metric through its mean over the last `window` steps against a fixed
 threshold or a share of the metric's baseline (its mean over the run's first `baseline_steps`
 steps); a KL signal watches the rise of the KL's median from one `kl_window` to the next. Per step: `monitor/<signal>`, the value compared; `monitor/firing/
-<signal>`, 1 while it is past its threshold; `monitor/onset/<signal>`, 1 on the step it crossed.
-A signal warns at its onset and again only after it has cleared. A metric a run does not log
+<signal>`, 1 while it is past its threshold; `monitor/onset/<signal>`, 1 on the step it warned. A
+signal warns when it crosses and again only after `quiet_steps` steps in a row back inside. A metric a run does not log
 (no labels: no precision; no proof gate; no correction: no behav_kl) leaves its signals silent.
 The metrics come from learner/shadow.py (shadow/*) and the learner's step (entropy, the KLs).
 """
@@ -74,7 +74,7 @@ class Monitor:
         self.cfg = cfg
         self.signals = signals(cfg)
         self.history: dict[str, list[float]] = {}  # metric -> its finite values, step after step
-        self.firing: set[str] = set()
+        self.quiet: dict[str, int] = {}            # signal that warned -> steps in a row back inside since
         self.onsets: dict[str, list[int]] = {}     # signal -> the steps it started at
 
     def observe(self, step: int, row: dict) -> list[str]:
@@ -91,13 +91,14 @@ class Monitor:
                 continue
             row[f"monitor/{s.name}"] = value
             row[f"monitor/firing/{s.name}"] = float(past)
-            if past and s.name not in self.firing:
-                self.firing.add(s.name)
+            if past and s.name not in self.quiet:
                 self.onsets.setdefault(s.name, []).append(step)
                 row[f"monitor/onset/{s.name}"] = 1.0
                 lines.append(self.warning(step, s, value))
-            elif not past:
-                self.firing.discard(s.name)
+            if s.name in self.quiet or past:  # a warned signal: cleared after quiet_steps inside
+                self.quiet[s.name] = 0 if past else self.quiet[s.name] + 1
+                if self.quiet[s.name] >= self.cfg.quiet_steps:
+                    del self.quiet[s.name]
         return lines
 
     def check(self, s: Signal) -> tuple[float | None, bool]:

@@ -590,11 +590,16 @@ class MonitorConfig:
     that does not read labels is handed its groups without them, verifiers/schemes.py), as precision
     and recall by staleness bucket, and the signals below, each with its threshold. A signal is
     compared through its mean over the last `window` steps; it warns once when it crosses (one line on
-    the terminal, `monitor/onset/<signal>` in metrics.jsonl) and again only after it has cleared.
+    the terminal, `monitor/onset/<signal>` in metrics.jsonl) and again only after `quiet_steps` steps
+    in a row back inside its threshold.
     Ratios are against the signal's mean over the run's first `baseline_steps` steps."""
 
     enabled: bool = True
     window: int = 3            # steps averaged before a signal is compared with its threshold
+    # a signal that warned warns again only after this many steps in a row back inside its threshold:
+    # with 8 groups a step a share moves by 1/8, and a mean near its threshold would cross it every
+    # few steps (the majority-vote benchmark's precision warned 23 times in 300 steps with 1)
+    quiet_steps: int = 10
     baseline_steps: int = 3    # the run's first steps, the baseline of every ratio below
     # the reward's precision: of the samples it pays above their group's mean (a positive advantage),
     # the share the label calls correct. Below this, more than half of what it reinforces is wrong
@@ -635,7 +640,7 @@ class MonitorConfig:
     initial_kl_rows: int = 64
 
     def __post_init__(self):
-        _require(self, *_at_least(self, 1, "window", "baseline_steps", "kl_window"),
+        _require(self, *_at_least(self, 1, "window", "baseline_steps", "kl_window", "quiet_steps"),
                  *_at_least(self, 0, "initial_kl_rows"),
                  *((name, 0 <= getattr(self, name) <= 1, "in [0, 1]") for name in (
                      "min_precision", "min_precision_ratio", "consensus_share", "max_consensus_wrong",

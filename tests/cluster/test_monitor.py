@@ -66,8 +66,9 @@ def test_the_healthy_stream_trips_nothing_and_every_signal_reports_its_value():
 def test_a_signal_warns_once_per_onset_and_again_after_it_cleared():
     # consensus on wrong answers: up for 4 steps, down for 4, up again: two warnings, not eight
     wrong = [0.1] * 3 + [0.9] * 4 + [0.0] * 4 + [0.9] * 4
-    monitor, rows, lines = _run({"shadow/consensus_wrong": wrong}, steps=len(wrong))
-    # the mean of 3 steps: 0.367 at step 3 (over 0.25), 0.3 at step 8, 0 at steps 9 and 10, 0.3 at step 11
+    monitor, rows, lines = _run({"shadow/consensus_wrong": wrong}, MonitorConfig(quiet_steps=2), steps=len(wrong))
+    # the mean of 3 steps: 0.367 at step 3 (over 0.25), 0.3 at step 8, 0 at steps 9 and 10 (two quiet
+    # steps: cleared), 0.3 at step 11
     assert monitor.onsets == {"spurious_consensus": [3, 11]}
     assert [line.split(":")[1].strip() for line in lines] == ["step 3", "step 11"]
     # nothing before a window's worth of steps
@@ -75,6 +76,15 @@ def test_a_signal_warns_once_per_onset_and_again_after_it_cleared():
     assert lines[0] == ("jury train: step 3: WARNING reward hacking? spurious_consensus: the share of labelled "
                         "groups agreeing (vote share >= 0.75) on an answer the labels call wrong is 0.367 (mean "
                         "of the last 3 steps; above monitor.max_consensus_wrong = 0.25)")
+
+
+def test_a_signal_that_flickers_warns_again_only_after_its_quiet_steps():
+    # one step in four at 0.9: the mean of 3 is 0.3 (past 0.25) three steps, then 0 one step, five times
+    # over; one warning, and the next only after ten quiet steps in a row (steps 22 to 31)
+    wrong = [0.1] * 3 + [0.9, 0.0, 0.0, 0.0] * 5 + [0.0] * 10 + [0.9] * 3
+    monitor, rows, lines = _run({"shadow/consensus_wrong": wrong}, steps=len(wrong))
+    assert [r["monitor/firing/spurious_consensus"] for r in rows[3:11]] == [1, 1, 1, 0, 1, 1, 1, 0]
+    assert monitor.onsets == {"spurious_consensus": [3, 33]} and len(lines) == 2
 
 
 def test_a_metric_the_run_does_not_log_leaves_its_signals_silent():
