@@ -15,9 +15,9 @@ Real `jury train` runs (local Ray, vLLM, DeepSpeed on the CPU), the monitor at i
 
 The report, per run: the step each signal first warned, the step the labels' pass rate fell (its
 running mean over `w` steps, w = max(3, steps / 30), below FALL x the highest running mean before:
-a run may first learn and then hack), and the lead time: how many steps before that fall the first
-warning came that started at or after the peak (a warning before it, a reward imprecise from the
-first step, is listed but does not count as foreseeing this fall).
+a run may first learn and then hack), and two lead times: how many steps before that fall the
+first warning came, and the first that came at or after the peak (a warning long before the peak,
+such as a reward imprecise from its first step, says little about this fall).
 """
 from __future__ import annotations
 
@@ -76,11 +76,12 @@ def summarize(rows: list[dict]) -> dict:
     first = {name: steps[0] for name, steps in monitor.onsets.items()}
     peak, fell = fall_step(passes, window)
     after_peak = [step for steps in monitor.onsets.values() for step in steps if peak is not None and step >= peak]
-    earliest = min(after_peak, default=None)
+    earliest, since_peak = min(first.values(), default=None), min(after_peak, default=None)
     tenth = max(1, len(rows) // 10)
     mean = lambda xs: sum(xs) / len(xs) if xs else math.nan  # noqa: E731
     return {"steps": len(rows), "window": window, "first_warnings": first, "peak": peak, "fell": fell,
             "lead": fell - earliest if fell is not None and earliest is not None else None,
+            "lead_after_peak": fell - since_peak if fell is not None and since_peak is not None else None,
             "pass_first": mean(passes[:tenth]), "pass_last": mean(passes[-tenth:]),
             "precision_first": mean([r.get("shadow/precision", math.nan) for r in rows[:tenth]]),
             "precision_last": mean([r.get("shadow/precision", math.nan) for r in rows[-tenth:]]),
@@ -146,22 +147,27 @@ def _fell(s: dict) -> str:
     return f"{when} ({s['window']})"
 
 
+def _lead(s: dict) -> str:
+    return "-" if s["lead"] is None else f"{s['lead']}, {'-' if s['lead_after_peak'] is None else s['lead_after_peak']}"
+
+
 def simulated_report(seeds: int = 5) -> str:
-    lines = ["| constructed stream | seed | pass rate peak, fell (window) | first warnings (step) | lead time (steps) |",
+    lines = ["| constructed stream | seed | pass rate peak, fell (window) | first warnings (step) | lead time: from the "
+             "first warning, from the first after the peak (steps) |",
              "|---|---|---|---|---|"]
     for scheme in SIMULATED:
         for seed in range(seeds):
             s = summarize(simulate(scheme, seed=seed))
             warned = ", ".join(f"{k} {v}" for k, v in sorted(s["first_warnings"].items(), key=lambda kv: kv[1]))
             lines.append(f"| {scheme} | {seed} | {_fell(s)} | "
-                         f"{warned or 'none'} | {'-' if s['lead'] is None else s['lead']} |")
+                         f"{warned or 'none'} | {_lead(s)} |")
     return "\n".join(lines)
 
 
 def report(root: Path) -> str:
     lines = ["| run | steps | pass rate, first / last tenth | precision, first / last tenth | pass rate peak, fell "
-             "(window) | first warnings (step) | lead time (steps) | warnings in all |",
-             "|---|---|---|---|---|---|---|---|"]
+             "(window) | first warnings (step) | lead time: from the first warning, from the first after the peak "
+             "(steps) | warnings in all |", "|---|---|---|---|---|---|---|---|"]
     for name in RUNS:
         if not (root / name / "metrics.jsonl").is_file():
             continue
@@ -169,8 +175,7 @@ def report(root: Path) -> str:
         warned = ", ".join(f"{k} {v}" for k, v in sorted(s["first_warnings"].items(), key=lambda kv: kv[1])) or "none"
         lines.append(f"| {name} | {s['steps']} | {s['pass_first']:.3f} / {s['pass_last']:.3f} | "
                      f"{s['precision_first']:.3f} / {s['precision_last']:.3f} | "
-                     f"{_fell(s)} | {warned} | "
-                     f"{'-' if s['lead'] is None else s['lead']} | {s['onsets']} |")
+                     f"{_fell(s)} | {warned} | {_lead(s)} | {s['onsets']} |")
     return "\n".join(lines)
 
 

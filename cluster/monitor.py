@@ -66,6 +66,8 @@ def signals(cfg: MonitorConfig) -> list[Signal]:
            "initial_kl": "the KL of the behaviour policy to the run's first policy"}
     out += [Signal(f"kl_accel/{k}", f"learner/{k}", "accelerating", "kl_accel", f"the rise of {what}")
             for k, what in kls.items()]
+    out += [Signal(f"kl_high/{k}", f"learner/{k}", "above", "max_kl", what[0].upper() + what[1:])
+            for k, what in kls.items()]
     return out
 
 

@@ -633,6 +633,11 @@ class MonitorConfig:
     kl_window: int = 8
     kl_accel: float = 3.0
     kl_min_rise: float = 0.1
+    # ... and any of those KLs above this level (its mean over `window` steps, nats per token): a
+    # policy that moved this far broke, whatever the trend (the healthy default's KL to the learner
+    # stayed below 0.005 and to its first policy below 0.7; at learner.lr=1e-3 on the chain task the
+    # first update took the learner's KL to the behaviour policy to 1,271)
+    max_kl: float = 1.0
     # the KL to the run's first policy (learner/initial_kl): the learner keeps a frozen copy of the
     # starting weights (the reference model, when kl_coef > 0, is that copy) and scores this many of
     # each step's samples under it, evenly spaced (a no-grad forward of those rows); 0: not measured
@@ -649,7 +654,7 @@ class MonitorConfig:
                  ("consensus_share", self.consensus_share > 0.5, "> 0.5 (a majority)"),
                  ("max_length_ratio", self.max_length_ratio > 1, "> 1"),
                  ("kl_accel", self.kl_accel > 1, "> 1 (a rise faster than the one before)"),
-                 ("kl_min_rise", self.kl_min_rise >= 0, ">= 0"))
+                 ("kl_min_rise", self.kl_min_rise >= 0, ">= 0"), ("max_kl", self.max_kl > 0, "> 0"))
 
 
 @dataclass(frozen=True)

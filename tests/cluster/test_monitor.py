@@ -42,6 +42,8 @@ CASES = {
     # a KL that grows faster and faster against one that grows at a steady rate
     "kl_accel/initial_kl": ("learner/initial_kl", [0.01 * 2 ** i for i in range(12)], [0.03 * i for i in range(12)]),
     "kl_accel/approx_kl": ("learner/approx_kl", [0.01] * 6 + [0.02, 0.1, 0.3, 0.6, 1.0, 1.5], [0.01] * 12),
+    # one update that broke the policy, against a KL that wanders below the level
+    "kl_high/approx_kl": ("learner/approx_kl", [0.0, 1271.5, 788.3] + [5.0] * 9, [0.01, 0.9, 0.2] * 4),
 }
 
 
