@@ -257,9 +257,9 @@ MONITOR_PANELS = (
 
 
 def plot_monitor(runs: list[Run], path: Path) -> Path:
-    """The reward-hacking monitor (cluster/monitor.py): a panel per signal's metrics against step, a
-    colour per run and a line style per metric, the absolute thresholds dashed (grey), and a dotted
-    vertical line at each warning's onset (in the first panel, named)."""
+    """The reward-hacking monitor (cluster/monitor.py): a panel per signal's metrics against step (a
+    running mean), a colour per run and a line style per metric, the absolute thresholds dashed
+    (grey), and a dotted vertical line at each warning (in the first panel, named when few)."""
     import matplotlib.pyplot as plt
 
     colours = _colours([r.label for r in runs])
@@ -272,9 +272,9 @@ def plot_monitor(runs: list[Run], path: Path) -> Path:
                               else [m])]
             for i, (key, setting) in enumerate(keys):
                 xs, ys = _series(r.rows, "step", key)
-                if xs:
-                    ax.plot(xs, ys, color=colours[r.label], linestyle=styles[i % len(styles)],
-                            label=key if len(runs) == 1 else f"{r.label}: {key}")
+                if xs:  # per-step shares of 8 groups are noisy: a running mean over a thirtieth of the run
+                    ax.plot(xs, running_mean(ys, max(3, len(ys) // 30)), color=colours[r.label],
+                            linestyle=styles[i % len(styles)], label=key if len(runs) == 1 else f"{r.label}: {key}")
         thresholds = {s for _, s in metrics if s}
         for r in runs[:1]:
             for setting in thresholds:
@@ -287,14 +287,14 @@ def plot_monitor(runs: list[Run], path: Path) -> Path:
             ax.legend(fontsize=6)
     first, last = axes.flat[0], axes.flat[-1]
     for r in runs:
-        for row in r.rows:
-            for key in row:
-                if key.startswith("monitor/onset/"):
-                    first.axvline(row["step"], color=colours[r.label], linestyle=":", linewidth=1)
-                    first.annotate(key.removeprefix("monitor/onset/"), (row["step"], 0.02), fontsize=6,
-                                   rotation=90, xycoords=("data", "axes fraction"))
+        onsets = [(row["step"], key.removeprefix("monitor/onset/")) for row in r.rows for key in row
+                  if key.startswith("monitor/onset/")]
+        for step, name in onsets:
+            first.axvline(step, color=colours[r.label], linestyle=":", linewidth=1)
+            if len(onsets) <= 12:  # named while they can be read
+                first.annotate(name, (step, 0.02), fontsize=6, rotation=90, xycoords=("data", "axes fraction"))
     last.axis("off")
-    fig.suptitle("reward-hacking monitor: thresholds dashed, warnings dotted (their signal named)")
+    fig.suptitle("reward-hacking monitor (running means): thresholds dashed, warnings dotted (named when few)")
     return _save(fig, path)
 
 
