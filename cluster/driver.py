@@ -25,7 +25,8 @@ import yaml
 from jury.protocol.config import ConfigError, RunConfig
 from jury.protocol.config_load import dump_config, load_run_config, resume_changes
 from jury.protocol.plan import RunPlan, make_plan
-from jury.cluster.metrics import JsonlFile, MetricsLog, read_jsonl, stage
+from jury.cluster.metrics import JsonlFile, MetricsLog, read_jsonl, read_metrics, stage
+from jury.cluster.monitor import Monitor
 from jury.cluster.errors import Interrupted, RunFailed
 from jury.cluster.evaluation import Evaluator
 from jury.cluster.learner_group import LearnerDied
@@ -159,6 +160,10 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
         summary["startup_s"] = time.time() - t_start
         metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first, trackers=trackers)
         ledger = JsonlFile(run_dir / "ledger.jsonl")
+        monitor = Monitor(cfg.monitor) if cfg.monitor.enabled else None
+        if monitor and state:  # a resumed run's monitor starts from the steps its folder holds
+            for old in read_metrics(run_dir):
+                monitor.observe(old["step"], dict(old))
         pipe.feeder.admit(pipe.version, stop_at=total)
         last, checkpoint_failed = time.perf_counter(), None
         for step in range(first, cfg.steps):
@@ -193,6 +198,9 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
             last = now
             if checkpoint_failed is not None:  # the last save's outcome, in the row after it
                 row["checkpoint/failed"], checkpoint_failed = checkpoint_failed, None
+            if monitor:  # a warning line per signal of reward hacking that starts here
+                for line in monitor.observe(step, row):
+                    metrics.say(line)
             # the row before the checkpoint: a driver killed during the save (the learner may still
             # commit it) must not lose the metrics of a step the checkpoint holds
             metrics.log(step, row)
@@ -200,6 +208,8 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
                 checkpoint_failed = float(save_checkpoint(pipe, run_dir, step + 1) is None)
         summary.update(pipe.role_stats())
         summary.update(data.metrics())
+        if monitor:
+            summary.update(monitor.summary())
         _write_occupancy(pipe, run_dir, metrics.t0)
         # samples whose check ended in "error" (none should, short of pathological answers)
         summary["error_samples"] = sum(v for k, v in summary.items() if k.endswith("/verdict_error"))
@@ -398,8 +408,6 @@ def resume_hint(run_dir: Path) -> str:
 
 
 def _learning_summary(run_dir: Path) -> dict:
-    from jury.cluster.metrics import read_metrics
-
     rows = read_metrics(run_dir)
     if not rows:
         return {}

@@ -67,7 +67,7 @@ class LearnerGroup:
                 overlong=plan.overlong, seed=cfg.seed, device="cpu" if cpu else "cuda",
                 checkpoint=checkpoint, initial_version=initial_version, window_batches=plan.window, slots=plan.slots,
                 admission=plan.admission,
-                rank=rank, master=master, total_steps=cfg.steps))
+                rank=rank, master=master, total_steps=cfg.steps, monitor=cfg.monitor))
         return cls(ranks, pg)
 
     @property

@@ -102,6 +102,10 @@ class MetricsLog:
             f"reward {_fmt(metrics.get('reward/mean'))} pass {_fmt(metrics.get('reward/pass_rate'))} "
             f"stale {_fmt(metrics.get('staleness/mean'), 1)} tok/s {_fmt(metrics.get('perf/tokens_per_s'), 0)}")
 
+    def say(self, line: str):
+        """A line for the person watching the run (stderr), above the progress bar, not through it."""
+        self.bar.write(line, file=sys.stderr)
+
     def close(self):
         self.bar.close()
         self.file.close()

@@ -6,6 +6,9 @@
     eval.png        eval/pass@1, eval/pass@k and eval/distinct_answers against step (runs with eval.every)
     offpolicy.png   the importance weights' ESS, the clipped, truncated and masked token shares and the
                     learner-behaviour KL against step (runs with learner.correction other than none)
+    monitor.png     the reward-hacking monitor (runs with it on): the reward's precision and recall
+                    against the labels (overall and by staleness), consensus, short paid answers,
+                    length, entropy and the KLs against step, thresholds dashed, each warning's onset
 
 Runs are told apart by the config keys whose values differ between them (read from
 each folder's config.yaml); runs that differ only in their seed share a label and a
@@ -234,7 +237,65 @@ def plot_runs(paths: list, out: str | Path) -> list[Path]:
         files.append(plot_eval(runs, out / "eval.png"))
     if any("learner/is_ess" in row for r in runs for row in r.rows):
         files.append(plot_offpolicy(runs, out / "offpolicy.png"))
+    if any("shadow/precision" in row for r in runs for row in r.rows):
+        files.append(plot_monitor(runs, out / "monitor.png"))
     return files
+
+
+# the monitor's panels: (title, [(metric, the monitor.* setting of its absolute threshold or None)])
+MONITOR_PANELS = (
+    ("reward vs labels", [("shadow/precision", "min_precision"), ("shadow/recall", None),
+                          ("reward/pass_rate", None)]),
+    ("precision by staleness", [("shadow/precision/stale*", "min_precision")]),
+    ("consensus", [("shadow/consensus", None), ("shadow/consensus_wrong", "max_consensus_wrong"),
+                   ("shadow/consensus_unproved", "max_consensus_unproved")]),
+    ("answers without reasoning", [("shadow/short_paid", "max_short_rewarded")]),
+    ("length", [("rollout/completion_len", None), ("shadow/median_len", None)]),
+    ("entropy", [("learner/entropy", None)]),
+    ("KL", [("learner/approx_kl", None), ("learner/behav_kl", None), ("learner/initial_kl", None)]),
+)
+
+
+def plot_monitor(runs: list[Run], path: Path) -> Path:
+    """The reward-hacking monitor (cluster/monitor.py): a panel per signal's metrics against step (a
+    running mean), a colour per run and a line style per metric, the absolute thresholds dashed
+    (grey), and a dotted vertical line at each warning (in the first panel, named when few)."""
+    import matplotlib.pyplot as plt
+
+    colours = _colours([r.label for r in runs])
+    styles = ("-", "--", ":", "-.")
+    fig, axes = plt.subplots(2, 4, figsize=(20, 8))
+    for ax, (title, metrics) in zip(axes.flat, MONITOR_PANELS):
+        for r in runs:
+            keys = [(k, setting) for m, setting in metrics
+                    for k in (sorted({k for row in r.rows for k in row if k.startswith(m[:-1])}) if m.endswith("*")
+                              else [m])]
+            for i, (key, setting) in enumerate(keys):
+                xs, ys = _series(r.rows, "step", key)
+                if xs:  # per-step shares of 8 groups are noisy: a running mean over a thirtieth of the run
+                    ax.plot(xs, running_mean(ys, max(3, len(ys) // 30)), color=colours[r.label],
+                            linestyle=styles[i % len(styles)], label=key if len(runs) == 1 else f"{r.label}: {key}")
+        thresholds = {s for _, s in metrics if s}
+        for r in runs[:1]:
+            for setting in thresholds:
+                if _finite(r.config.get(f"monitor.{setting}")):
+                    ax.axhline(r.config[f"monitor.{setting}"], color="grey", linestyle="--", linewidth=1)
+        ax.set_title(title)
+        ax.set_xlabel("learner step")
+        ax.grid(alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=6)
+    first, last = axes.flat[0], axes.flat[-1]
+    for r in runs:
+        onsets = [(row["step"], key.removeprefix("monitor/onset/")) for row in r.rows for key in row
+                  if key.startswith("monitor/onset/")]
+        for step, name in onsets:
+            first.axvline(step, color=colours[r.label], linestyle=":", linewidth=1)
+            if len(onsets) <= 12:  # named while they can be read
+                first.annotate(name, (step, 0.02), fontsize=6, rotation=90, xycoords=("data", "axes fraction"))
+    last.axis("off")
+    fig.suptitle("reward-hacking monitor (running means): thresholds dashed, warnings dotted (named when few)")
+    return _save(fig, path)
 
 
 OFF_POLICY_PANELS = ("learner/is_ess", "learner/clip_frac", "learner/tis_frac", "learner/mask_frac", "learner/behav_kl")

@@ -19,6 +19,7 @@ same as a plain synchronous loop.
 """
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import socket
@@ -35,12 +36,13 @@ from jury.learner.self_rewards import (Scoring, group_rewards, plan_scoring, rew
                                       shaped_group_rewards)
 from jury.learner.inbox import ScoredInbox
 from jury.learner.ledger import batch_result
+from jury.learner.shadow import Shadow, initial_kl
 from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
 from jury.learner.errors import TrainingStopped
 from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pass, step_stats, train_shard
 from jury.learner.weight_sender import WeightSender, drop_tied
-from jury.protocol.config import LearnerConfig
+from jury.protocol.config import LearnerConfig, MonitorConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
 from jury.protocol.plan import Admission, LearnerReward, Overlong, Sampling, Slots
 from jury.protocol.record import write_record
@@ -84,9 +86,10 @@ class Learner:
                  seed: int = 0, device: str = "cpu", checkpoint: str | None = None,
                  initial_version: int = 0, window_batches: int = 2, slots: Slots | None = None,
                  admission: Admission | None = None, rank: int = 0,
-                 master: tuple[str, int] | None = None, total_steps: int = 0):
+                 master: tuple[str, int] | None = None, total_steps: int = 0, monitor: MonitorConfig | None = None):
         """`master`: rank 0's address and port for the learner's process group (None: this machine,
-        one rank). `total_steps`: the run's learner steps, the length of the learning-rate schedule."""
+        one rank). `total_steps`: the run's learner steps, the length of the learning-rate schedule.
+        `monitor`: the reward-hacking monitor's settings (its shadow metrics are taken on rank 0)."""
         import deepspeed
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -119,6 +122,14 @@ class Learner:
         if cfg.kl_coef > 0:
             self.ref_model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self.device).eval()
             self.ref_model.requires_grad_(False)
+        # the monitor's shadow metrics and its KL to the first policy (rank 0): the reference model is
+        # that policy where there is one, else a frozen copy of the starting weights
+        self.monitor = monitor if monitor is not None and monitor.enabled else None
+        self.shadow = Shadow(self.monitor) if self.monitor and rank == 0 else None
+        self.first_policy = None
+        if self.shadow and self.monitor.initial_kl_rows:
+            self.first_policy = self.ref_model if self.ref_model is not None else \
+                copy.deepcopy(model).to(self.device).eval().requires_grad_(False)
         ds_config = deepspeed_config(cfg)
         optimizer_steps = max(1, total_steps) * cfg.minibatches * cfg.epochs
         self.engine, *_ = deepspeed.initialize(
@@ -202,6 +213,8 @@ class Learner:
         result = batch_result(groups, step, t_train, self.inbox.arrived) if groups else StepResult(step)
         result.dropped = dropped
         result.metrics.update(metrics)
+        if self.shadow and groups:  # after training: self-rewards are scored into the groups by then
+            result.metrics.update(self.shadow.step(groups, step))
         if self.slots.refills:
             result.metrics.update(self.fill_metrics)
         result.metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
@@ -232,6 +245,10 @@ class Learner:
             return {"learner/skipped_step": 1} if self.rank == 0 else {}
         timers: dict[str, float] = {}
         prox, scored = None, {}
+        watched = {}  # the monitor's KL to the first policy, before the update: the rows as they were sampled
+        if self.first_policy is not None:
+            watched["learner/initial_kl"] = initial_kl(self.first_policy, shard.batch, self.monitor.initial_kl_rows,
+                                                       self.sampling)
         if shard.scoring is not None:  # self-rewards: scored in one forward with the proximal log-probs
             prox, scored = self._score_on_learner(shard, groups)
         sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, sampling=self.sampling,
@@ -254,6 +271,7 @@ class Learner:
         out.update(self._nonfinite(total["nonfinite_skips"], timers.get("nonfinite", "loss or gradient")))
         out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
         out.update(scored)
+        out.update(watched)
         if self.rank == 0 and self.overlong is not None:
             out.update({f"learner/{k}": v for k, v in self.overlong_metrics.items()})
         return out

@@ -582,6 +582,81 @@ class WandbConfig:
         _require(self, _one_of(self, "mode"), ("project", bool(self.project.strip()), "not empty"))
 
 
+# ── the reward-hacking monitor (monitor.*; learner/shadow.py, cluster/monitor.py) ──
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Watches a run for reward hacking while it goes. Per step, whatever the reward scheme: the
+    training reward's agreement with the dataset's labels where they exist (a shadow metric: a scheme
+    that does not read labels is handed its groups without them, verifiers/schemes.py), as precision
+    and recall by staleness bucket, and the signals below, each with its threshold. A signal is
+    compared through its mean over the last `window` steps; it warns once when it crosses (one line on
+    the terminal, `monitor/onset/<signal>` in metrics.jsonl) and again only after `quiet_steps` steps
+    in a row back inside its threshold.
+    Ratios are against the signal's mean over the run's first `baseline_steps` steps."""
+
+    enabled: bool = True
+    window: int = 3            # steps averaged before a signal is compared with its threshold
+    # a signal that warned warns again only after this many steps in a row back inside its threshold:
+    # with 8 groups a step a share moves by 1/8, and a mean near its threshold would cross it every
+    # few steps (the majority-vote benchmark's precision warned 23 times in 300 steps with 1)
+    quiet_steps: int = 10
+    baseline_steps: int = 3    # the run's first steps, the baseline of every ratio below
+    # the reward's precision: of the samples it pays above their group's mean (a positive advantage),
+    # the share the label calls correct. Below this, more than half of what it reinforces is wrong
+    min_precision: float = 0.5
+    # ... or fallen to this share of its baseline (a reward that was right and has stopped being so)
+    min_precision_ratio: float = 0.7
+    # a group in consensus: its majority answer holds at least this share of its samples
+    consensus_share: float = 0.75
+    # spurious consensus with labels: groups in consensus on an answer the label calls wrong, as a
+    # share of the step's labelled groups
+    max_consensus_wrong: float = 0.25
+    # ... without labels: groups in consensus whose proof gate stayed inconclusive, as a share of the
+    # groups the gate was asked about (JURY-RL's gate; other schemes ask none)
+    max_consensus_unproved: float = 0.5
+    # answers without reasoning: samples shorter than short_ratio x the run's median completion
+    # length that still earn more than their group's mean, as a share of the step's samples
+    short_ratio: float = 0.25
+    max_short_rewarded: float = 0.1
+    # length collapse and blow-up: the mean completion length against its baseline
+    min_length_ratio: float = 0.5
+    max_length_ratio: float = 2.0
+    # entropy collapse: the policy's mean token entropy (learner/entropy) against its baseline
+    min_entropy_ratio: float = 0.3
+    # KL acceleration, for each KL the run logs (to the reference, or to the behaviour policy, and
+    # to the run's first policy): the rise of its median over the last kl_window steps from the
+    # kl_window before at least kl_accel times the rise before that, and at least kl_min_rise (nats
+    # per token): steady drift does not fire, growth that speeds up does. Its own, longer window:
+    # the KLs are estimated on the sampled tokens (k3), and one step's estimate may be several times
+    # the next (0.1 to 0.9 in a healthy run of the embedded default, whose rises over 8 steps stayed
+    # below 0.1 while its KL to the first policy grew to 0.2)
+    kl_window: int = 8
+    kl_accel: float = 3.0
+    kl_min_rise: float = 0.1
+    # ... and any of those KLs above this level (its mean over `window` steps, nats per token): a
+    # policy that moved this far broke, whatever the trend (the healthy default's KL to the learner
+    # stayed below 0.005 and to its first policy below 0.7; at learner.lr=1e-3 on the chain task the
+    # first update took the learner's KL to the behaviour policy to 1,271)
+    max_kl: float = 1.0
+    # the KL to the run's first policy (learner/initial_kl): the learner keeps a frozen copy of the
+    # starting weights (the reference model, when kl_coef > 0, is that copy) and scores this many of
+    # each step's samples under it, evenly spaced (a no-grad forward of those rows); 0: not measured
+    # (no copy kept)
+    initial_kl_rows: int = 64
+
+    def __post_init__(self):
+        _require(self, *_at_least(self, 1, "window", "baseline_steps", "kl_window", "quiet_steps"),
+                 *_at_least(self, 0, "initial_kl_rows"),
+                 *((name, 0 <= getattr(self, name) <= 1, "in [0, 1]") for name in (
+                     "min_precision", "min_precision_ratio", "consensus_share", "max_consensus_wrong",
+                     "max_consensus_unproved", "short_ratio", "max_short_rewarded", "min_length_ratio",
+                     "min_entropy_ratio")),
+                 ("consensus_share", self.consensus_share > 0.5, "> 0.5 (a majority)"),
+                 ("max_length_ratio", self.max_length_ratio > 1, "> 1"),
+                 ("kl_accel", self.kl_accel > 1, "> 1 (a rise faster than the one before)"),
+                 ("kl_min_rise", self.kl_min_rise >= 0, ">= 0"), ("max_kl", self.max_kl > 0, "> 0"))
+
+
 @dataclass(frozen=True)
 class RunConfig:
     # "tiny": build (or reuse) the local tiny model ("tiny-chat": with a chat template; "tiny-chain": the one
@@ -666,6 +741,7 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)  # fields, epochs, shuffling, bad rows, the prompt template
     eval: EvalConfig = field(default_factory=EvalConfig)  # evaluation during training (eval.every)
     wandb: WandbConfig = field(default_factory=WandbConfig)  # tracking: [wandb]: project, entity, mode
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)  # the reward-hacking monitor, on by default
 
     def __post_init__(self):
         positive = ["steps", "batch_groups", "sync_every", "num_generators", "num_verifiers",

@@ -260,7 +260,7 @@ RESUMABLE = (
     "generator.gpu_memory_utilization", "generator.num_cpus", "generator.num_gpus", "generator.resources",
     "verifier.pool_workers", "verifier.check_timeout_s", "verifier.cache_size", "verifier.num_cpus",
     "verifier.resources", "verifier.llm_num_gpus", "verifier.llm_gpu_memory_utilization",
-    "eval.", "wandb.",
+    "eval.", "wandb.", "monitor.",
 )
 
 

@@ -126,6 +126,9 @@ class ScoredGroup:
     # "learner": the scheme needs the policy's full distribution (self_certainty, entropy); the
     # rewards here are a placeholder and the learner scores the group in its forward
     scored_on: Literal["verifier", "learner"] = "verifier"
+    # the label check's verdict on the majority answer (a sample of it): a shadow fact for the
+    # reward-hacking monitor (spurious consensus), never read by a reward. None: no label or no majority
+    majority_verdict: VerdictKind | None = None
 
 
 @dataclass

@@ -12,6 +12,11 @@ what that function needs from outside the group: the proof gate (JURY-RL), the T
 model, the LLM judge and the LLM teacher with the run's label checker (llm_rewards.py),
 DeRL's judge (derl/scorer.py, which wraps the run's scheme). A scheme's counts for
 one group go in `RewardResult.counts`, named as metrics; the learner sums them per step.
+
+Only the schemes in READS_LABEL see the dataset's label. Every other one is built `Blind`: it
+is handed each group with the label taken off its task and the label check's verdicts out of
+its view, so the label (which the worker still checks, as a shadow metric: the pass rate, the
+reward-hacking monitor's precision and recall) cannot reach its rewards, whatever its code does.
 """
 from __future__ import annotations
 
@@ -44,6 +49,28 @@ class Scheme(Protocol):
     def close(self) -> None:
         """Release what it owns (a proof gate's processes)."""
         ...
+
+
+# the schemes whose reward is a function of the dataset's label (README, Reward schemes: "reads the label")
+READS_LABEL = frozenset({"ground_truth", "tinyv"})
+
+
+class Blind:
+    """A scheme that must not read the label, handed each group without it: the task's label is
+    None and the view has no verdicts, as for a dataset without labels."""
+
+    def __init__(self, inner: Scheme):
+        self.inner = inner
+
+    def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
+        unlabelled = replace(group, task=replace(group.task, label=None))
+        return self.inner.score(unlabelled, replace(view, verdicts=None))
+
+    def stats(self) -> dict[str, float]:
+        return self.inner.stats()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class Pure:
@@ -140,9 +167,16 @@ class TinyV:
 
 def make_scheme(cfg: VerifierConfig, *, gate: ProofGate | None = None, llm: LLMClient | None = None,
                 checker: LabelChecker | None = None, template: str = "{problem}\n") -> Scheme:
-    """The run's scheme from verifier.reward. `llm`: the client of the scheme's LLM role (TinyV, the
-    judge, the teacher); `checker`: the run's label checker; `template`: the run's prompt template
-    (data.template, with {problem}), in which the teacher is shown a problem."""
+    """The run's scheme from verifier.reward, blind to the label unless it reads it (READS_LABEL).
+    `llm`: the client of the scheme's LLM role (TinyV, the judge, the teacher); `checker`: the run's
+    label checker; `template`: the run's prompt template (data.template, with {problem}), in which
+    the teacher is shown a problem."""
+    scheme = _scheme(cfg, gate=gate, llm=llm, checker=checker, template=template)
+    return scheme if cfg.reward in READS_LABEL else Blind(scheme)
+
+
+def _scheme(cfg: VerifierConfig, *, gate: ProofGate | None, llm: LLMClient | None, checker: LabelChecker | None,
+            template: str) -> Scheme:
     if cfg.reward == "jury":
         return Jury(gate, cfg.fallback, cfg.reszero_c, cfg.unparsable)
     if cfg.reward == "tinyv":

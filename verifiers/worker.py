@@ -135,11 +135,15 @@ class VerifierWorker:
         )
         result = self.scheme.score(group, view)
         correct = sum(v.kind == "correct" for v in verdicts)
+        # a shadow fact for the monitor (spurious consensus), after the scheme has scored
+        majority = next((v.kind for key, v in zip(view.answer_keys, verdicts)
+                         if label is not None and key is not None and key == result.majority_answer), None)
         return ScoredGroup(group=group, verdicts=verdicts, rewards=np.asarray(result.rewards, np.float32),
                            scheme=result.scheme, majority_answer=result.majority_answer,
                            vote_share=result.vote_share, gate=result.gate, num_distinct=result.num_distinct,
                            verify_s=0.0, worker_id=self.worker_id, counts=dict(result.counts), scored_on=result.scored_on,
-                           pass_rate=correct / len(verdicts) if verdicts and label is not None else float("nan"))
+                           pass_rate=correct / len(verdicts) if verdicts and label is not None else float("nan"),
+                           majority_verdict=majority)
 
     # ── control ──
     def stats(self) -> dict:

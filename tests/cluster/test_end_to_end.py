@@ -110,3 +110,7 @@ def test_self_certainty_is_scored_by_the_learner_in_its_forward(tiny_model_path,
     ledger = [json.loads(line) for line in open(tmp_path / "ledger.jsonl")]
     # a group with no extracted answer at all is flat at 0 (no answer never pays), the others positive
     assert len(ledger) == 4 and all(e["reward"] >= 0 for e in ledger) and any(e["reward"] > 0 for e in ledger)
+    # the monitor's shadow metrics (taken after the learner scored the groups) and its KL to the first
+    # policy, every step of a run whose rewards the learner scores
+    assert all("shadow/precision" in r and "shadow/short_paid" in r for r in rows)
+    assert all(r["learner/initial_kl"] >= 0 for r in rows)

@@ -144,3 +144,21 @@ def test_offpolicy_plot_only_for_runs_with_a_correction(tmp_path):
     # the corrected run's line is drawn in its colour; the uncorrected run has no off-policy metrics
     assert _tab10(0) in _colours(files[-1])
     assert "offpolicy.png" not in [f.name for f in plots.plot_runs([root / "b"], tmp_path / "out2")]
+
+
+def test_monitor_plot_for_runs_with_the_monitor(tmp_path):
+    run = _write_run(tmp_path / "run", [])
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    with open(run / "metrics.jsonl", "w") as f:
+        for r in rows:
+            extra = {"shadow/precision": 0.9 - 0.1 * r["step"], "shadow/recall": 0.8,
+                     "shadow/precision/stale0": 0.9, "shadow/precision/stale1": 0.7 - 0.1 * r["step"],
+                     "shadow/consensus": 0.2, "shadow/consensus_wrong": 0.05 * r["step"], "shadow/short_paid": 0.0,
+                     "rollout/completion_len": 40.0, "learner/entropy": 0.5, "learner/initial_kl": 0.01 * r["step"]}
+            if r["step"] == 4:
+                extra["monitor/onset/precision_low"] = 1.0
+            f.write(json.dumps({**r, **extra}) + "\n")
+    files = plots.plot_runs([run], tmp_path / "out")
+    assert [f.name for f in files][-1] == "monitor.png" and _png_size(files[-1]) == (2000, 800)
+    bare = _write_run(tmp_path / "bare", [])  # a run from before the monitor: no panel of it
+    assert "monitor.png" not in [f.name for f in plots.plot_runs([bare], tmp_path / "out2")]
