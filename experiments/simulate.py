@@ -1,0 +1,323 @@
+"""`jury simulate`: a discrete-event model of the pipeline (SimPy), to plan a run before renting it.
+
+    jury simulate --config configs/chain.yaml [--costs configs/sim-costs.yaml]
+                  [--calibration runs/bench-DIR] [--out DIR] [key=value ...] [costs.a.b=value ...]
+
+It runs the loop the driver runs (cluster/driver.py), with time taken from the stage costs
+(experiments/sim_costs.py) instead of from engines:
+
+    feeder     admits up to (v + window)·B tasks (+ one per dropped group) at generator version v,
+               the run plan's window (protocol/plan.py); forced staleness holds task i back until
+               version b - k_i, with the feeder's own draw (cluster/feeder.py: draw_staleness)
+    generator  an engine in decode steps: every running sequence gets one token per step, the step
+               takes Generation.decode_step_s(running); a group starts while it has fewer than
+               max_tasks_in_flight groups and its G sequences fit under max_num_seqs
+    verifier   num_verifiers workers, first come first served, G·check_s + gate_s per group
+    learner    batch s = indices [s·B, (s+1)·B) (admission: batch) or the first B scored (continuous,
+               dropping groups past max_staleness under over_budget=drop), then the step's time
+    sync       every sync_every steps: the generators stop taking tasks and drain (wait for their
+               groups), interrupt (abort them, to start again on the new weights) or pause
+               (inflight: their groups go on afterwards); then the sync's own time; version = step + 1
+
+Settings it does not model are refused by name (`unmodelled`). Every random draw is a pure function
+of (seed, task index), so a run is the same for a seed whatever the order events happen in.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+import simpy
+
+from jury.cluster.feeder import draw_staleness
+from jury.experiments.sim_costs import Costs
+from jury.protocol.config import ConfigError, RunConfig
+from jury.protocol.plan import RunPlan, make_plan
+
+WARMUP_STEPS = 2  # as `jury bench` (experiments/bench.py): throughput is timed after the first two steps
+
+
+def unmodelled(cfg: RunConfig, plan: RunPlan) -> list[str]:
+    """The settings of this config the model does not have, by name (empty: it can be simulated)."""
+    out = []
+    if cfg.dynamic_sampling:
+        out.append("dynamic_sampling (refills)")
+    if plan.faults:
+        out.append("faults")
+    if cfg.derl.enabled:
+        out.append("derl.enabled")
+    if cfg.eval.every:
+        out.append("eval.every")
+    if cfg.checkpoint_every:
+        out.append("checkpoint_every")
+    gate_roles = {"formalizer", "checker", "prover"}  # the Lean gate's servers: in costs.verifier.gate_s
+    out += [f"verifier LLM role {r}" for r in plan.role_models if r not in gate_roles]
+    return out
+
+
+@dataclass
+class Group:
+    """One task's journey: what the ledger records of it."""
+
+    index: int
+    lengths: list[int]
+    version_start: int = -1
+    version_end: int = -1
+    step: int = -1
+    remaining: list[int] = field(default_factory=list)  # tokens still to generate per sample
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.lengths)
+
+
+class Engine:
+    """One generator: continuous batching in decode steps (vLLM's scheduler, without preemption)."""
+
+    def __init__(self, sim: "Simulation", name: str):
+        self.sim, self.name = sim, name
+        self.running: list[Group] = []
+        self.retry: deque[Group] = deque()  # interrupted: first in line on the new weights
+        self.open, self.pausing, self.aborting = True, False, False
+        self.version = 0
+        self.busy_s = 0.0
+        self.wake: simpy.Event | None = None
+        self.stopped: simpy.Event | None = None  # triggered when a drain/abort/pause has taken hold
+        sim.env.process(self.loop())
+
+    def poke(self):
+        if self.wake is not None and not self.wake.triggered:
+            self.wake.succeed()
+
+    def _start_groups(self) -> int:
+        g = self.sim.cfg.generator
+        started = 0
+        while self.open and len(self.running) < g.max_tasks_in_flight:
+            queue = self.retry or self.sim.ready
+            if not queue or self.sequences() + len(queue[0].lengths) > g.max_num_seqs and self.running:
+                break
+            group = queue.popleft()
+            group.version_start, group.remaining = self.version, list(group.lengths)
+            self.running.append(group)
+            started += 1
+        return started
+
+    def sequences(self) -> int:
+        return sum(1 for grp in self.running for r in grp.remaining if r > 0)
+
+    def loop(self):
+        costs = self.sim.costs.generation
+        while True:
+            if self.aborting:  # interrupt: what ran is lost; the tasks start again after the sync
+                self.retry.extend(self.running)
+                self.running = []
+            started = self._start_groups() if not self.pausing else 0
+            if self.pausing or not self.running:
+                if self.stopped is not None and not self.stopped.triggered:
+                    self.stopped.succeed()
+                self.wake = self.sim.env.event()
+                yield self.wake
+                continue
+            dt = costs.decode_step_s(self.sequences()) + costs.prefill_s * started
+            yield self.sim.env.timeout(dt)
+            self.busy_s += dt
+            for grp in list(self.running):
+                grp.remaining = [max(0, r - 1) for r in grp.remaining]
+                if not any(grp.remaining):
+                    grp.version_end = self.version
+                    self.running.remove(grp)
+                    self.sim.env.process(self.sim.verify(grp))
+
+    def stop_for_sync(self, mode: str) -> simpy.Event:
+        """Stop taking tasks; the event fires once the mode's condition holds (drain: no group left)."""
+        self.open = False
+        self.pausing = mode == "inflight"
+        self.aborting = mode == "interrupt"
+        self.stopped = self.sim.env.event()
+        self.poke()
+        return self.stopped
+
+    def resume(self, version: int):
+        self.version, self.open, self.pausing, self.aborting = version, True, False, False
+        self.stopped = None
+        self.poke()
+
+
+class Simulation:
+    def __init__(self, cfg: RunConfig, costs: Costs):
+        self.plan = make_plan(cfg)
+        refused = unmodelled(cfg, self.plan)
+        if refused:
+            raise ConfigError(f"jury simulate does not model: {', '.join(refused)}")
+        self.cfg, self.costs = cfg, costs
+        self.env = simpy.Environment()
+        self.B = cfg.batch_groups
+        self.ready: deque[Group] = deque()        # sent by the feeder, not taken by an engine yet
+        self.held: dict[int, Group] = {}          # forced staleness: admitted, not released
+        self.pending: dict[int, Group] = {}       # admitted, not trained or dropped
+        self.admitted, self.dropped = 0, 0
+        self.inbox: dict[int, tuple[float, Group]] = {}  # scored, at the learner: index -> (arrival, group)
+        self.arrival: simpy.Event = self.env.event()
+        self.version = 0
+        self.verifiers = simpy.Resource(self.env, capacity=cfg.num_verifiers)
+        self.verify_busy_s = 0.0
+        self.engines = [Engine(self, f"generator{i}") for i in range(cfg.num_generators)]
+        self.trained: list[Group] = []
+        self.steps: list[dict] = []  # per step: end time, wait_s, train_s, sync_s
+
+    # ── feeder ──
+    def limit(self) -> int:
+        return (self.version + self.plan.window) * self.B + self.dropped
+
+    def admit(self):
+        total = self.cfg.steps * self.B + self.dropped
+        g = self.cfg.generator
+        while self.admitted < min(self.limit(), total):
+            i = self.admitted
+            rng = random.Random(f"{self.cfg.seed}/lengths/{i}")
+            group = Group(i, self.costs.generation.lengths.draw(rng, g.group_size, g.max_new_tokens))
+            self.pending[i] = group
+            if self.plan.forced:
+                self.held[i] = group
+            else:
+                self.ready.append(group)
+            self.admitted += 1
+        for i in sorted(i for i in self.held if self.release_version(i) <= self.version):
+            self.ready.append(self.held.pop(i))
+        for e in self.engines:
+            e.poke()
+
+    def release_version(self, index: int) -> int:
+        return max(0, index // self.B - draw_staleness(self.plan.forced, self.cfg.seed, index))
+
+    # ── verifier ──
+    def verify(self, group: Group):
+        with self.verifiers.request() as req:
+            yield req
+            dt = len(group.lengths) * self.costs.verifier.check_s + self.costs.verifier.gate_s
+            yield self.env.timeout(dt)
+            self.verify_busy_s += dt
+        self.inbox[group.index] = (self.env.now, group)
+        if not self.arrival.triggered:
+            self.arrival.succeed()
+
+    def _until(self, condition):
+        while not condition():
+            self.arrival = self.env.event()
+            yield self.arrival
+
+    # ── learner and driver ──
+    def take_batch(self, step: int):
+        """Batch `step`'s groups out of the inbox (dropping, under continuous admission, the stale)."""
+        adm = self.plan.admission
+        if not adm.continuous:
+            indices = range(step * self.B, (step + 1) * self.B)
+            yield from self._until(lambda: all(i in self.inbox for i in indices))
+            return [self.inbox.pop(i)[1] for i in indices], []
+        dropped: list[int] = []
+
+        def ready():
+            if adm.drop_stale:
+                stale = [i for i, (_, grp) in self.inbox.items() if step - grp.version_start > adm.max_staleness]
+                for i in stale:
+                    del self.inbox[i]
+                    del self.pending[i]
+                dropped.extend(stale)
+                if stale:  # new tasks take their places (the driver admits them once told)
+                    self.dropped += len(stale)
+                    self.admit()
+            return len(self.inbox) >= self.B
+
+        yield from self._until(ready)
+        first = sorted(self.inbox, key=lambda i: (self.inbox[i][0], i))[: self.B]
+        return [self.inbox.pop(i)[1] for i in first], dropped
+
+    def train_s(self, batch: list[Group]) -> float:
+        c, lc = self.costs.learner, self.cfg.learner
+        return c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s / lc.num_ranks
+
+    def sync(self):
+        """Every engine stops as its mode says, then the weights move; the version is bumped after."""
+        mode = self.cfg.generator.sync_mode
+        yield simpy.AllOf(self.env, [e.stop_for_sync(mode) for e in self.engines])
+        yield self.env.timeout(self.costs.sync.seconds(self.cfg.bucket_mb))
+
+    def driver(self):
+        cfg = self.cfg
+        self.admit()
+        for step in range(cfg.steps):
+            t0 = self.env.now
+            batch, dropped = yield from self.take_batch(step)
+            t1 = self.env.now
+            yield self.env.timeout(self.train_s(batch))
+            for g in batch:
+                g.step = step
+                self.pending.pop(g.index, None)
+            self.trained += batch
+            t2 = self.env.now
+            if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
+                if self.plan.forced:  # the version moves on only once its released tasks are back
+                    released = [i for i in self.pending if self.release_version(i) == self.version]
+                    yield from self._until(lambda: all(i in self.inbox for i in released))
+                yield from self.sync()
+                self.version = step + 1
+                for e in self.engines:
+                    e.resume(self.version)
+            self.admit()
+            self.steps.append({"end": self.env.now, "wait_s": t1 - t0, "train_s": t2 - t1,
+                               "sync_s": self.env.now - t2, "dropped": len(dropped),
+                               "generator_busy_s": sum(e.busy_s for e in self.engines),
+                               "verifier_busy_s": self.verify_busy_s})
+
+    def run(self) -> dict:
+        done = self.env.process(self.driver())
+        try:
+            self.env.run(until=done)
+        except RuntimeError as e:  # no event left and the run not over: the model itself is stuck
+            raise RuntimeError(f"simulation stuck at t={self.env.now:.3f}s, step {len(self.steps)}: {e}") from None
+        return self.report()
+
+    def report(self) -> dict:
+        cfg, steps = self.cfg, self.steps
+        first = WARMUP_STEPS if len(steps) > WARMUP_STEPS else 0
+        t_start = steps[first - 1]["end"] if first else 0.0
+        wall = steps[-1]["end"] - t_start
+        timed = [g for g in self.trained if g.step >= first]
+        n = len(steps) - first
+        mean = lambda key: sum(s[key] for s in steps[first:]) / n  # noqa: E731
+        delta = lambda key: steps[-1][key] - (steps[first - 1][key] if first else 0.0)  # noqa: E731
+        stale = Counter(g.step - g.version_start for g in self.trained)
+        return {
+            "completions_per_s": len(timed) * cfg.generator.group_size / wall,
+            "tokens_per_s": sum(g.tokens for g in timed) / wall,
+            "groups_per_s": len(timed) / wall,
+            "step_s": wall / n,
+            "learner_wait_s": mean("wait_s"), "learner_train_s": mean("train_s"), "sync_total_s": mean("sync_s"),
+            "staleness_mean": sum(k * c for k, c in stale.items()) / len(self.trained),
+            "staleness": {str(k): stale[k] for k in sorted(stale)},
+            # idle as `jury bench` counts it, over the same steps: the learner waiting for groups,
+            # a generator with no sequence running, a verifier with no group
+            "idle/learner": mean("wait_s") * n / wall,
+            "idle/generator": 1 - delta("generator_busy_s") / (wall * len(self.engines)),
+            "idle/verifier": 1 - delta("verifier_busy_s") / (wall * cfg.num_verifiers),
+            "dropped_stale": sum(s["dropped"] for s in steps),
+            "wall_s": steps[-1]["end"],
+        }
+
+
+def simulate(cfg: RunConfig, costs: Costs) -> dict:
+    return Simulation(cfg, costs).run()
+
+
+def staleness_groups(report: dict) -> dict[int, int]:
+    return {int(k): v for k, v in report["staleness"].items()}
+
+
+def table(report: dict) -> str:
+    rows = [(k, v) for k, v in report.items() if not isinstance(v, dict)]
+    rows.append(("staleness", " ".join(f"{k}:{v}" for k, v in report["staleness"].items())))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v:.4g}" if isinstance(v, float) and math.isfinite(v)
+                     else f"{k:<{width}}  {v}" for k, v in rows)
