@@ -28,6 +28,7 @@ import math
 import random
 from collections import Counter, deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import simpy
 
@@ -83,6 +84,7 @@ class Engine:
         self.open, self.pausing, self.aborting = True, False, False
         self.version = 0
         self.busy_s = 0.0
+        self.trace: list[tuple[float, int]] = []  # (time, sequences running) at each decode step
         self.wake: simpy.Event | None = None
         self.stopped: simpy.Event | None = None  # triggered when a drain/abort/pause has taken hold
         sim.env.process(self.loop())
@@ -120,7 +122,9 @@ class Engine:
                 self.wake = self.sim.env.event()
                 yield self.wake
                 continue
-            dt = costs.decode_step_s(self.sequences()) + costs.prefill_s * started
+            running = self.sequences()
+            self.trace.append((self.sim.env.now, running))
+            dt = costs.decode_step_s(running) + costs.prefill_s * started
             yield self.sim.env.timeout(dt)
             self.busy_s += dt
             for grp in list(self.running):
@@ -150,7 +154,7 @@ class Simulation:
         self.plan = make_plan(cfg)
         refused = unmodelled(cfg, self.plan)
         if refused:
-            raise ConfigError(f"jury simulate does not model: {', '.join(refused)}")
+            raise ConfigError(f"not modelled (yet): {', '.join(refused)}")
         self.cfg, self.costs = cfg, costs
         self.env = simpy.Environment()
         self.B = cfg.batch_groups
@@ -266,10 +270,11 @@ class Simulation:
                 for e in self.engines:
                     e.resume(self.version)
             self.admit()
-            self.steps.append({"end": self.env.now, "wait_s": t1 - t0, "train_s": t2 - t1,
+            self.steps.append({"start": t0, "end": self.env.now, "wait_s": t1 - t0, "train_s": t2 - t1,
                                "sync_s": self.env.now - t2, "dropped": len(dropped),
                                "generator_busy_s": sum(e.busy_s for e in self.engines),
-                               "verifier_busy_s": self.verify_busy_s})
+                               "verifier_busy_s": self.verify_busy_s,
+                               "queue/feeder": len(self.ready), "queue/learner": len(self.inbox)})
 
     def run(self) -> dict:
         done = self.env.process(self.driver())
@@ -302,6 +307,7 @@ class Simulation:
             "idle/learner": mean("wait_s") * n / wall,
             "idle/generator": 1 - delta("generator_busy_s") / (wall * len(self.engines)),
             "idle/verifier": 1 - delta("verifier_busy_s") / (wall * cfg.num_verifiers),
+            "queue/feeder": mean("queue/feeder"), "queue/learner": mean("queue/learner"),
             "dropped_stale": sum(s["dropped"] for s in steps),
             "wall_s": steps[-1]["end"],
         }
@@ -311,13 +317,84 @@ def simulate(cfg: RunConfig, costs: Costs) -> dict:
     return Simulation(cfg, costs).run()
 
 
-def staleness_groups(report: dict) -> dict[int, int]:
-    return {int(k): v for k, v in report["staleness"].items()}
-
-
 def table(report: dict) -> str:
     rows = [(k, v) for k, v in report.items() if not isinstance(v, dict)]
     rows.append(("staleness", " ".join(f"{k}:{v}" for k, v in report["staleness"].items())))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v:.4g}" if isinstance(v, float) and math.isfinite(v)
                      else f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def plot_timeline(sim: Simulation, path: Path):
+    """Sequences running in each engine over time (as `jury bench`'s occupancy.png), and below it
+    what the learner did: waiting for groups, training, syncing weights."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5), sharex=True, height_ratios=(3, 1))
+    for e in sim.engines:
+        if e.trace:
+            t, n = zip(*e.trace)
+            top.step(t, n, where="post", lw=0.8, label=e.name)
+    top.axhline(sim.B * sim.cfg.generator.group_size, color="grey", ls=":", lw=0.8, label="one batch's sequences")
+    top.set_ylabel("sequences running")
+    top.legend(loc="upper right", fontsize=8)
+    for name, color, start, length in (("wait", "tab:grey", "start", "wait_s"),
+                                       ("train", "tab:blue", None, "train_s"), ("sync", "tab:red", None, "sync_s")):
+        spans = []
+        for s in sim.steps:
+            begin = {"wait": s["start"], "train": s["start"] + s["wait_s"],
+                     "sync": s["start"] + s["wait_s"] + s["train_s"]}[name]
+            spans.append((begin, s[length]))
+        bottom.broken_barh(spans, (0, 1), color=color, label=name)
+    bottom.set_yticks([])
+    bottom.set_ylabel("learner")
+    bottom.set_xlabel("simulated seconds")
+    bottom.legend(loc="upper right", fontsize=8, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def add_command(sub):
+    p = sub.add_parser("simulate", help="a discrete-event model of a run: throughput, staleness, idle roles, "
+                                        "step-time breakdown, from stage costs (a YAML file or a jury bench folder)")
+    p.add_argument("--config", help="the run's YAML config (as jury train takes it)")
+    p.add_argument("--costs", default="", help="stage costs YAML (default: configs/sim-costs.yaml's values)")
+    p.add_argument("--calibration", default="", metavar="BENCH_DIR",
+                   help="fit the costs to a jury bench output folder (bench.json and its runs) instead")
+    p.add_argument("--out", default="", help="folder for simulate.json and timeline.png (default runs/simulate-<time>)")
+    p.add_argument("overrides", nargs="*", help="key=value config overrides; costs.KEY=VALUE changes a cost")
+    p.set_defaults(func=_main)
+
+
+def _main(args) -> int:
+    import json
+    import sys
+    import time
+
+    from jury.experiments.sim_costs import calibrate, load_costs
+    from jury.protocol.config_load import load_config
+
+    cost_overrides = [o.removeprefix("costs.") for o in args.overrides if o.startswith("costs.")]
+    run_overrides = [o for o in args.overrides if not o.startswith("costs.")]
+    try:
+        cfg = load_config(args.config, run_overrides)
+        costs = load_costs(args.costs or None, cost_overrides)
+        if args.calibration:
+            costs = calibrate(args.calibration, costs)
+        sim = Simulation(cfg, costs)
+    except (ConfigError, OSError, ValueError, KeyError) as e:
+        print(f"jury simulate: {e}", file=sys.stderr)
+        return 2
+    report = sim.run()
+    out = Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "simulate.json").write_text(json.dumps({"report": report, "costs": costs.to_dict(),
+                                                   "config": args.config, "overrides": args.overrides}, indent=2))
+    plot_timeline(sim, out / "timeline.png")
+    print(table(report))
+    print(f"\n{out / 'simulate.json'}\n{out / 'timeline.png'}")
+    return 0
