@@ -117,6 +117,7 @@ class Engine:
                 self.running = []
             started = self._start_groups() if not self.pausing else 0
             if self.pausing or not self.running:
+                self.trace.append((self.sim.env.now, 0))
                 if self.stopped is not None and not self.stopped.triggered:
                     self.stopped.succeed()
                 self.wake = self.sim.env.event()
