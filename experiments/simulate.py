@@ -49,6 +49,8 @@ def unmodelled(cfg: RunConfig, plan: RunPlan) -> list[str]:
         out.append("faults")
     if cfg.derl.enabled:
         out.append("derl.enabled")
+    if cfg.verifier.reward == "coreward":  # G samples of the prompt and G of its rewrite per task
+        out.append("verifier.reward=coreward")
     if cfg.eval.every:
         out.append("eval.every")
     if cfg.checkpoint_every:

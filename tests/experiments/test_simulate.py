@@ -117,9 +117,10 @@ def test_continuous_admission_trains_every_group_once_within_the_bound():
 @pytest.mark.parametrize("setting,name", [("dynamic_sampling=true", "dynamic_sampling"),
                                           ("eval.every=2", "eval.every"), ("checkpoint_every=5", "checkpoint_every"),
                                           ("verifier.reward=tinyv", "tinyv"),
+                                          ("verifier.reward=coreward verifier.rewrites=llm", "coreward"),
                                           ("faults=kill:generator0@1", "faults")])
 def test_a_setting_it_does_not_model_is_refused_by_name(setting, name):
-    cfg = load_config(None, [setting])
+    cfg = load_config(None, setting.split())
     with pytest.raises(ConfigError, match=name):
         Simulation(cfg, Costs())
 
