@@ -112,7 +112,30 @@ def costs_from_dict(d: dict) -> Costs:
             kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else (tuple(v) if k == "values" else v)
         return cls(**kwargs)
 
-    return build(Costs, d, "")
+    costs = build(Costs, d, "")
+    _check(costs)
+    return costs
+
+
+def _check(costs: Costs):
+    """A cost below zero, a length kind unknown or without its values: refused with the key's name."""
+    def walk(node, where):
+        for f in dataclasses.fields(node):
+            value, name = getattr(node, f.name), f"{where}{f.name}"
+            if dataclasses.is_dataclass(value):
+                walk(value, name + ".")
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and not (value >= 0 and
+                                                                                           math.isfinite(value)):
+                raise ConfigError(f"costs: {name} must be a finite number >= 0, got {value!r}")
+
+    walk(costs, "")
+    lengths = costs.generation.lengths
+    if lengths.kind not in ("fixed", "lognormal", "empirical"):
+        raise ConfigError(f"costs: generation.lengths.kind must be fixed, lognormal or empirical, got {lengths.kind!r}")
+    if lengths.kind == "empirical" and not lengths.values:
+        raise ConfigError("costs: generation.lengths.values is empty (kind empirical draws from it)")
+    if costs.sync.bandwidth_bytes_per_s <= 0:
+        raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
 
 
 def load_costs(path: str | None, overrides: list[str] = ()) -> Costs:

@@ -132,6 +132,10 @@ def test_costs_load_from_yaml_with_overrides_and_refuse_unknown_keys(tmp_path):
     assert (c.learner.token_s, c.generation.lengths.tokens, c.sync.fixed_s) == (0.002, 9, 0.5)
     with pytest.raises(ConfigError, match="learner.tokens_s"):
         load_costs(str(path), ["learner.tokens_s=1"])
+    with pytest.raises(ConfigError, match="verifier.check_s must be a finite number >= 0"):
+        load_costs(str(path), ["verifier.check_s=-1"])
+    with pytest.raises(ConfigError, match="generation.lengths.kind"):
+        load_costs(str(path), ["generation.lengths.kind=pareto"])
 
 
 def test_the_shipped_costs_file_is_the_defaults():
