@@ -171,9 +171,10 @@ def _ledger_lengths(run_dir: Path) -> tuple[float, ...]:
 
 
 def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
-    """Fit the costs to a `jury bench` folder. Decode: each end-to-end run gives one point
-    (sequences running on average per generator, seconds per decode step = that / its tokens/s per
-    generator); two or more fit step_s + seq_s·n by least squares, one gives step_s alone.
+    """Fit the costs to a `jury bench` folder. Decode: each end-to-end run gives one point, n the
+    sequences running while the engine is busy (occupancy_mean over its busy share, 1 - idle) and
+    the seconds per decode step, occupancy_mean / its tokens/s per generator (tokens/s is busy share
+    · n / step(n)); two or more fit step_s + seq_s·n by least squares, one gives step_s alone.
     Learner: the synchronous run's train seconds per step over its tokens per step (in the
     pipeline, where it shares the cores). Verifier: the verifier-only samples/s. Sync: the run
     with the least sync time (inflight's, when run: no drain in it). Lengths: the synchronous
@@ -187,7 +188,8 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     sync_key = f"end_to_end/max_staleness={report['config']['staleness'][0]}"
     sync_run = runs.get(sync_key) or next(iter(runs.values()))
     gens = _num_generators(_run_dir(folder, sync_run["run_dir"]))
-    points = [(r["occupancy_mean"], r["occupancy_mean"] * gens / r["tokens_per_s"]) for r in runs.values()
+    points = [(r["occupancy_mean"] / max(1e-9, 1 - r.get("idle/generator", 0.0)),
+               r["occupancy_mean"] * gens / r["tokens_per_s"]) for r in runs.values()
               if r.get("occupancy_mean", 0) > 0 and r.get("tokens_per_s", 0) > 0]
     step_s, seq_s = _fit_line(points) if points else (base.generation.step_s, base.generation.seq_s)
     tokens_per_step = sync_run["tokens_per_s"] * sync_run["step_s"]

@@ -145,22 +145,23 @@ def test_the_shipped_costs_file_is_the_defaults():
 
 
 def test_calibration_reads_a_bench_folder(tmp_path):
-    """Two end-to-end runs, each a point (sequences running, seconds per decode step): 10 at
-    10/1000 = 0.01 s and 30 at 30/2000 = 0.015 s, so a decode step is 0.0075 + 0.00025·n. The
-    synchronous run trains 1000 tokens/s x 0.5 s = 500 tokens a step in 0.25 s: 0.0005 s a token."""
-    runs = {"staleness-0": (10, 1000, 0.2, [30, 50, None]), "staleness-2": (30, 2000, 0.1, [70])}
+    """Two end-to-end runs, each a point (sequences running while busy, seconds per decode step):
+    10 over a busy half is 20, at 10/1000 = 0.01 s; 30 over a busy 3/4 is 40, at 30/2000 = 0.015 s.
+    So a decode step is 0.005 + 0.00025·n. The synchronous run trains 1000 tokens/s x 0.5 s = 500
+    tokens a step in 0.25 s: 0.0005 s a token."""
+    runs = {"staleness-0": (10, 0.5, 1000, 0.2, [30, 50, None]), "staleness-2": (30, 0.25, 2000, 0.1, [70])}
     report = {"config": {"staleness": [0, 2]}, "verifier_only": {"samples_per_s": 200.0}}
-    for name, (occupancy, tokens_per_s, sync_s, lengths) in runs.items():
+    for name, (occupancy, idle, tokens_per_s, sync_s, lengths) in runs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.yaml").write_text("num_generators: 1\n")
         rows = [{"length": n, "error": None if n else "refused"} for n in lengths]
         (tmp_path / name / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         report[f"end_to_end/max_staleness={name[-1]}"] = {
-            "occupancy_mean": occupancy, "tokens_per_s": tokens_per_s, "step_s": 0.5, "learner_train_s": 0.25,
+            "occupancy_mean": occupancy, "idle/generator": idle, "tokens_per_s": tokens_per_s, "step_s": 0.5, "learner_train_s": 0.25,
             "sync_total_s": sync_s, "run_dir": f"/elsewhere/{name}"}  # moved: found beside bench.json
     (tmp_path / "bench.json").write_text(json.dumps(report))
     c = calibrate(str(tmp_path))
-    assert c.generation.step_s == pytest.approx(0.0075)
+    assert c.generation.step_s == pytest.approx(0.005)
     assert c.generation.seq_s == pytest.approx(0.00025)
     assert c.learner.token_s == pytest.approx(0.0005)
     assert c.verifier.check_s == pytest.approx(0.005)
