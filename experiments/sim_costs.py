@@ -140,7 +140,15 @@ def _check(costs: Costs):
 
 def load_costs(path: str | None, overrides: list[str] = ()) -> Costs:
     """The YAML file (None: the defaults above), then `a.b=value` overrides (YAML values)."""
-    data = yaml.safe_load(Path(path).read_text()) if path else {}
+    return costs_from_dict(_overridden(yaml.safe_load(Path(path).read_text()) or {} if path else {}, overrides))
+
+
+def with_overrides(costs: Costs, overrides: list[str]) -> Costs:
+    """`a.b=value` overrides on costs already built (after a calibration: a user's word is last)."""
+    return costs_from_dict(_overridden(costs.to_dict(), overrides))
+
+
+def _overridden(data: dict, overrides: list[str]) -> dict:
     for o in overrides:
         key, _, value = o.partition("=")
         node = data
@@ -148,10 +156,10 @@ def load_costs(path: str | None, overrides: list[str] = ()) -> Costs:
         for p in parents:
             node = node.setdefault(p, {})
         node[leaf] = yaml.safe_load(value)
-    return costs_from_dict(data or {})
+    return data
 
 
-def _run_dir(bench_dir: Path, recorded: str) -> Path:
+def run_folder(bench_dir: Path, recorded: str) -> Path:
     """A run folder bench.json names: as written, or beside bench.json (a moved bench folder)."""
     p = Path(recorded)
     return p if p.exists() else bench_dir / p.name
@@ -187,7 +195,7 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
         raise ValueError(f"{folder / 'bench.json'}: no end-to-end run")
     sync_key = f"end_to_end/max_staleness={report['config']['staleness'][0]}"
     sync_run = runs.get(sync_key) or next(iter(runs.values()))
-    gens = _num_generators(_run_dir(folder, sync_run["run_dir"]))
+    gens = _num_generators(run_folder(folder, sync_run["run_dir"]))
     points = [(r["occupancy_mean"] / max(1e-9, 1 - r.get("idle/generator", 0.0)),
                r["occupancy_mean"] * gens / r["tokens_per_s"]) for r in runs.values()
               if r.get("occupancy_mean", 0) > 0 and r.get("tokens_per_s", 0) > 0]
@@ -197,7 +205,7 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     verifier_only = report.get("verifier_only", {})
     check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
     sync_s = min(r["sync_total_s"] for r in runs.values())
-    lengths = Lengths(kind="empirical", values=_ledger_lengths(_run_dir(folder, sync_run["run_dir"])))
+    lengths = Lengths(kind="empirical", values=_ledger_lengths(run_folder(folder, sync_run["run_dir"])))
     return Costs(generation=Generation(step_s, seq_s, 0.0, lengths),
                  verifier=Verifier(check_s, base.verifier.gate_s), learner=learner,
                  sync=Sync(fixed_s=sync_s))

@@ -328,6 +328,36 @@ def table(report: dict) -> str:
                      else f"{k:<{width}}  {v}" for k, v in rows)
 
 
+COMPARED = ("completions_per_s", "tokens_per_s", "step_s", "staleness_mean", "idle/generator", "idle/learner")
+
+
+def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
+    """Each end-to-end run of a `jury bench` folder simulated from its own config.yaml with these
+    costs: run name -> {key: (predicted, measured)} for the keys both report (COMPARED)."""
+    import json
+
+    from jury.experiments.sim_costs import run_folder
+    from jury.protocol.config_load import load_run_config
+
+    folder = Path(bench_dir)
+    report = json.loads((folder / "bench.json").read_text())
+    out = {}
+    for name, measured in report.items():
+        if not name.startswith("end_to_end/") or "run_dir" not in measured:
+            continue
+        predicted = simulate(load_run_config(str(run_folder(folder, measured["run_dir"]))), costs)
+        out[name.removeprefix("end_to_end/")] = {k: (predicted[k], measured[k]) for k in COMPARED if k in measured}
+    return out
+
+
+def comparison_table(rows: dict[str, dict]) -> str:
+    lines = [f"{'run':<32}" + "".join(f"{k:>24}" for k in COMPARED), f"{'':<32}" + f"{'predicted / measured':>24}" * len(COMPARED)]
+    for name, values in rows.items():
+        cells = [f"{values[k][0]:.3g} / {values[k][1]:.3g}" if k in values else "" for k in COMPARED]
+        lines.append(f"{name:<32}" + "".join(f"{c:>24}" for c in cells))
+    return "\n".join(lines)
+
+
 def plot_timeline(sim: Simulation, path: Path):
     """Sequences running in each engine over time (as `jury bench`'s occupancy.png), and below it
     what the learner did: waiting for groups, training, syncing weights."""
@@ -368,8 +398,12 @@ def add_command(sub):
     p.add_argument("--costs", default="", help="stage costs YAML (default: configs/sim-costs.yaml's values)")
     p.add_argument("--calibration", default="", metavar="BENCH_DIR",
                    help="fit the costs to a jury bench output folder (bench.json and its runs) instead")
+    p.add_argument("--compare", action="store_true",
+                   help="with --calibration: simulate each end-to-end run of that bench folder from its own config "
+                        "and print predicted against measured (--config and key=value are then not used)")
     p.add_argument("--out", default="", help="folder for simulate.json and timeline.png (default runs/simulate-<time>)")
-    p.add_argument("overrides", nargs="*", help="key=value config overrides; costs.KEY=VALUE changes a cost")
+    p.add_argument("overrides", nargs="*", help="key=value config overrides; costs.KEY=VALUE changes a cost (after any "
+                                                "calibration)")
     p.set_defaults(func=_main)
 
 
@@ -378,16 +412,22 @@ def _main(args) -> int:
     import sys
     import time
 
-    from jury.experiments.sim_costs import calibrate, load_costs
+    from jury.experiments.sim_costs import calibrate, load_costs, with_overrides
     from jury.protocol.config_load import load_config
 
     cost_overrides = [o.removeprefix("costs.") for o in args.overrides if o.startswith("costs.")]
     run_overrides = [o for o in args.overrides if not o.startswith("costs.")]
     try:
         cfg = load_config(args.config, run_overrides)
-        costs = load_costs(args.costs or None, cost_overrides)
+        costs = load_costs(args.costs or None)
         if args.calibration:
             costs = calibrate(args.calibration, costs)
+        costs = with_overrides(costs, cost_overrides)
+        if args.compare and not args.calibration:
+            raise ValueError("--compare needs --calibration BENCH_DIR")
+        if args.compare:
+            print(comparison_table(against_bench(args.calibration, costs)))
+            return 0
         sim = Simulation(cfg, costs)
     except (ConfigError, OSError, ValueError, KeyError) as e:
         print(f"jury simulate: {e}", file=sys.stderr)

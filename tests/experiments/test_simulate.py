@@ -144,23 +144,30 @@ def test_the_shipped_costs_file_is_the_defaults():
     assert load_costs(str(Path(__file__).parents[2] / "configs" / "sim-costs.yaml")) == Costs()
 
 
+def bench_folder(tmp_path):
+    """A `jury bench` folder as it writes one, two runs, made up numbers (worked in the test below)."""
+    runs = {"staleness-0": (10, 0.5, 1000, 0.2, [30, 50, None]), "staleness-2": (30, 0.25, 2000, 0.1, [70])}
+    report = {"config": {"staleness": [0, 2]}, "verifier_only": {"samples_per_s": 200.0}}
+    for name, (occupancy, idle, tokens_per_s, sync_s, lengths) in runs.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(
+            f"num_generators: 1\nsteps: 6\nbatch_groups: 4\nmax_staleness: {name[-1]}\n")
+        rows = [{"length": n, "error": None if n else "refused"} for n in lengths]
+        (tmp_path / name / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        report[f"end_to_end/max_staleness={name[-1]}"] = {
+            "occupancy_mean": occupancy, "idle/generator": idle, "tokens_per_s": tokens_per_s, "step_s": 0.5,
+            "learner_train_s": 0.25, "sync_total_s": sync_s, "completions_per_s": 50.0, "staleness_mean": 0.5,
+            "run_dir": f"/elsewhere/{name}"}  # moved: found beside bench.json
+    (tmp_path / "bench.json").write_text(json.dumps(report))
+    return tmp_path
+
+
 def test_calibration_reads_a_bench_folder(tmp_path):
     """Two end-to-end runs, each a point (sequences running while busy, seconds per decode step):
     10 over a busy half is 20, at 10/1000 = 0.01 s; 30 over a busy 3/4 is 40, at 30/2000 = 0.015 s.
     So a decode step is 0.005 + 0.00025·n. The synchronous run trains 1000 tokens/s x 0.5 s = 500
     tokens a step in 0.25 s: 0.0005 s a token."""
-    runs = {"staleness-0": (10, 0.5, 1000, 0.2, [30, 50, None]), "staleness-2": (30, 0.25, 2000, 0.1, [70])}
-    report = {"config": {"staleness": [0, 2]}, "verifier_only": {"samples_per_s": 200.0}}
-    for name, (occupancy, idle, tokens_per_s, sync_s, lengths) in runs.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.yaml").write_text("num_generators: 1\n")
-        rows = [{"length": n, "error": None if n else "refused"} for n in lengths]
-        (tmp_path / name / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        report[f"end_to_end/max_staleness={name[-1]}"] = {
-            "occupancy_mean": occupancy, "idle/generator": idle, "tokens_per_s": tokens_per_s, "step_s": 0.5, "learner_train_s": 0.25,
-            "sync_total_s": sync_s, "run_dir": f"/elsewhere/{name}"}  # moved: found beside bench.json
-    (tmp_path / "bench.json").write_text(json.dumps(report))
-    c = calibrate(str(tmp_path))
+    c = calibrate(str(bench_folder(tmp_path)))
     assert c.generation.step_s == pytest.approx(0.005)
     assert c.generation.seq_s == pytest.approx(0.00025)
     assert c.learner.token_s == pytest.approx(0.0005)
@@ -181,3 +188,15 @@ def test_the_command_writes_a_table_a_json_and_a_timeline(tmp_path, capsys):
     assert (out / "timeline.png").stat().st_size > 0
     assert main(["simulate", "--out", str(out), "dynamic_sampling=true"]) == 2
     assert "dynamic_sampling" in capsys.readouterr().err
+
+
+def test_compare_simulates_each_bench_run_from_its_own_config(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    folder = bench_folder(tmp_path)
+    assert main(["simulate", "--calibration", str(folder), "--compare"]) == 0
+    out = capsys.readouterr().out
+    assert "max_staleness=0" in out and "max_staleness=2" in out and "predicted / measured" in out
+    assert " / 50 " in out  # the measured completions/s beside the prediction
+    assert main(["simulate", "--compare"]) == 2
+    assert "--compare needs --calibration" in capsys.readouterr().err
