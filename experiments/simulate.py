@@ -77,7 +77,12 @@ class Group:
 
 
 class Engine:
-    """One generator: continuous batching in decode steps (vLLM's scheduler, without preemption)."""
+    """One generator: continuous batching in decode steps (vLLM's scheduler, without preemption).
+
+    Between two changes (a sequence finishing, a task it could start arriving, a sync stopping it)
+    every decode step is alike, so the engine waits out all of them at once and counts the tokens
+    after: a run of thousands of tokens per sequence costs a few events per group, not one per token.
+    A change from outside interrupts that wait, and the engine finishes the step in flight first."""
 
     def __init__(self, sim: "Simulation", name: str):
         self.sim, self.name = sim, name
@@ -86,23 +91,30 @@ class Engine:
         self.open, self.pausing, self.aborting = True, False, False
         self.version = 0
         self.busy_s = 0.0
-        self.trace: list[tuple[float, int]] = []  # (time, sequences running) at each decode step
+        self.trace: list[tuple[float, int]] = []  # (time, sequences running) at each change
         self.wake: simpy.Event | None = None
+        self.stepping = False  # waiting out decode steps: an outside change interrupts it
         self.stopped: simpy.Event | None = None  # triggered when a drain/abort/pause has taken hold
-        sim.env.process(self.loop())
+        self.process = sim.env.process(self.loop())
 
     def poke(self):
+        """Something changed outside: wake the engine if idle, or interrupt its steps if it matters now."""
         if self.wake is not None and not self.wake.triggered:
             self.wake.succeed()
+        elif self.stepping and (self.pausing or self.aborting or self._next_fits()):
+            self.stepping = False
+            self.process.interrupt()
+
+    def _next_fits(self) -> bool:
+        g = self.sim.cfg.generator
+        queue = self.retry or self.sim.ready
+        return (self.open and bool(queue) and len(self.running) < g.max_tasks_in_flight
+                and (self.sequences() + len(queue[0].lengths) <= g.max_num_seqs or not self.running))
 
     def _start_groups(self) -> int:
-        g = self.sim.cfg.generator
         started = 0
-        while self.open and len(self.running) < g.max_tasks_in_flight:
-            queue = self.retry or self.sim.ready
-            if not queue or self.sequences() + len(queue[0].lengths) > g.max_num_seqs and self.running:
-                break
-            group = queue.popleft()
+        while self._next_fits():
+            group = (self.retry or self.sim.ready).popleft()
             group.version_start, group.remaining = self.version, list(group.lengths)
             self.running.append(group)
             started += 1
@@ -112,30 +124,42 @@ class Engine:
         return sum(1 for grp in self.running for r in grp.remaining if r > 0)
 
     def loop(self):
-        costs = self.sim.costs.generation
+        costs, env = self.sim.costs.generation, self.sim.env
         while True:
             if self.aborting:  # interrupt: what ran is lost; the tasks start again after the sync
                 self.retry.extend(self.running)
                 self.running = []
             started = self._start_groups() if not self.pausing else 0
             if self.pausing or not self.running:
-                self.trace.append((self.sim.env.now, 0))
+                self.trace.append((env.now, 0))
                 if self.stopped is not None and not self.stopped.triggered:
                     self.stopped.succeed()
-                self.wake = self.sim.env.event()
+                self.wake = env.event()
                 yield self.wake
                 continue
             running = self.sequences()
-            self.trace.append((self.sim.env.now, running))
-            dt = costs.decode_step_s(running) + costs.prefill_s * started
-            yield self.sim.env.timeout(dt)
-            self.busy_s += dt
+            self.trace.append((env.now, running))
+            dt = costs.decode_step_s(running)
+            first = dt + costs.prefill_s * started  # the step that starts new groups prefills them too
+            steps = min(r for grp in self.running for r in grp.remaining if r > 0)  # until one finishes
+            start = env.now
+            self.stepping = True
+            try:
+                yield env.timeout(first + (steps - 1) * dt)
+                done = steps
+            except simpy.Interrupt:  # finish the step in flight, then look at the change
+                elapsed = env.now - start
+                done = steps if dt <= 0 else min(steps, 1 + (max(0, math.floor((elapsed - first) / dt) + 1)
+                                                            if elapsed >= first else 0))
+                yield env.timeout(max(0.0, start + first + (done - 1) * dt - env.now))
+            self.stepping = False
+            self.busy_s += first + (done - 1) * dt
             for grp in list(self.running):
-                grp.remaining = [max(0, r - 1) for r in grp.remaining]
+                grp.remaining = [max(0, r - done) for r in grp.remaining]
                 if not any(grp.remaining):
                     grp.version_end = self.version
                     self.running.remove(grp)
-                    self.sim.env.process(self.sim.verify(grp))
+                    env.process(self.sim.verify(grp))
 
     def stop_for_sync(self, mode: str) -> simpy.Event:
         """Stop taking tasks; the event fires once the mode's condition holds (drain: no group left)."""
