@@ -2,6 +2,7 @@
 
     jury simulate --config configs/chain.yaml [--costs configs/sim-costs.yaml]
                   [--calibration runs/bench-DIR] [--out DIR] [key=value ...] [costs.a.b=value ...]
+    jury simulate --calibration runs/bench-DIR --compare     # each bench run: predicted / measured
 
 It runs the loop the driver runs (cluster/driver.py), with time taken from the stage costs
 (experiments/sim_costs.py) instead of from engines:
@@ -19,7 +20,10 @@ It runs the loop the driver runs (cluster/driver.py), with time taken from the s
                groups), interrupt (abort them, to start again on the new weights) or pause
                (inflight: their groups go on afterwards); then the sync's own time; version = step + 1
 
-Settings it does not model are refused by name (`unmodelled`). Every random draw is a pure function
+What it does not model yet: the two cores that generation and training share here (a calibration
+carries their average effect in its numbers), the verifiers' round-robin queues (one shared queue
+here), prompts' lengths, and preemption in the engine. Settings it does not model are refused by
+name (`unmodelled`). Every random draw is a pure function
 of (seed, task index), so a run is the same for a seed whatever the order events happen in.
 """
 from __future__ import annotations
