@@ -463,7 +463,8 @@ def _main(args) -> int:
     report = sim.run()
     out = Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
-    (out / "simulate.json").write_text(json.dumps({"report": report, "costs": costs.to_dict(),
+    # per step: its end (simulated seconds), the learner's wait/train/sync and the queue depths then
+    (out / "simulate.json").write_text(json.dumps({"report": report, "steps": sim.steps, "costs": costs.to_dict(),
                                                    "config": args.config, "overrides": args.overrides}, indent=2))
     plot_timeline(sim, out / "timeline.png")
     print(table(report))

@@ -185,6 +185,8 @@ def test_the_command_writes_a_table_a_json_and_a_timeline(tmp_path, capsys):
     saved = json.loads((out / "simulate.json").read_text())
     assert saved["costs"]["learner"]["token_s"] == 0.001
     assert saved["report"]["completions_per_s"] > 0
+    assert [set(row) >= {"end", "wait_s", "train_s", "sync_s", "queue/feeder", "queue/learner"}
+            for row in saved["steps"]] == [True] * 4
     assert (out / "timeline.png").stat().st_size > 0
     assert main(["simulate", "--out", str(out), "dynamic_sampling=true"]) == 2
     assert "dynamic_sampling" in capsys.readouterr().err
