@@ -10,7 +10,8 @@ Each stage is a few numbers, so a user can read what the model assumes and chang
                  running (one token for each of them), plus prefill_s for each group it starts;
                  completion lengths from `lengths` (fixed, lognormal, or a ledger's values)
     verifier     check_s per sample, plus gate_s per group (the gate's latency)
-    learner      step_s per step plus token_s per trained token, per epoch, over num_ranks ranks
+    learner      step_s per step plus token_s per trained token, per epoch, over num_ranks ranks,
+                 that much longer (shared_slowdown) when a generator is running as the step starts
     sync         fixed_s + weight_bytes / bandwidth + one bucket_latency_s per bucket
 
 Calibration fits them to what one machine measured in the pipeline (so the sharing of cores
@@ -73,6 +74,9 @@ class Verifier:
 class Learner:
     step_s: float = 0.0       # per step: optimizer step, ZeRO communication
     token_s: float = 0.0005   # per trained token, per epoch, on one rank
+    # a step that starts while a generator runs takes (1 + shared_slowdown) times as long: where the
+    # two share cores (one machine), or memory bandwidth; 0 where each has its own hardware
+    shared_slowdown: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -183,8 +187,9 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     sequences running while the engine is busy (occupancy_mean over its busy share, 1 - idle) and
     the seconds per decode step, occupancy_mean / its tokens/s per generator (tokens/s is busy share
     · n / step(n)); two or more fit step_s + seq_s·n by least squares, one gives step_s alone.
-    Learner: the synchronous run's train seconds per step over its tokens per step (in the
-    pipeline, where it shares the cores). Verifier: the verifier-only samples/s. Sync: the run
+    Learner: the synchronous run's train seconds per step over its tokens per step (its generator
+    idle meanwhile), and how much slower per token the run at the largest max_staleness trained
+    (its generator running meanwhile): shared_slowdown. Verifier: the verifier-only samples/s. Sync: the run
     with the least sync time (inflight's, when run: no drain in it). Lengths: the synchronous
     run's ledger."""
     base = base or Costs()
@@ -201,7 +206,11 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
               if r.get("occupancy_mean", 0) > 0 and r.get("tokens_per_s", 0) > 0]
     step_s, seq_s = _fit_line(points) if points else (base.generation.step_s, base.generation.seq_s)
     tokens_per_step = sync_run["tokens_per_s"] * sync_run["step_s"]
-    learner = Learner(step_s=0.0, token_s=sync_run["learner_train_s"] / tokens_per_step)
+    token_s = sync_run["learner_train_s"] / tokens_per_step
+    top = max(runs.values(), key=lambda r: (r is not sync_run, r.get("staleness_mean", 0.0)))
+    shared = max(0.0, top["learner_train_s"] / (top["tokens_per_s"] * top["step_s"]) / token_s - 1) \
+        if top is not sync_run else 0.0
+    learner = Learner(step_s=0.0, token_s=token_s, shared_slowdown=shared)
     verifier_only = report.get("verifier_only", {})
     check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
     sync_s = min(r["sync_total_s"] for r in runs.values())

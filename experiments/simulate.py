@@ -271,7 +271,9 @@ class Simulation:
 
     def train_s(self, batch: list[Group]) -> float:
         c, lc = self.costs.learner, self.cfg.learner
-        return c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s / lc.num_ranks
+        alone = c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s / lc.num_ranks
+        shared = any(e.running and not e.pausing for e in self.engines)
+        return alone * (1 + c.shared_slowdown) if shared else alone
 
     def sync(self):
         """Every engine stops as its mode says, then the weights move; the version is bumped after."""

@@ -19,9 +19,10 @@ def config(**overrides):
     return load_config(None, [f"{k}={v}" for k, v in overrides.items()])
 
 
-def costs(gen_step=0.0, tokens=10, check=0.0, learner_step=0.0, token_s=0.0, sync=0.0, lengths=None):
+def costs(gen_step=0.0, tokens=10, check=0.0, learner_step=0.0, token_s=0.0, sync=0.0, lengths=None, shared=0.0):
     return Costs(generation=Generation(step_s=gen_step, lengths=lengths or Lengths(kind="fixed", tokens=tokens)),
-                 verifier=Verifier(check_s=check), learner=Learner(step_s=learner_step, token_s=token_s),
+                 verifier=Verifier(check_s=check),
+                 learner=Learner(step_s=learner_step, token_s=token_s, shared_slowdown=shared),
                  sync=Sync(fixed_s=sync))
 
 
@@ -44,7 +45,8 @@ def test_synchronous_is_the_sum_of_the_stages(mode):
     # At max_staleness 0 nothing is generating at a sync, so every mode gives the same.
     cfg = config(steps=6, batch_groups=2, max_staleness=0, num_verifiers=1,
                  **{"generator.group_size": 2, "generator.sync_mode": mode})
-    r = simulate(cfg, costs(gen_step=0.01, check=0.05, learner_step=0.01, token_s=0.001, sync=0.03))
+    # nothing generates while a synchronous learner trains: a slowdown from sharing never applies
+    r = simulate(cfg, costs(gen_step=0.01, check=0.05, learner_step=0.01, token_s=0.001, sync=0.03, shared=1.0))
     assert r["wall_s"] == pytest.approx(6 * (0.1 + 0.2 + 0.05) + 5 * 0.03)
     assert r["step_s"] == pytest.approx((3 * 0.38 + 0.35) / 4)  # the timed steps 2..5
     assert r["learner_wait_s"] == pytest.approx(0.3)
@@ -67,10 +69,12 @@ def test_inflight_is_bounded_by_generation_when_it_is_the_slowest():
     # plus the 0.01 s each sync pauses it; the learner (0.05 + 0.01) keeps up, so a step is 0.41 s
     cfg = config(steps=10, batch_groups=4, max_staleness=4,
                  **{"generator.group_size": 4, "generator.sync_mode": "inflight", "generator.max_tasks_in_flight": 1})
-    r = simulate(cfg, costs(gen_step=0.01, learner_step=0.05, sync=0.01))
-    assert r["step_s"] == pytest.approx(0.41, rel=0.02)
+    r = simulate(cfg, costs(gen_step=0.01, learner_step=0.05, sync=0.01, shared=1.0))
+    assert r["step_s"] == pytest.approx(0.41, rel=0.03)  # the last step, nothing left to generate, is quicker
+    # generation runs beside the learner (shared_slowdown 1: twice as long) but for the last step
+    assert r["learner_train_s"] == pytest.approx((7 * 0.1 + 0.05) / 8)
     assert r["idle/generator"] < 0.05  # paused 0.01 s a sync, and the last step's training
-    assert r["idle/learner"] > 0.8
+    assert r["idle/learner"] > 0.65  # it waits about 0.41 - 0.1 - 0.01 s of each 0.41 s step
     sync = simulate(replace(cfg, max_staleness=0), costs(gen_step=0.01, learner_step=0.05, sync=0.01))
     # the sum, nothing overlapping: 0.46 s a step, the last of the 8 timed ones without its sync
     assert sync["step_s"] == pytest.approx((7 * 0.46 + 0.45) / 8, rel=1e-6)
@@ -146,9 +150,9 @@ def test_the_shipped_costs_file_is_the_defaults():
 
 def bench_folder(tmp_path):
     """A `jury bench` folder as it writes one, two runs, made up numbers (worked in the test below)."""
-    runs = {"staleness-0": (10, 0.5, 1000, 0.2, [30, 50, None]), "staleness-2": (30, 0.25, 2000, 0.1, [70])}
+    runs = {"staleness-0": (10, 0.5, 1000, 0.2, 0.25, [30, 50, None]), "staleness-2": (30, 0.25, 2000, 0.1, 0.8, [70])}
     report = {"config": {"staleness": [0, 2]}, "verifier_only": {"samples_per_s": 200.0}}
-    for name, (occupancy, idle, tokens_per_s, sync_s, lengths) in runs.items():
+    for name, (occupancy, idle, tokens_per_s, sync_s, train_s, lengths) in runs.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.yaml").write_text(
             f"num_generators: 1\nsteps: 6\nbatch_groups: 4\nmax_staleness: {name[-1]}\n")
@@ -156,7 +160,7 @@ def bench_folder(tmp_path):
         (tmp_path / name / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
         report[f"end_to_end/max_staleness={name[-1]}"] = {
             "occupancy_mean": occupancy, "idle/generator": idle, "tokens_per_s": tokens_per_s, "step_s": 0.5,
-            "learner_train_s": 0.25, "sync_total_s": sync_s, "completions_per_s": 50.0, "staleness_mean": 0.5,
+            "learner_train_s": train_s, "sync_total_s": sync_s, "completions_per_s": 50.0, "staleness_mean": 0.5,
             "run_dir": f"/elsewhere/{name}"}  # moved: found beside bench.json
     (tmp_path / "bench.json").write_text(json.dumps(report))
     return tmp_path
@@ -166,11 +170,13 @@ def test_calibration_reads_a_bench_folder(tmp_path):
     """Two end-to-end runs, each a point (sequences running while busy, seconds per decode step):
     10 over a busy half is 20, at 10/1000 = 0.01 s; 30 over a busy 3/4 is 40, at 30/2000 = 0.015 s.
     So a decode step is 0.005 + 0.00025·n. The synchronous run trains 1000 tokens/s x 0.5 s = 500
-    tokens a step in 0.25 s: 0.0005 s a token."""
+    tokens a step in 0.25 s: 0.0005 s a token; the other run 2000 x 0.5 = 1000 in 0.8 s, 0.0008 s a
+    token, 1.6 times as long with its generator running beside it."""
     c = calibrate(str(bench_folder(tmp_path)))
     assert c.generation.step_s == pytest.approx(0.005)
     assert c.generation.seq_s == pytest.approx(0.00025)
     assert c.learner.token_s == pytest.approx(0.0005)
+    assert c.learner.shared_slowdown == pytest.approx(0.6)
     assert c.verifier.check_s == pytest.approx(0.005)
     assert c.sync.fixed_s == pytest.approx(0.1)
     assert c.generation.lengths == Lengths(kind="empirical", values=(30.0, 50.0))
