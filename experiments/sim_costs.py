@@ -195,7 +195,8 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     base = base or Costs()
     folder = Path(bench_dir)
     report = json.loads((folder / "bench.json").read_text())
-    runs = {k: v for k, v in report.items() if k.startswith("end_to_end/") and "run_dir" in v}
+    arms = tuple(f",{name}" for name in report["config"].get("arms", []))  # other settings: not fitted to
+    runs = {k: v for k, v in report.items() if k.startswith("end_to_end/") and "run_dir" in v and not k.endswith(arms)}
     if not runs:
         raise ValueError(f"{folder / 'bench.json'}: no end-to-end run")
     sync_key = f"end_to_end/max_staleness={report['config']['staleness'][0]}"

@@ -150,15 +150,17 @@ def test_the_shipped_costs_file_is_the_defaults():
 
 def bench_folder(tmp_path):
     """A `jury bench` folder as it writes one, two runs, made up numbers (worked in the test below)."""
-    runs = {"staleness-0": (10, 0.5, 1000, 0.2, 0.25, [30, 50, None]), "staleness-2": (30, 0.25, 2000, 0.1, 0.8, [70])}
-    report = {"config": {"staleness": [0, 2]}, "verifier_only": {"samples_per_s": 200.0}}
-    for name, (occupancy, idle, tokens_per_s, sync_s, train_s, lengths) in runs.items():
+    runs = {"0": (10, 0.5, 1000, 0.2, 0.25, [30, 50, None]), "2": (30, 0.25, 2000, 0.1, 0.8, [70]),
+            "2,slow": (90, 0.0, 10, 0.01, 9.0, [5])}  # an arm (other settings): compared, never fitted to
+    report = {"config": {"staleness": [0, 2], "arms": ["slow"]}, "verifier_only": {"samples_per_s": 200.0}}
+    for k, (occupancy, idle, tokens_per_s, sync_s, train_s, lengths) in runs.items():
+        name = "staleness-" + k.replace(",", "-")
         (tmp_path / name).mkdir()
         (tmp_path / name / "config.yaml").write_text(
-            f"num_generators: 1\nsteps: 6\nbatch_groups: 4\nmax_staleness: {name[-1]}\n")
+            f"num_generators: 1\nsteps: 6\nbatch_groups: 4\nmax_staleness: {k[0]}\n")
         rows = [{"length": n, "error": None if n else "refused"} for n in lengths]
         (tmp_path / name / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        report[f"end_to_end/max_staleness={name[-1]}"] = {
+        report[f"end_to_end/max_staleness={k}"] = {
             "occupancy_mean": occupancy, "idle/generator": idle, "tokens_per_s": tokens_per_s, "step_s": 0.5,
             "learner_train_s": train_s, "sync_total_s": sync_s, "completions_per_s": 50.0, "staleness_mean": 0.5,
             "run_dir": f"/elsewhere/{name}"}  # moved: found beside bench.json
@@ -204,7 +206,7 @@ def test_compare_simulates_each_bench_run_from_its_own_config(tmp_path, capsys):
     folder = bench_folder(tmp_path)
     assert main(["simulate", "--calibration", str(folder), "--compare"]) == 0
     out = capsys.readouterr().out
-    assert "max_staleness=0" in out and "max_staleness=2" in out and "predicted / measured" in out
+    assert all(f"max_staleness={k}" in out for k in ("0", "2", "2,slow")) and "predicted / measured" in out
     assert " / 50 " in out  # the measured completions/s beside the prediction
     assert main(["simulate", "--compare"]) == 2
     assert "--compare needs --calibration" in capsys.readouterr().err
