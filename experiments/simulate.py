@@ -381,7 +381,8 @@ def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
 
 
 def comparison_table(rows: dict[str, dict]) -> str:
-    lines = [f"{'run':<32}" + "".join(f"{k:>24}" for k in COMPARED), f"{'':<32}" + f"{'predicted / measured':>24}" * len(COMPARED)]
+    lines = [f"{'run':<32}" + "".join(f"{k:>24}" for k in COMPARED),
+             f"{'':<32}" + f"{'predicted / measured':>24}" * len(COMPARED)]
     for name, values in rows.items():
         cells = [f"{values[k][0]:.3g} / {values[k][1]:.3g}" if k in values else "" for k in COMPARED]
         lines.append(f"{name:<32}" + "".join(f"{c:>24}" for c in cells))
