@@ -91,9 +91,9 @@ def main(argv=None) -> int:
     p.add_argument("--path", default=None, help="output folder (default: ~/.cache/jury-rl/tiny-model, "
                                                 "~/.cache/jury-rl/tiny-chain)")
     p.set_defaults(func=_make_tiny_model)
-    from jury.experiments import bench, check_sync, evaluate, plots, replay, select, staleness, sweep
+    from jury.experiments import bench, check_sync, evaluate, plots, replay, select, simulate, staleness, sweep
 
-    for module in (bench, evaluate, sweep, plots, select, replay, staleness, check_sync):
+    for module in (bench, evaluate, sweep, plots, select, replay, staleness, check_sync, simulate):
         module.add_command(sub)
     # key=value overrides may come after options too (`jury replay RUN --out X learner.num_ranks=2`):
     # argparse takes a command's positionals in one run, so later ones come back as extras

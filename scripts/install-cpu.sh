@@ -12,7 +12,7 @@ $PIP install -q -e ".[cpu,test,peer,track]"
 # models need none of them.
 $PIP uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 python3 - <<'PY'
-import torch, vllm, deepspeed, ray, transformers  # noqa: F401  (fails loudly if the install is broken)
+import torch, vllm, deepspeed, ray, transformers, simpy  # noqa: F401  (fails loudly if the install is broken)
 print(f"jury-rl installed: torch {torch.__version__}, vllm {vllm.__version__}, ray {ray.__version__}")
 PY
 # The embedded default's tiny model, built here once (about 2.5 minutes on 2 cores; reused from

@@ -1,0 +1,239 @@
+"""The stage costs of `jury simulate`: one readable YAML file (configs/sim-costs.yaml), or fitted
+to a `jury bench` output folder.
+
+    costs = load_costs("configs/sim-costs.yaml", ["learner.token_s=0.001"])
+    costs = calibrate("runs/bench-20261125-101010")        # from bench.json and its runs' files
+
+Each stage is a few numbers, so a user can read what the model assumes and change it:
+
+    generation   a decode step of an engine takes step_s + seq_s·n seconds with n sequences
+                 running (one token for each of them), plus prefill_s for each group it starts;
+                 completion lengths from `lengths` (fixed, lognormal, or a ledger's values)
+    verifier     check_s per sample, plus gate_s per group (the gate's latency)
+    learner      step_s per step plus token_s per trained token, per epoch, over num_ranks ranks,
+                 that much longer (shared_slowdown) when a generator is running as the step starts
+    sync         fixed_s + weight_bytes / bandwidth + one bucket_latency_s per bucket
+
+Calibration fits them to what one machine measured in the pipeline (so the sharing of cores
+between generation and training is in the numbers, on average, not modelled apart).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from jury.protocol.config import ConfigError
+
+
+@dataclass(frozen=True)
+class Lengths:
+    """Completion tokens of one sample. `empirical` draws from `values` (a ledger's group means:
+    each sample draws its own, so a group's spread is that of the groups, a stand-in)."""
+
+    kind: Literal["fixed", "lognormal", "empirical"] = "lognormal"
+    tokens: int = 64          # fixed
+    median: float = 40.0      # lognormal
+    sigma: float = 0.8        # lognormal: the log's standard deviation (the tail)
+    values: tuple[float, ...] = ()  # empirical
+
+    def draw(self, rng: random.Random, n: int, max_new_tokens: int) -> list[int]:
+        if self.kind == "fixed":
+            raw = [self.tokens] * n
+        elif self.kind == "lognormal":
+            raw = [rng.lognormvariate(math.log(self.median), self.sigma) for _ in range(n)]
+        else:
+            raw = [rng.choice(self.values) for _ in range(n)]
+        return [min(max_new_tokens, max(1, round(x))) for x in raw]
+
+
+@dataclass(frozen=True)
+class Generation:
+    step_s: float = 0.004     # a decode step's fixed cost (weights read once per step)
+    seq_s: float = 0.0        # ... and per running sequence (its KV cache, its share of FLOPs)
+    prefill_s: float = 0.0    # per group started
+    lengths: Lengths = field(default_factory=Lengths)
+
+    def decode_step_s(self, running: int) -> float:
+        return self.step_s + self.seq_s * running
+
+
+@dataclass(frozen=True)
+class Verifier:
+    check_s: float = 0.001    # per sample
+    gate_s: float = 0.0       # per group (the proof gate's latency)
+
+
+@dataclass(frozen=True)
+class Learner:
+    step_s: float = 0.0       # per step: optimizer step, ZeRO communication
+    token_s: float = 0.0005   # per trained token, per epoch, on one rank
+    # a step that starts while a generator runs takes (1 + shared_slowdown) times as long: where the
+    # two share cores (one machine), or memory bandwidth; 0 where each has its own hardware
+    shared_slowdown: float = 0.0
+
+
+@dataclass(frozen=True)
+class Sync:
+    fixed_s: float = 0.05
+    weight_bytes: float = 0.0
+    bandwidth_bytes_per_s: float = 1e9
+    bucket_latency_s: float = 0.0
+
+    def seconds(self, bucket_mb: int) -> float:
+        buckets = math.ceil(self.weight_bytes / (bucket_mb * 2**20)) if self.weight_bytes else 0
+        return self.fixed_s + self.weight_bytes / self.bandwidth_bytes_per_s + buckets * self.bucket_latency_s
+
+
+@dataclass(frozen=True)
+class Costs:
+    generation: Generation = field(default_factory=Generation)
+    verifier: Verifier = field(default_factory=Verifier)
+    learner: Learner = field(default_factory=Learner)
+    sync: Sync = field(default_factory=Sync)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def costs_from_dict(d: dict) -> Costs:
+    """Nested dict (the YAML) -> Costs; an unknown key is refused by its dotted name."""
+    def build(cls, data: dict, where: str):
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise ConfigError(f"costs: unknown key {where}{unknown[0]} (known: {', '.join(names)})")
+        kwargs = {}
+        for k, v in data.items():
+            sub = {"generation": Generation, "verifier": Verifier, "learner": Learner, "sync": Sync,
+                   "lengths": Lengths}.get(k)
+            kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else (tuple(v) if k == "values" else v)
+        return cls(**kwargs)
+
+    costs = build(Costs, d, "")
+    _check(costs)
+    return costs
+
+
+def _check(costs: Costs):
+    """A cost below zero, a length kind unknown or without its values: refused with the key's name."""
+    def walk(node, where):
+        for f in dataclasses.fields(node):
+            value, name = getattr(node, f.name), f"{where}{f.name}"
+            if dataclasses.is_dataclass(value):
+                walk(value, name + ".")
+            elif isinstance(value, (int, float)) and not isinstance(value, bool) and not (value >= 0 and
+                                                                                           math.isfinite(value)):
+                raise ConfigError(f"costs: {name} must be a finite number >= 0, got {value!r}")
+
+    walk(costs, "")
+    lengths = costs.generation.lengths
+    if lengths.kind not in ("fixed", "lognormal", "empirical"):
+        raise ConfigError(f"costs: generation.lengths.kind must be fixed, lognormal or empirical, got {lengths.kind!r}")
+    if lengths.kind == "empirical" and not lengths.values:
+        raise ConfigError("costs: generation.lengths.values is empty (kind empirical draws from it)")
+    if costs.sync.bandwidth_bytes_per_s <= 0:
+        raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
+
+
+def load_costs(path: str | None, overrides: list[str] = ()) -> Costs:
+    """The YAML file (None: the defaults above), then `a.b=value` overrides (YAML values)."""
+    return costs_from_dict(_overridden(yaml.safe_load(Path(path).read_text()) or {} if path else {}, overrides))
+
+
+def with_overrides(costs: Costs, overrides: list[str]) -> Costs:
+    """`a.b=value` overrides on costs already built (after a calibration: a user's word is last)."""
+    return costs_from_dict(_overridden(costs.to_dict(), overrides))
+
+
+def _overridden(data: dict, overrides: list[str]) -> dict:
+    for o in overrides:
+        key, _, value = o.partition("=")
+        node = data
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = yaml.safe_load(value)
+    return data
+
+
+def run_folder(bench_dir: Path, recorded: str) -> Path:
+    """A run folder bench.json names: as written, or beside bench.json (a moved bench folder)."""
+    p = Path(recorded)
+    return p if p.exists() else bench_dir / p.name
+
+
+def _ledger_lengths(run_dir: Path) -> tuple[float, ...]:
+    path = run_dir / "ledger.jsonl"
+    values = []
+    for line in path.read_text().splitlines():
+        rows = json.loads(line)
+        for row in rows if isinstance(rows, list) else [rows]:
+            if row.get("error") is None and row.get("length"):
+                values.append(float(row["length"]))
+    if not values:
+        raise ValueError(f"{path}: no group lengths")
+    return tuple(values)
+
+
+def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
+    """Fit the costs to a `jury bench` folder. Decode: each end-to-end run gives one point, n the
+    sequences running while the engine is busy (occupancy_mean over its busy share, 1 - idle) and
+    the seconds per decode step, occupancy_mean / its tokens/s per generator (tokens/s is busy share
+    · n / step(n)); two or more fit step_s + seq_s·n by least squares, one gives step_s alone.
+    Learner: the synchronous run's train seconds per step over its tokens per step (its generator
+    idle meanwhile), and how much slower per token the run at the largest max_staleness trained
+    (its generator running meanwhile): shared_slowdown. Verifier: the verifier-only samples/s. Sync: the run
+    with the least sync time (inflight's, when run: no drain in it). Lengths: the synchronous
+    run's ledger."""
+    base = base or Costs()
+    folder = Path(bench_dir)
+    report = json.loads((folder / "bench.json").read_text())
+    arms = tuple(f",{name}" for name in report["config"].get("arms", []))  # other settings: not fitted to
+    runs = {k: v for k, v in report.items() if k.startswith("end_to_end/") and "run_dir" in v and not k.endswith(arms)}
+    if not runs:
+        raise ValueError(f"{folder / 'bench.json'}: no end-to-end run")
+    sync_key = f"end_to_end/max_staleness={report['config']['staleness'][0]}"
+    sync_run = runs.get(sync_key) or next(iter(runs.values()))
+    gens = _num_generators(run_folder(folder, sync_run["run_dir"]))
+    points = [(r["occupancy_mean"] / max(1e-9, 1 - r.get("idle/generator", 0.0)),
+               r["occupancy_mean"] * gens / r["tokens_per_s"]) for r in runs.values()
+              if r.get("occupancy_mean", 0) > 0 and r.get("tokens_per_s", 0) > 0]
+    step_s, seq_s = _fit_line(points) if points else (base.generation.step_s, base.generation.seq_s)
+    tokens_per_step = sync_run["tokens_per_s"] * sync_run["step_s"]
+    token_s = sync_run["learner_train_s"] / tokens_per_step
+    top = max(runs.values(), key=lambda r: (r is not sync_run, r.get("staleness_mean", 0.0)))
+    shared = max(0.0, top["learner_train_s"] / (top["tokens_per_s"] * top["step_s"]) / token_s - 1) \
+        if top is not sync_run else 0.0
+    learner = Learner(step_s=0.0, token_s=token_s, shared_slowdown=shared)
+    verifier_only = report.get("verifier_only", {})
+    check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
+    sync_s = min(r["sync_total_s"] for r in runs.values())
+    lengths = Lengths(kind="empirical", values=_ledger_lengths(run_folder(folder, sync_run["run_dir"])))
+    return Costs(generation=Generation(step_s, seq_s, 0.0, lengths),
+                 verifier=Verifier(check_s, base.verifier.gate_s), learner=learner,
+                 sync=Sync(fixed_s=sync_s))
+
+
+def _num_generators(run_dir: Path) -> int:
+    path = run_dir / "config.yaml"
+    return int((yaml.safe_load(path.read_text()) or {}).get("num_generators", 1)) if path.exists() else 1
+
+
+def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least squares s = a + b·n; b is kept >= 0 and a > 0 (a decode step never gets cheaper with
+    more sequences); points at one n give a alone."""
+    ns = [n for n, _ in points]
+    mean_n, mean_s = sum(ns) / len(ns), sum(s for _, s in points) / len(points)
+    var = sum((n - mean_n) ** 2 for n in ns)
+    b = max(0.0, sum((n - mean_n) * (s - mean_s) for n, s in points) / var) if var > 1e-9 else 0.0
+    a = mean_s - b * mean_n
+    if a <= 0:  # the line through the mean would say a step is free: all of it per sequence instead
+        return 1e-6, mean_s / mean_n
+    return a, b

@@ -1,0 +1,475 @@
+"""`jury simulate`: a discrete-event model of the pipeline (SimPy), to plan a run before renting it.
+
+    jury simulate --config configs/chain.yaml [--costs configs/sim-costs.yaml]
+                  [--calibration runs/bench-DIR] [--out DIR] [key=value ...] [costs.a.b=value ...]
+    jury simulate --calibration runs/bench-DIR --compare     # each bench run: predicted / measured
+
+It runs the loop the driver runs (cluster/driver.py), with time taken from the stage costs
+(experiments/sim_costs.py) instead of from engines:
+
+    feeder     admits up to (v + window)·B tasks (+ one per dropped group) at generator version v,
+               the run plan's window (protocol/plan.py); forced staleness holds task i back until
+               version b - k_i, with the feeder's own draw (cluster/feeder.py: draw_staleness)
+    generator  an engine in decode steps: every running sequence gets one token per step, the step
+               takes Generation.decode_step_s(running); a group starts while it has fewer than
+               max_tasks_in_flight groups and its G sequences fit under max_num_seqs
+    verifier   num_verifiers workers, first come first served, G·check_s + gate_s per group
+    learner    batch s = indices [s·B, (s+1)·B) (admission: batch) or the first B scored (continuous,
+               dropping groups past max_staleness under over_budget=drop), then the step's time
+    sync       every sync_every steps: the generators stop taking tasks and drain (wait for their
+               groups), interrupt (abort them, to start again on the new weights) or pause
+               (inflight: their groups go on afterwards); then the sync's own time; version = step + 1
+
+What it does not model yet: the two cores that generation and training share here (a calibration
+carries their average effect in its numbers), the verifiers' round-robin queues (one shared queue
+here), prompts' lengths, and preemption in the engine. Settings it does not model are refused by
+name (`unmodelled`). Every random draw is a pure function
+of (seed, task index), so a run is the same for a seed whatever the order events happen in.
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import simpy
+
+from jury.cluster.feeder import draw_staleness
+from jury.experiments.sim_costs import Costs
+from jury.protocol.config import ConfigError, RunConfig
+from jury.protocol.plan import RunPlan, make_plan
+
+WARMUP_STEPS = 2  # as `jury bench` (experiments/bench.py): throughput is timed after the first two steps
+
+
+def unmodelled(cfg: RunConfig, plan: RunPlan) -> list[str]:
+    """The settings of this config the model does not have, by name (empty: it can be simulated)."""
+    out = []
+    if cfg.dynamic_sampling:
+        out.append("dynamic_sampling (refills)")
+    if plan.faults:
+        out.append("faults")
+    if cfg.derl.enabled:
+        out.append("derl.enabled")
+    if cfg.verifier.reward == "coreward":  # G samples of the prompt and G of its rewrite per task
+        out.append("verifier.reward=coreward")
+    if cfg.eval.every:
+        out.append("eval.every")
+    if cfg.checkpoint_every:
+        out.append("checkpoint_every")
+    gate_roles = {"formalizer", "checker", "prover"}  # the Lean gate's servers: in costs.verifier.gate_s
+    out += [f"verifier LLM role {r}" for r in plan.role_models if r not in gate_roles]
+    return out
+
+
+@dataclass
+class Group:
+    """One task's journey: what the ledger records of it."""
+
+    index: int
+    lengths: list[int]
+    version_start: int = -1
+    version_end: int = -1
+    step: int = -1
+    remaining: list[int] = field(default_factory=list)  # tokens still to generate per sample
+
+    @property
+    def tokens(self) -> int:
+        return sum(self.lengths)
+
+
+class Engine:
+    """One generator: continuous batching in decode steps (vLLM's scheduler, without preemption).
+
+    Between two changes (a sequence finishing, a task it could start arriving, a sync stopping it)
+    every decode step is alike, so the engine waits out all of them at once and counts the tokens
+    after: a run of thousands of tokens per sequence costs a few events per group, not one per token.
+    A change from outside interrupts that wait, and the engine finishes the step in flight first."""
+
+    def __init__(self, sim: "Simulation", name: str):
+        self.sim, self.name = sim, name
+        self.running: list[Group] = []
+        self.retry: deque[Group] = deque()  # interrupted: first in line on the new weights
+        self.open, self.pausing, self.aborting = True, False, False
+        self.version = 0
+        self.busy_s = 0.0
+        self.trace: list[tuple[float, int]] = []  # (time, sequences running) at each change
+        self.wake: simpy.Event | None = None
+        self.stepping = False  # waiting out decode steps: an outside change interrupts it
+        self.stopped: simpy.Event | None = None  # triggered when a drain/abort/pause has taken hold
+        self.process = sim.env.process(self.loop())
+
+    def poke(self):
+        """Something changed outside: wake the engine if idle, or interrupt its steps if it matters now."""
+        if self.wake is not None and not self.wake.triggered:
+            self.wake.succeed()
+        elif self.stepping and (self.pausing or self.aborting or self._next_fits()):
+            self.stepping = False
+            self.process.interrupt()
+
+    def _next_fits(self) -> bool:
+        g = self.sim.cfg.generator
+        queue = self.retry or self.sim.ready
+        return (self.open and bool(queue) and len(self.running) < g.max_tasks_in_flight
+                and (self.sequences() + len(queue[0].lengths) <= g.max_num_seqs or not self.running))
+
+    def _start_groups(self) -> int:
+        started = 0
+        while self._next_fits():
+            group = (self.retry or self.sim.ready).popleft()
+            group.version_start, group.remaining = self.version, list(group.lengths)
+            self.running.append(group)
+            started += 1
+        return started
+
+    def sequences(self) -> int:
+        return sum(1 for grp in self.running for r in grp.remaining if r > 0)
+
+    def loop(self):
+        costs, env = self.sim.costs.generation, self.sim.env
+        while True:
+            if self.aborting:  # interrupt: what ran is lost; the tasks start again after the sync
+                self.retry.extend(self.running)
+                self.running = []
+            started = self._start_groups() if not self.pausing else 0
+            if self.pausing or not self.running:
+                self.trace.append((env.now, 0))
+                if self.stopped is not None and not self.stopped.triggered:
+                    self.stopped.succeed()
+                self.wake = env.event()
+                yield self.wake
+                continue
+            running = self.sequences()
+            self.trace.append((env.now, running))
+            dt = costs.decode_step_s(running)
+            first = dt + costs.prefill_s * started  # the step that starts new groups prefills them too
+            steps = min(r for grp in self.running for r in grp.remaining if r > 0)  # until one finishes
+            start = env.now
+            self.stepping = True
+            try:
+                yield env.timeout(first + (steps - 1) * dt)
+                done = steps
+            except simpy.Interrupt:  # finish the step in flight, then look at the change
+                elapsed = env.now - start
+                done = steps if dt <= 0 else min(steps, 1 + (max(0, math.floor((elapsed - first) / dt) + 1)
+                                                            if elapsed >= first else 0))
+                yield env.timeout(max(0.0, start + first + (done - 1) * dt - env.now))
+            self.stepping = False
+            self.busy_s += first + (done - 1) * dt
+            for grp in list(self.running):
+                grp.remaining = [max(0, r - done) for r in grp.remaining]
+                if not any(grp.remaining):
+                    grp.version_end = self.version
+                    self.running.remove(grp)
+                    env.process(self.sim.verify(grp))
+
+    def stop_for_sync(self, mode: str) -> simpy.Event:
+        """Stop taking tasks; the event fires once the mode's condition holds (drain: no group left)."""
+        self.open = False
+        self.pausing = mode == "inflight"
+        self.aborting = mode == "interrupt"
+        self.stopped = self.sim.env.event()
+        self.poke()
+        return self.stopped
+
+    def resume(self, version: int):
+        self.version, self.open, self.pausing, self.aborting = version, True, False, False
+        self.stopped = None
+        self.poke()
+
+
+class Simulation:
+    def __init__(self, cfg: RunConfig, costs: Costs):
+        self.plan = make_plan(cfg)
+        refused = unmodelled(cfg, self.plan)
+        if refused:
+            raise ConfigError(f"not modelled (yet): {', '.join(refused)}")
+        self.cfg, self.costs = cfg, costs
+        self.env = simpy.Environment()
+        self.B = cfg.batch_groups
+        self.ready: deque[Group] = deque()        # sent by the feeder, not taken by an engine yet
+        self.held: dict[int, Group] = {}          # forced staleness: admitted, not released
+        self.pending: dict[int, Group] = {}       # admitted, not trained or dropped
+        self.admitted, self.dropped = 0, 0
+        self.inbox: dict[int, tuple[float, Group]] = {}  # scored, at the learner: index -> (arrival, group)
+        self.arrival: simpy.Event = self.env.event()
+        self.version = 0
+        self.verifiers = simpy.Resource(self.env, capacity=cfg.num_verifiers)
+        self.verify_busy_s = 0.0
+        self.engines = [Engine(self, f"generator{i}") for i in range(cfg.num_generators)]
+        self.trained: list[Group] = []
+        self.steps: list[dict] = []  # per step: end time, wait_s, train_s, sync_s
+
+    # ── feeder ──
+    def limit(self) -> int:
+        return (self.version + self.plan.window) * self.B + self.dropped
+
+    def admit(self):
+        total = self.cfg.steps * self.B + self.dropped
+        g = self.cfg.generator
+        while self.admitted < min(self.limit(), total):
+            i = self.admitted
+            rng = random.Random(f"{self.cfg.seed}/lengths/{i}")
+            group = Group(i, self.costs.generation.lengths.draw(rng, g.group_size, g.max_new_tokens))
+            self.pending[i] = group
+            if self.plan.forced:
+                self.held[i] = group
+            else:
+                self.ready.append(group)
+            self.admitted += 1
+        for i in sorted(i for i in self.held if self.release_version(i) <= self.version):
+            self.ready.append(self.held.pop(i))
+        for e in self.engines:
+            e.poke()
+
+    def release_version(self, index: int) -> int:
+        return max(0, index // self.B - draw_staleness(self.plan.forced, self.cfg.seed, index))
+
+    # ── verifier ──
+    def verify(self, group: Group):
+        with self.verifiers.request() as req:
+            yield req
+            dt = len(group.lengths) * self.costs.verifier.check_s + self.costs.verifier.gate_s
+            yield self.env.timeout(dt)
+            self.verify_busy_s += dt
+        self.inbox[group.index] = (self.env.now, group)
+        if not self.arrival.triggered:
+            self.arrival.succeed()
+
+    def _until(self, condition):
+        while not condition():
+            self.arrival = self.env.event()
+            yield self.arrival
+
+    # ── learner and driver ──
+    def take_batch(self, step: int):
+        """Batch `step`'s groups out of the inbox (dropping, under continuous admission, the stale)."""
+        adm = self.plan.admission
+        if not adm.continuous:
+            indices = range(step * self.B, (step + 1) * self.B)
+            yield from self._until(lambda: all(i in self.inbox for i in indices))
+            return [self.inbox.pop(i)[1] for i in indices], []
+        dropped: list[int] = []
+
+        def ready():
+            if adm.drop_stale:
+                stale = [i for i, (_, grp) in self.inbox.items() if step - grp.version_start > adm.max_staleness]
+                for i in stale:
+                    del self.inbox[i]
+                    del self.pending[i]
+                dropped.extend(stale)
+                if stale:  # new tasks take their places (the driver admits them once told)
+                    self.dropped += len(stale)
+                    self.admit()
+            return len(self.inbox) >= self.B
+
+        yield from self._until(ready)
+        first = sorted(self.inbox, key=lambda i: (self.inbox[i][0], i))[: self.B]
+        return [self.inbox.pop(i)[1] for i in first], dropped
+
+    def train_s(self, batch: list[Group]) -> float:
+        c, lc = self.costs.learner, self.cfg.learner
+        alone = c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s / lc.num_ranks
+        shared = any(e.running and not e.pausing for e in self.engines)
+        return alone * (1 + c.shared_slowdown) if shared else alone
+
+    def sync(self):
+        """Every engine stops as its mode says, then the weights move; the version is bumped after."""
+        mode = self.cfg.generator.sync_mode
+        yield simpy.AllOf(self.env, [e.stop_for_sync(mode) for e in self.engines])
+        yield self.env.timeout(self.costs.sync.seconds(self.cfg.bucket_mb))
+
+    def driver(self):
+        cfg = self.cfg
+        self.admit()
+        for step in range(cfg.steps):
+            t0 = self.env.now
+            batch, dropped = yield from self.take_batch(step)
+            t1 = self.env.now
+            yield self.env.timeout(self.train_s(batch))
+            for g in batch:
+                g.step = step
+                self.pending.pop(g.index, None)
+            self.trained += batch
+            t2 = self.env.now
+            if (step + 1) % cfg.sync_every == 0 and step + 1 < cfg.steps:
+                if self.plan.forced:  # the version moves on only once its released tasks are back
+                    released = [i for i in self.pending if self.release_version(i) == self.version]
+                    yield from self._until(lambda: all(i in self.inbox for i in released))
+                yield from self.sync()
+                self.version = step + 1
+                for e in self.engines:
+                    e.resume(self.version)
+            self.admit()
+            self.steps.append({"start": t0, "end": self.env.now, "wait_s": t1 - t0, "train_s": t2 - t1,
+                               "sync_s": self.env.now - t2, "dropped": len(dropped),
+                               "generator_busy_s": sum(e.busy_s for e in self.engines),
+                               "verifier_busy_s": self.verify_busy_s,
+                               "queue/feeder": len(self.ready), "queue/learner": len(self.inbox)})
+
+    def run(self) -> dict:
+        done = self.env.process(self.driver())
+        try:
+            self.env.run(until=done)
+        except RuntimeError as e:  # no event left and the run not over: the model itself is stuck
+            raise RuntimeError(f"simulation stuck at t={self.env.now:.3f}s, step {len(self.steps)}: {e}") from None
+        return self.report()
+
+    def report(self) -> dict:
+        cfg, steps = self.cfg, self.steps
+        first = WARMUP_STEPS if len(steps) > WARMUP_STEPS else 0
+        t_start = steps[first - 1]["end"] if first else 0.0
+        wall = steps[-1]["end"] - t_start
+        timed = [g for g in self.trained if g.step >= first]
+        n = len(steps) - first
+        mean = lambda key: sum(s[key] for s in steps[first:]) / n  # noqa: E731
+        delta = lambda key: steps[-1][key] - (steps[first - 1][key] if first else 0.0)  # noqa: E731
+        stale = Counter(g.step - g.version_start for g in self.trained)
+        return {
+            "completions_per_s": len(timed) * cfg.generator.group_size / wall,
+            "tokens_per_s": sum(g.tokens for g in timed) / wall,
+            "groups_per_s": len(timed) / wall,
+            "step_s": wall / n,
+            "learner_wait_s": mean("wait_s"), "learner_train_s": mean("train_s"), "sync_total_s": mean("sync_s"),
+            "staleness_mean": sum(k * c for k, c in stale.items()) / len(self.trained),
+            "staleness": {str(k): stale[k] for k in sorted(stale)},
+            # idle as `jury bench` counts it, over the same steps: the learner waiting for groups,
+            # a generator with no sequence running, a verifier with no group
+            "idle/learner": mean("wait_s") * n / wall,
+            "idle/generator": 1 - delta("generator_busy_s") / (wall * len(self.engines)),
+            "idle/verifier": 1 - delta("verifier_busy_s") / (wall * cfg.num_verifiers),
+            "queue/feeder": mean("queue/feeder"), "queue/learner": mean("queue/learner"),
+            "dropped_stale": sum(s["dropped"] for s in steps),
+            "wall_s": steps[-1]["end"],
+        }
+
+
+def simulate(cfg: RunConfig, costs: Costs) -> dict:
+    return Simulation(cfg, costs).run()
+
+
+def table(report: dict) -> str:
+    rows = [(k, v) for k, v in report.items() if not isinstance(v, dict)]
+    rows.append(("staleness", " ".join(f"{k}:{v}" for k, v in report["staleness"].items())))
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v:.4g}" if isinstance(v, float) and math.isfinite(v)
+                     else f"{k:<{width}}  {v}" for k, v in rows)
+
+
+COMPARED = ("completions_per_s", "tokens_per_s", "step_s", "staleness_mean", "idle/generator", "idle/learner")
+
+
+def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
+    """Each end-to-end run of a `jury bench` folder simulated from its own config.yaml with these
+    costs: run name -> {key: (predicted, measured)} for the keys both report (COMPARED)."""
+    import json
+
+    from jury.experiments.sim_costs import run_folder
+    from jury.protocol.config_load import load_run_config
+
+    folder = Path(bench_dir)
+    report = json.loads((folder / "bench.json").read_text())
+    out = {}
+    for name, measured in report.items():
+        if not name.startswith("end_to_end/") or "run_dir" not in measured:
+            continue
+        predicted = simulate(load_run_config(str(run_folder(folder, measured["run_dir"]))), costs)
+        out[name.removeprefix("end_to_end/")] = {k: (predicted[k], measured[k]) for k in COMPARED if k in measured}
+    return out
+
+
+def comparison_table(rows: dict[str, dict]) -> str:
+    lines = [f"{'run':<32}" + "".join(f"{k:>24}" for k in COMPARED),
+             f"{'':<32}" + f"{'predicted / measured':>24}" * len(COMPARED)]
+    for name, values in rows.items():
+        cells = [f"{values[k][0]:.3g} / {values[k][1]:.3g}" if k in values else "" for k in COMPARED]
+        lines.append(f"{name:<32}" + "".join(f"{c:>24}" for c in cells))
+    return "\n".join(lines)
+
+
+def plot_timeline(sim: Simulation, path: Path):
+    """Sequences running in each engine over time (as `jury bench`'s occupancy.png), and below it
+    what the learner did: waiting for groups, training, syncing weights."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5), sharex=True, height_ratios=(3, 1))
+    for e in sim.engines:
+        if e.trace:
+            t, n = zip(*e.trace)
+            top.step(t, n, where="post", lw=0.8, label=e.name)
+    top.axhline(sim.B * sim.cfg.generator.group_size, color="grey", ls=":", lw=0.8, label="one batch's sequences")
+    top.set_ylabel("sequences running")
+    top.legend(loc="upper right", fontsize=8)
+    for name, color, start, length in (("wait", "tab:grey", "start", "wait_s"),
+                                       ("train", "tab:blue", None, "train_s"), ("sync", "tab:red", None, "sync_s")):
+        spans = []
+        for s in sim.steps:
+            begin = {"wait": s["start"], "train": s["start"] + s["wait_s"],
+                     "sync": s["start"] + s["wait_s"] + s["train_s"]}[name]
+            spans.append((begin, s[length]))
+        bottom.broken_barh(spans, (0, 1), color=color, label=name)
+    bottom.set_yticks([])
+    bottom.set_ylabel("learner")
+    bottom.set_xlabel("simulated seconds")
+    bottom.legend(loc="upper right", fontsize=8, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def add_command(sub):
+    p = sub.add_parser("simulate", help="a discrete-event model of a run: throughput, staleness, idle roles, "
+                                        "step-time breakdown, from stage costs (a YAML file or a jury bench folder)")
+    p.add_argument("--config", help="the run's YAML config (as jury train takes it)")
+    p.add_argument("--costs", default="", help="stage costs YAML (default: configs/sim-costs.yaml's values)")
+    p.add_argument("--calibration", default="", metavar="BENCH_DIR",
+                   help="fit the costs to a jury bench output folder (bench.json and its runs) instead")
+    p.add_argument("--compare", action="store_true",
+                   help="with --calibration: simulate each end-to-end run of that bench folder from its own config "
+                        "and print predicted against measured (--config and key=value are then not used)")
+    p.add_argument("--out", default="", help="folder for simulate.json and timeline.png (default runs/simulate-<time>)")
+    p.add_argument("overrides", nargs="*", help="key=value config overrides; costs.KEY=VALUE changes a cost (after any "
+                                                "calibration)")
+    p.set_defaults(func=_main)
+
+
+def _main(args) -> int:
+    import json
+    import sys
+    import time
+
+    from jury.experiments.sim_costs import calibrate, load_costs, with_overrides
+    from jury.protocol.config_load import load_config
+
+    cost_overrides = [o.removeprefix("costs.") for o in args.overrides if o.startswith("costs.")]
+    run_overrides = [o for o in args.overrides if not o.startswith("costs.")]
+    try:
+        cfg = load_config(args.config, run_overrides)
+        costs = load_costs(args.costs or None)
+        if args.calibration:
+            costs = calibrate(args.calibration, costs)
+        costs = with_overrides(costs, cost_overrides)
+        if args.compare and not args.calibration:
+            raise ValueError("--compare needs --calibration BENCH_DIR")
+        if args.compare:
+            print(comparison_table(against_bench(args.calibration, costs)))
+            return 0
+        sim = Simulation(cfg, costs)
+    except (ConfigError, OSError, ValueError, KeyError) as e:
+        print(f"jury simulate: {e}", file=sys.stderr)
+        return 2
+    report = sim.run()
+    out = Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    # per step: its end (simulated seconds), the learner's wait/train/sync and the queue depths then
+    (out / "simulate.json").write_text(json.dumps({"report": report, "steps": sim.steps, "costs": costs.to_dict(),
+                                                   "config": args.config, "overrides": args.overrides}, indent=2))
+    plot_timeline(sim, out / "timeline.png")
+    print(table(report))
+    print(f"\n{out / 'simulate.json'}\n{out / 'timeline.png'}")
+    return 0

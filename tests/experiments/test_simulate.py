@@ -1,0 +1,212 @@
+"""`jury simulate`: the event model against closed forms worked by hand, forced staleness exactly
+as the feeder draws it, determinism per seed, the calibration parser on a constructed `jury bench`
+folder, and what it refuses. No Ray, no engine: each simulation takes milliseconds."""
+import json
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from jury.cluster.feeder import draw_staleness
+from jury.experiments.sim_costs import (Costs, Generation, Learner, Lengths, Sync, Verifier, calibrate,
+                                        load_costs)
+from jury.experiments.simulate import Simulation, simulate
+from jury.protocol.config import ConfigError
+from jury.protocol.config_load import load_config
+
+
+def config(**overrides):
+    return load_config(None, [f"{k}={v}" for k, v in overrides.items()])
+
+
+def costs(gen_step=0.0, tokens=10, check=0.0, learner_step=0.0, token_s=0.0, sync=0.0, lengths=None, shared=0.0):
+    return Costs(generation=Generation(step_s=gen_step, lengths=lengths or Lengths(kind="fixed", tokens=tokens)),
+                 verifier=Verifier(check_s=check),
+                 learner=Learner(step_s=learner_step, token_s=token_s, shared_slowdown=shared),
+                 sync=Sync(fixed_s=sync))
+
+
+def test_a_single_stage_alone_is_its_own_time():
+    # only generation costs: 10 decode steps of 0.01 s per group, one group per step
+    cfg = config(steps=5, batch_groups=1, max_staleness=0, **{"generator.group_size": 2,
+                                                              "generator.max_new_tokens": 64})
+    r = simulate(cfg, costs(gen_step=0.01))
+    assert r["step_s"] == pytest.approx(0.1)
+    assert r["wall_s"] == pytest.approx(0.5)
+    assert r["completions_per_s"] == pytest.approx(2 / 0.1)
+    assert r["idle/generator"] == pytest.approx(0.0, abs=1e-9)
+
+
+@pytest.mark.parametrize("mode", ["drain", "interrupt", "inflight"])
+def test_synchronous_is_the_sum_of_the_stages(mode):
+    # B=2 groups of G=2 samples of 10 tokens, generated together: 10 steps x 0.01 = 0.1 s;
+    # one verifier, 2 samples x 0.05 s per group, the two in turn: 0.2 s;
+    # learner 0.01 + 40 tokens x 0.001 = 0.05 s; sync 0.03 s (none after the last step).
+    # At max_staleness 0 nothing is generating at a sync, so every mode gives the same.
+    cfg = config(steps=6, batch_groups=2, max_staleness=0, num_verifiers=1,
+                 **{"generator.group_size": 2, "generator.sync_mode": mode})
+    # nothing generates while a synchronous learner trains: a slowdown from sharing never applies
+    r = simulate(cfg, costs(gen_step=0.01, check=0.05, learner_step=0.01, token_s=0.001, sync=0.03, shared=1.0))
+    assert r["wall_s"] == pytest.approx(6 * (0.1 + 0.2 + 0.05) + 5 * 0.03)
+    assert r["step_s"] == pytest.approx((3 * 0.38 + 0.35) / 4)  # the timed steps 2..5
+    assert r["learner_wait_s"] == pytest.approx(0.3)
+    assert r["learner_train_s"] == pytest.approx(0.05)
+    assert r["staleness"] == {"0": 12}
+
+
+def test_inflight_is_bounded_by_the_learner_when_it_is_the_slowest():
+    # generation and verification take ~0.03 s per batch, the learner 1.0 s and the sync 0.1 s:
+    # with room to run ahead the learner never waits, and a step is its own train + sync
+    cfg = config(steps=8, batch_groups=4, max_staleness=4, **{"generator.group_size": 4,
+                                                              "generator.sync_mode": "inflight"})
+    r = simulate(cfg, costs(gen_step=0.001, check=0.001, learner_step=1.0, sync=0.1))
+    assert r["learner_wait_s"] == pytest.approx(0.0, abs=1e-9)
+    assert r["step_s"] == pytest.approx((5 * 1.1 + 1.0) / 6)  # no sync after the last step
+
+
+def test_inflight_is_bounded_by_generation_when_it_is_the_slowest():
+    # one group at a time (max_tasks_in_flight 1): 10 steps x 0.01 = 0.1 s a group, 0.4 s a batch,
+    # plus the 0.01 s each sync pauses it; the learner (0.05 + 0.01) keeps up, so a step is 0.41 s
+    cfg = config(steps=10, batch_groups=4, max_staleness=4,
+                 **{"generator.group_size": 4, "generator.sync_mode": "inflight", "generator.max_tasks_in_flight": 1})
+    r = simulate(cfg, costs(gen_step=0.01, learner_step=0.05, sync=0.01, shared=1.0))
+    assert r["step_s"] == pytest.approx(0.41, rel=0.03)  # the last step, nothing left to generate, is quicker
+    # generation runs beside the learner (shared_slowdown 1: twice as long) but for the last step
+    assert r["learner_train_s"] == pytest.approx((7 * 0.1 + 0.05) / 8)
+    assert r["idle/generator"] < 0.05  # paused 0.01 s a sync, and the last step's training
+    assert r["idle/learner"] > 0.65  # it waits about 0.41 - 0.1 - 0.01 s of each 0.41 s step
+    sync = simulate(replace(cfg, max_staleness=0), costs(gen_step=0.01, learner_step=0.05, sync=0.01))
+    # the sum, nothing overlapping: 0.46 s a step, the last of the 8 timed ones without its sync
+    assert sync["step_s"] == pytest.approx((7 * 0.46 + 0.45) / 8, rel=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["drain", "inflight"])
+def test_forced_staleness_is_exactly_the_feeders_draw(mode):
+    forced = {0: 1, 2: 1, 3: 2}
+    cfg = config(steps=12, batch_groups=4, seed=7, forced_staleness="{0: 1, 2: 1, 3: 2}",
+                 **{"generator.group_size": 2, "generator.sync_mode": mode})
+    sim = Simulation(cfg, costs(gen_step=0.002, check=0.001, token_s=0.0005, sync=0.01,
+                                lengths=Lengths(kind="lognormal", median=20, sigma=1.0)))
+    report = sim.run()
+    probabilities = {k: w / 4 for k, w in forced.items()}
+    # batch b is trained at step b; task i of it was released at max(0, b - k_i): min(b, k_i) stale
+    expected = {g.index: min(g.index // 4, draw_staleness(probabilities, 7, g.index)) for g in sim.trained}
+    assert {g.index: g.step - g.version_start for g in sim.trained} == expected
+    assert report["staleness"] == {str(k): n for k, n in sorted(Counter(expected.values()).items())}
+
+
+def test_a_seed_gives_one_run_and_another_seed_another():
+    cfg = config(steps=6, batch_groups=4, max_staleness=2, **{"generator.group_size": 4,
+                                                              "generator.sync_mode": "interrupt"})
+    c = costs(gen_step=0.002, check=0.001, token_s=0.001, sync=0.02, lengths=Lengths(median=30, sigma=1.0))
+    assert simulate(cfg, c) == simulate(cfg, c)
+    assert simulate(cfg, c) != simulate(replace(cfg, seed=1), c)
+
+
+def test_continuous_admission_trains_every_group_once_within_the_bound():
+    # long-tailed lengths and one task at a time: groups are overtaken, some past max_staleness
+    cfg = config(steps=10, batch_groups=4, max_staleness=1, admission="continuous", num_generators=2, max_model_len=704,
+                 **{"generator.group_size": 4, "generator.sync_mode": "inflight",
+                    "generator.max_new_tokens": 512})
+    sim = Simulation(cfg, costs(gen_step=0.001, token_s=0.0005, sync=0.01,
+                                lengths=Lengths(median=30, sigma=1.5)))
+    report = sim.run()
+    assert report["dropped_stale"] >= 1  # the case in question happened
+    indices = [g.index for g in sim.trained]
+    assert len(indices) == len(set(indices)) == 10 * 4
+    assert max(g.step - g.version_start for g in sim.trained) <= 1
+    assert sim.admitted == 10 * 4 + report["dropped_stale"] + len(sim.pending)
+
+
+@pytest.mark.parametrize("setting,name", [("dynamic_sampling=true", "dynamic_sampling"),
+                                          ("eval.every=2", "eval.every"), ("checkpoint_every=5", "checkpoint_every"),
+                                          ("verifier.reward=tinyv", "tinyv"),
+                                          ("verifier.reward=coreward verifier.rewrites=llm", "coreward"),
+                                          ("faults=kill:generator0@1", "faults")])
+def test_a_setting_it_does_not_model_is_refused_by_name(setting, name):
+    cfg = load_config(None, setting.split())
+    with pytest.raises(ConfigError, match=name):
+        Simulation(cfg, Costs())
+
+
+def test_costs_load_from_yaml_with_overrides_and_refuse_unknown_keys(tmp_path):
+    path = tmp_path / "costs.yaml"
+    path.write_text("learner: {token_s: 0.002}\ngeneration:\n  lengths: {kind: fixed, tokens: 9}\n")
+    c = load_costs(str(path), ["sync.fixed_s=0.5"])
+    assert (c.learner.token_s, c.generation.lengths.tokens, c.sync.fixed_s) == (0.002, 9, 0.5)
+    with pytest.raises(ConfigError, match="learner.tokens_s"):
+        load_costs(str(path), ["learner.tokens_s=1"])
+    with pytest.raises(ConfigError, match="verifier.check_s must be a finite number >= 0"):
+        load_costs(str(path), ["verifier.check_s=-1"])
+    with pytest.raises(ConfigError, match="generation.lengths.kind"):
+        load_costs(str(path), ["generation.lengths.kind=pareto"])
+
+
+def test_the_shipped_costs_file_is_the_defaults():
+    from pathlib import Path
+
+    assert load_costs(str(Path(__file__).parents[2] / "configs" / "sim-costs.yaml")) == Costs()
+
+
+def bench_folder(tmp_path):
+    """A `jury bench` folder as it writes one, two runs, made up numbers (worked in the test below)."""
+    runs = {"0": (10, 0.5, 1000, 0.2, 0.25, [30, 50, None]), "2": (30, 0.25, 2000, 0.1, 0.8, [70]),
+            "2,slow": (90, 0.0, 10, 0.01, 9.0, [5])}  # an arm (other settings): compared, never fitted to
+    report = {"config": {"staleness": [0, 2], "arms": ["slow"]}, "verifier_only": {"samples_per_s": 200.0}}
+    for k, (occupancy, idle, tokens_per_s, sync_s, train_s, lengths) in runs.items():
+        name = "staleness-" + k.replace(",", "-")
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text(
+            f"num_generators: 1\nsteps: 6\nbatch_groups: 4\nmax_staleness: {k[0]}\n")
+        rows = [{"length": n, "error": None if n else "refused"} for n in lengths]
+        (tmp_path / name / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        report[f"end_to_end/max_staleness={k}"] = {
+            "occupancy_mean": occupancy, "idle/generator": idle, "tokens_per_s": tokens_per_s, "step_s": 0.5,
+            "learner_train_s": train_s, "sync_total_s": sync_s, "completions_per_s": 50.0, "staleness_mean": 0.5,
+            "run_dir": f"/elsewhere/{name}"}  # moved: found beside bench.json
+    (tmp_path / "bench.json").write_text(json.dumps(report))
+    return tmp_path
+
+
+def test_calibration_reads_a_bench_folder(tmp_path):
+    """Two end-to-end runs, each a point (sequences running while busy, seconds per decode step):
+    10 over a busy half is 20, at 10/1000 = 0.01 s; 30 over a busy 3/4 is 40, at 30/2000 = 0.015 s.
+    So a decode step is 0.005 + 0.00025·n. The synchronous run trains 1000 tokens/s x 0.5 s = 500
+    tokens a step in 0.25 s: 0.0005 s a token; the other run 2000 x 0.5 = 1000 in 0.8 s, 0.0008 s a
+    token, 1.6 times as long with its generator running beside it."""
+    c = calibrate(str(bench_folder(tmp_path)))
+    assert c.generation.step_s == pytest.approx(0.005)
+    assert c.generation.seq_s == pytest.approx(0.00025)
+    assert c.learner.token_s == pytest.approx(0.0005)
+    assert c.learner.shared_slowdown == pytest.approx(0.6)
+    assert c.verifier.check_s == pytest.approx(0.005)
+    assert c.sync.fixed_s == pytest.approx(0.1)
+    assert c.generation.lengths == Lengths(kind="empirical", values=(30.0, 50.0))
+
+
+def test_the_command_writes_a_table_a_json_and_a_timeline(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    out = tmp_path / "sim"
+    assert main(["simulate", "--out", str(out), "steps=4", "batch_groups=2", "costs.learner.token_s=0.001"]) == 0
+    assert "completions_per_s" in capsys.readouterr().out
+    saved = json.loads((out / "simulate.json").read_text())
+    assert saved["costs"]["learner"]["token_s"] == 0.001
+    assert saved["report"]["completions_per_s"] > 0
+    assert [set(row) >= {"end", "wait_s", "train_s", "sync_s", "queue/feeder", "queue/learner"}
+            for row in saved["steps"]] == [True] * 4
+    assert (out / "timeline.png").stat().st_size > 0
+    assert main(["simulate", "--out", str(out), "dynamic_sampling=true"]) == 2
+    assert "dynamic_sampling" in capsys.readouterr().err
+
+
+def test_compare_simulates_each_bench_run_from_its_own_config(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    folder = bench_folder(tmp_path)
+    assert main(["simulate", "--calibration", str(folder), "--compare"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"max_staleness={k}" in out for k in ("0", "2", "2,slow")) and "predicted / measured" in out
+    assert " / 50 " in out  # the measured completions/s beside the prediction
+    assert main(["simulate", "--compare"]) == 2
+    assert "--compare needs --calibration" in capsys.readouterr().err
