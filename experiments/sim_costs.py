@@ -1,7 +1,7 @@
-"""The stage costs of `jury simulate`: one readable YAML file (configs/sim-costs.yaml), or fitted
+"""The stage costs of `jury simulate`: one readable YAML file (configs/simulate/costs.yaml), or fitted
 to a `jury bench` output folder.
 
-    costs = load_costs("configs/sim-costs.yaml", ["learner.token_s=0.001"])
+    costs = load_costs("configs/simulate/costs.yaml", ["learner.token_s=0.001"])
     costs = calibrate("runs/bench-20261125-101010")        # from bench.json and its runs' files
 
 Each stage is a few numbers, so a user can read what the model assumes and change it:

@@ -1,6 +1,6 @@
 """`jury simulate`: a discrete-event model of the pipeline (SimPy), to plan a run before renting it.
 
-    jury simulate --config configs/chain.yaml [--costs configs/sim-costs.yaml]
+    jury simulate --config configs/chain.yaml [--costs configs/simulate/costs.yaml]
                   [--calibration runs/bench-DIR] [--out DIR] [key=value ...] [costs.a.b=value ...]
     jury simulate --calibration runs/bench-DIR --compare     # each bench run: predicted / measured
 
@@ -426,7 +426,7 @@ def add_command(sub):
     p = sub.add_parser("simulate", help="a discrete-event model of a run: throughput, staleness, idle roles, "
                                         "step-time breakdown, from stage costs (a YAML file or a jury bench folder)")
     p.add_argument("--config", help="the run's YAML config (as jury train takes it)")
-    p.add_argument("--costs", default="", help="stage costs YAML (default: configs/sim-costs.yaml's values)")
+    p.add_argument("--costs", default="", help="stage costs YAML (default: configs/simulate/costs.yaml's values)")
     p.add_argument("--calibration", default="", metavar="BENCH_DIR",
                    help="fit the costs to a jury bench output folder (bench.json and its runs) instead")
     p.add_argument("--compare", action="store_true",

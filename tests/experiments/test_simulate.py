@@ -145,7 +145,7 @@ def test_costs_load_from_yaml_with_overrides_and_refuse_unknown_keys(tmp_path):
 def test_the_shipped_costs_file_is_the_defaults():
     from pathlib import Path
 
-    assert load_costs(str(Path(__file__).parents[2] / "configs" / "sim-costs.yaml")) == Costs()
+    assert load_costs(str(Path(__file__).parents[2] / "configs" / "simulate" / "costs.yaml")) == Costs()
 
 
 def bench_folder(tmp_path):
