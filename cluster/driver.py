@@ -277,6 +277,11 @@ def _with_resend(pipe: Pipeline, step: int, call) -> StepResult:
         except LearnerDied as e:
             raise RunFailed(f"step {step}: {e}") from None
         if result.dropped:  # continuous admission: too stale to train; new tasks take their places
+            if not pipe.feeder.dropped:
+                log.warning("step %d: %d group(s) overtaken until past max_staleness=%d, dropped (over_budget=drop); "
+                            "the overtaken are the long ones, so the trained lengths are biased short: watch "
+                            "learner/stale_dropped, or use over_budget=train or sync_mode=interrupt (README, "
+                            "Continuous admission)", step, len(result.dropped), cfg.max_staleness)
             pipe.feeder.drop(result.dropped)
             pipe.feeder.admit(pipe.version, stop_at=cfg.steps * cfg.batch_groups)
         if not result.missing:  # the learner timed its last slice: the wait is all of them
