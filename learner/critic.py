@@ -61,7 +61,8 @@ class Critic:
 
         self.cfg, self.device = cfg, device
         folder = cfg.critic_model or model_path
-        config = AutoConfig.from_pretrained(folder, num_labels=1, classifier_dropout=0.0)
+        config = AutoConfig.from_pretrained(folder, num_labels=1)
+        config.classifier_dropout = 0.0  # (as a from_pretrained argument it is dropped: the head's default is 0.1)
         torch.manual_seed(seed)  # the scalar head is drawn fresh: the same on every rank
         model = AutoModelForTokenClassification.from_pretrained(folder, config=config, dtype=dtype)
         if cfg.gradient_checkpointing:
@@ -95,7 +96,8 @@ class Critic:
         self.engine.eval()
         with torch.no_grad():
             for i in range(int(passes)):
-                rows = torch.arange(i * self.cfg.micro_batch, min(n, (i + 1) * self.cfg.micro_batch), device=self.device)
+                rows = torch.arange(min(n, i * self.cfg.micro_batch), min(n, (i + 1) * self.cfg.micro_batch),
+                                    device=self.device)
                 if len(rows) == 0:  # out of rows: a pass all the same (ZeRO-3 gathers collectively)
                     self._values(dummy.input_ids, dummy.attention)
                     continue
