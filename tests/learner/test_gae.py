@@ -171,3 +171,17 @@ def test_gae_takes_any_group_size_and_says_its_defaults():
 def test_gae_settings_are_refused_naming_the_field(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, overrides)
+
+
+def test_the_critic_is_named_in_the_preflight_and_the_resources(tmp_path):
+    """learner.critic_model must be a model folder before anything starts; the critic runs in each
+    learner rank's actor, on its devices, and the resource check says so."""
+    from jury.cluster.driver import preflight
+    from jury.cluster.errors import RunFailed
+    from jury.cluster.pipeline import check_resources
+
+    gae = ["learner.advantage=gae", "generator.group_size=1"]
+    with pytest.raises(ConfigError, match=r"learner\.critic_model: .* is not a Hugging Face model folder"):
+        preflight(load_config(None, [*gae, f"learner.critic_model={tmp_path}"]))
+    with pytest.raises(RunFailed, match=r"learner rank 0 \(policy and critic\) asks for CPU: 1, GPU: 1"):
+        check_resources(load_config(None, [*gae, "learner.num_gpus=1"]), [{"CPU": 8.0}])
