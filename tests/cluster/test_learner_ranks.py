@@ -226,7 +226,10 @@ def test_two_zero_3_ranks_make_the_critic_update_of_one(recorded, tmp_path):
     and advantages' moments, the same policy update, and the same critic weights."""
     one, rows1 = _replay(recorded, tmp_path / "one", "learner.num_ranks=1", "learner.zero_stage=0", *GAE)
     two, rows2 = _replay(recorded, tmp_path / "two", "learner.num_ranks=2", "learner.zero_stage=3", *GAE)
-    (rtol, atol), (wrtol, watol) = TOL["float32"]["loss"], TOL["float32"]["weight"]
+    (rtol, atol), (wrtol, _) = TOL["float32"]["loss"], TOL["float32"]["weight"]
+    # as above, Adam moves a weight whose gradient is near 0 by up to about lr/100 per optimizer step
+    # on float32 rounding alone; here 3 steps x 2 mini-batches (an embedding row parted by 1.9e-5)
+    watol = STEPS * 2 * LR / 100
     for a, b in zip(rows1, rows2):
         for key in ("critic/value_loss", "critic/explained_var", "critic/adv_mean", "critic/adv_std",
                     "critic/value_clip_frac", "learner/loss", "learner/grad_norm"):
