@@ -7,6 +7,8 @@
     learner only     `jury replay` of the synchronous run's record: the learner on
                      recorded batches, nothing else running
     verifier only    the same record's rollout groups through one verifier worker, in process
+    critic (--critic) the same record replayed again with learner.advantage=gae: the learner with
+                     a value model beside the policy, on the same batches; the ratio is its cost
     peer (--peer)    TRL's GRPOTrainer on the same model, data, G, completion length and
                      steps (benchmarks/trl_peer.py), completions/s side by side with ours
 
@@ -122,11 +124,11 @@ def end_to_end(cfg, run_dir: Path) -> dict:
     }
 
 
-def learner_only(run_dir: Path) -> dict:
+def learner_only(run_dir: Path, overrides: tuple[str, ...] = (), name: str = "replay") -> dict:
     from jury.experiments.replay import replay
 
-    s = replay(str(run_dir), str(run_dir / "replay"), progress=False)
-    rows = [json.loads(line) for line in open(run_dir / "replay" / "metrics.jsonl")][WARMUP_STEPS:]
+    s = replay(str(run_dir), str(run_dir / name), progress=False, overrides=list(overrides))
+    rows = [json.loads(line) for line in open(run_dir / name / "metrics.jsonl")][WARMUP_STEPS:]
     train_s = sum(r["learner/train_s"] for r in rows)
     return {"tokens_per_s": sum(r["learner/tokens"] for r in rows) / train_s, "step_s": train_s / len(rows),
             "loss_max_abs_diff": s["loss_max_abs_diff"]}
@@ -194,7 +196,8 @@ def planned_runs(staleness: list[int], sync_modes: list[str], config_mode: str) 
     return [(k, None) for k in staleness] + [(top, m) for m in dict.fromkeys(sync_modes) if m != config_mode]
 
 
-def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_modes: list[str] = ()) -> dict:
+def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_modes: list[str] = (),
+          with_critic: bool = False) -> dict:
     from dataclasses import replace
 
     from jury.models.registry import resolve_model
@@ -218,6 +221,8 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
     recorded = out / f"staleness-{staleness[0]}"
     report["learner_only"] = learner_only(recorded)
     report["verifier_only"] = verifier_only(cfg, recorded)
+    if with_critic:
+        report["learner_only/gae"] = learner_only(recorded, ("learner.advantage=gae",), "replay-gae")
     if with_peer:
         report["peer/trl"] = peer(cfg, model_path, out)
     sync = report[f"end_to_end/max_staleness={staleness[0]}"]
@@ -230,6 +235,9 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
             fastest["completions_per_s"] / sync["completions_per_s"],
         "end_to_end/generator_only (tokens/s)": fastest["tokens_per_s"] / report["generator_only"]["tokens_per_s"],
     }
+    if with_critic:
+        report["ratios"]["learner with a critic / without (learner-only step s, same batches)"] = \
+            report["learner_only/gae"]["step_s"] / report["learner_only"]["step_s"]
     if "completions_per_s" in report.get("peer/trl", {}):
         trl = report["peer/trl"]
         report["ratios"][f"ours/trl ({fastest_name.removeprefix('end_to_end/')}, completions/s)"] = fastest["completions_per_s"] / trl["completions_per_s"]
@@ -337,6 +345,8 @@ def add_command(sub):
     p.add_argument("--sync-modes", default="", help="e.g. drain,interrupt,inflight: the largest max_staleness "
                                                      "also under each of these generator.sync_mode")
     p.add_argument("--peer", action="store_true", help="also run TRL's GRPOTrainer on the same work")
+    p.add_argument("--critic", action="store_true", help="also replay the synchronous run's batches with "
+                                                         "learner.advantage=gae: the value model's cost")
     p.add_argument("--out", default="", help="output folder (default runs/bench-<time>)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
     p.set_defaults(func=_main)
@@ -356,13 +366,16 @@ def _main(args) -> int:
         bad = [m for m in modes if m not in known]
         if bad:
             raise ConfigError(f"--sync-modes: {', '.join(bad)}: each must be one of {', '.join(known)}")
+        if args.critic and cfg.learner.advantage == "gae":
+            raise ConfigError("--critic compares the learner with and without a value model: give the bench a "
+                              "group advantage (learner.advantage=grpo, drgrpo or rloo)")
         if args.steps <= WARMUP_STEPS + 1:
             raise ConfigError(f"--steps must be > {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} are warm-up)")
     except (ConfigError, ValueError, OSError) as e:
         print(f"jury bench: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}")
-    report = bench(cfg, out, staleness, with_peer=args.peer, sync_modes=modes)
+    report = bench(cfg, out, staleness, with_peer=args.peer, sync_modes=modes, with_critic=args.critic)
     print(format_bench(report))
     print(f"\n{out / 'bench.json'}\n{out / 'throughput.png'}\n{out / 'time.png'}\n{out / 'occupancy.png'}")
     return 0

@@ -9,7 +9,8 @@ import pytest
 def test_bad_bench_arguments_are_refused_before_anything_starts(tmp_path, capsys):
     from jury.experiments.cli import main
 
-    for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"], ["--sync-modes", "drain,fast"]):
+    for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"], ["--sync-modes", "drain,fast"],
+                 ["--critic", "learner.advantage=gae", "generator.group_size=1"]):
         assert main(["bench", "--out", str(tmp_path / "b"), *args]) == 2
         err = capsys.readouterr().err
         assert err.startswith("jury bench: ")
