@@ -125,13 +125,12 @@ class Learner:
             model=model, model_parameters=model.parameters(), config=ds_config,
             lr_scheduler=lambda opt: make_scheduler(opt, cfg.lr_schedule, cfg.warmup_steps, optimizer_steps,
                                                     cfg.min_lr_ratio))
-        # advantage=gae: the value model, on the same ranks and ZeRO stage; a resumed run's from the
-        # checkpoint's critic/engine beside the policy's engine/
-        self.critic = Critic(cfg, model_path, ds_config, dtype=dtype, device=self.device, seed=seed,
-                             total_steps=total_steps,
-                             checkpoint=checkpoint and os.path.join(os.path.dirname(os.path.normpath(checkpoint)),
-                                                                    "critic", "engine")) \
-            if cfg.advantage == "gae" else None
+        self.critic: Critic | None = None
+        if cfg.advantage == "gae":  # the value model, on the same ranks and ZeRO stage (learner/critic.py)
+            # a resumed run's from the checkpoint's critic/engine, beside the policy's engine/
+            saved = checkpoint and os.path.join(os.path.dirname(os.path.normpath(checkpoint)), "critic", "engine")
+            self.critic = Critic(cfg, model_path, ds_config, dtype=dtype, device=self.device, seed=seed,
+                                 total_steps=total_steps, checkpoint=saved)
         self.reduce_s = 0.0
         self.engine.allreduce_gradients = _timed(self.engine.allreduce_gradients, self)
         self.poisoned = ""  # a resumed checkpoint's first non-finite parameter: start() refuses to train
