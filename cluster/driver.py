@@ -45,7 +45,8 @@ HEALTH_CHECK_S = 5.0
 
 def preflight(cfg: RunConfig, resume: str | None = None):
     """What can be checked before anything starts (no run folder, no Ray): the paths the config
-    names (the data files: data/checks.py) and that the model takes max_model_len tokens.
+    names (the data files: data/checks.py; the model folders, the critic's too) and that the model
+    takes max_model_len tokens.
     A bad one is a ConfigError naming the field (`jury train` exits 2)."""
     def hf_folder(field: str, value: str):
         if not is_local(value) and not (Path(value) / "config.json").is_file():
@@ -64,6 +65,8 @@ def preflight(cfg: RunConfig, resume: str | None = None):
             hf_folder(f"verifier.{field}", model)
     if cfg.derl.enabled:
         hf_folder("derl.model", cfg.derl.model)
+    if cfg.learner.critic_model:  # the value model (advantage=gae) is built on every learner rank
+        hf_folder("learner.critic_model", cfg.learner.critic_model)
     for field, value in (("checkpoint_dir", cfg.checkpoint_dir), ("run_dir", cfg.run_dir)):
         if value and Path(value).exists() and not Path(value).is_dir():
             raise ConfigError(f"{field}: {value} is a file, not a folder")

@@ -451,7 +451,9 @@ def demands(cfg: RunConfig) -> list[tuple[str, str, dict[str, float]]]:
     g = cfg.generator
     gen_gpus = g.tensor_parallel_size if g.tensor_parallel_size > 1 and g.num_gpus > 0 else g.num_gpus
     lc = cfg.learner
-    return ([(f"learner rank {r}", "learner.num_cpus/num_gpus/resources", ask(lc.num_cpus, lc.num_gpus, lc.resources))
+    # advantage=gae: the critic lives in each rank's actor, beside the policy, on the rank's devices
+    learner = "learner rank {}" + (" (policy and critic)" if lc.advantage == "gae" else "")
+    return ([(learner.format(r), "learner.num_cpus/num_gpus/resources", ask(lc.num_cpus, lc.num_gpus, lc.resources))
              for r in range(lc.num_ranks)]
             + [(f"generator{i}", "generator.num_cpus/num_gpus/resources", ask(g.num_cpus, gen_gpus, g.resources))
                for i in range(cfg.num_generators)]

@@ -9,6 +9,8 @@
     learner only     `jury replay` of the synchronous run's record: the learner on
                      recorded batches, nothing else running
     verifier only    the same record's rollout groups through one verifier worker, in process
+    critic (--critic) the same record replayed again with learner.advantage=gae: the learner with
+                     a value model beside the policy, on the same batches; the ratio is its cost
     peer (--peer)    TRL's GRPOTrainer on the same model, data, G, completion length and
                      steps (benchmarks/trl_peer.py), completions/s side by side with ours
 
@@ -124,11 +126,11 @@ def end_to_end(cfg, run_dir: Path) -> dict:
     }
 
 
-def learner_only(run_dir: Path) -> dict:
+def learner_only(run_dir: Path, overrides: tuple[str, ...] = (), name: str = "replay") -> dict:
     from jury.experiments.replay import replay
 
-    s = replay(str(run_dir), str(run_dir / "replay"), progress=False)
-    rows = [json.loads(line) for line in open(run_dir / "replay" / "metrics.jsonl")][WARMUP_STEPS:]
+    s = replay(str(run_dir), str(run_dir / name), progress=False, overrides=list(overrides))
+    rows = [json.loads(line) for line in open(run_dir / name / "metrics.jsonl")][WARMUP_STEPS:]
     train_s = sum(r["learner/train_s"] for r in rows)
     return {"tokens_per_s": sum(r["learner/tokens"] for r in rows) / train_s, "step_s": train_s / len(rows),
             "loss_max_abs_diff": s["loss_max_abs_diff"]}
@@ -210,7 +212,7 @@ def parse_arm(text: str) -> tuple[str, list[str]]:
 
 
 def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_modes: list[str] = (),
-          arms: list[tuple[str, object]] = ()) -> dict:
+          arms: list[tuple[str, object]] = (), with_critic: bool = False) -> dict:
     """`arms`: (name, config) pairs, each run end to end at the largest max_staleness (the config's
     own overrides plus the arm's, loaded and checked by the caller)."""
     from dataclasses import replace
@@ -239,6 +241,8 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
     recorded = out / f"staleness-{staleness[0]}"
     report["learner_only"] = learner_only(recorded)
     report["verifier_only"] = verifier_only(cfg, recorded)
+    if with_critic:
+        report["learner_only/gae"] = learner_only(recorded, ("learner.advantage=gae",), "replay-gae")
     if with_peer:
         report["peer/trl"] = peer(cfg, model_path, out)
     sync = report[f"end_to_end/max_staleness={staleness[0]}"]
@@ -259,6 +263,9 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
             arm["completions_per_s"] / base["completions_per_s"]
         report["ratios"][f"{name}/default (max_staleness {top}, learner s per step)"] = \
             arm["learner_train_s"] / base["learner_train_s"]
+    if with_critic:
+        report["ratios"]["learner with a critic / without (learner-only step s, same batches)"] = \
+            report["learner_only/gae"]["step_s"] / report["learner_only"]["step_s"]
     if "completions_per_s" in report.get("peer/trl", {}):
         trl = report["peer/trl"]
         report["ratios"][f"ours/trl ({fastest_name.removeprefix('end_to_end/')}, completions/s)"] = fastest["completions_per_s"] / trl["completions_per_s"]
@@ -370,6 +377,8 @@ def add_command(sub):
                         "'recompute:learner.recompute_old=true': its completions/s and learner time as a "
                         "ratio to the same run without them")
     p.add_argument("--peer", action="store_true", help="also run TRL's GRPOTrainer on the same work")
+    p.add_argument("--critic", action="store_true", help="also replay the synchronous run's batches with "
+                                                         "learner.advantage=gae: the value model's cost")
     p.add_argument("--out", default="", help="output folder (default runs/bench-<time>)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides for every run")
     p.set_defaults(func=_main)
@@ -395,13 +404,16 @@ def _main(args) -> int:
             if name in known or name in [a for a, _ in arms]:
                 raise ConfigError(f"--arm {name}: the name of a sync mode or of another arm")
             arms.append((name, load_config(args.config, [*args.overrides, *overrides, f"steps={args.steps}"])))
+        if args.critic and cfg.learner.advantage == "gae":
+            raise ConfigError("--critic compares the learner with and without a value model: give the bench a "
+                              "group advantage (learner.advantage=grpo, drgrpo or rloo)")
         if args.steps <= WARMUP_STEPS + 1:
             raise ConfigError(f"--steps must be > {WARMUP_STEPS + 1} (the first {WARMUP_STEPS} are warm-up)")
     except (ConfigError, ValueError, OSError) as e:
         print(f"jury bench: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or f"runs/bench-{time.strftime('%Y%m%d-%H%M%S')}")
-    report = bench(cfg, out, staleness, with_peer=args.peer, sync_modes=modes, arms=arms)
+    report = bench(cfg, out, staleness, with_peer=args.peer, sync_modes=modes, arms=arms, with_critic=args.critic)
     print(format_bench(report))
     print(f"\n{out / 'bench.json'}\n{out / 'throughput.png'}\n{out / 'time.png'}\n{out / 'occupancy.png'}")
     return 0

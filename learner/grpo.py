@@ -23,7 +23,7 @@ class Batch:
     attention: torch.Tensor      # (N, L) int64
     completion: torch.Tensor     # (N, L-1) float32, 1 where position t predicts a completion token
     behav_logp: torch.Tensor     # (N, L-1) float32, generator log-probs aligned with `completion`
-    advantages: torch.Tensor     # (N,) float32
+    advantages: torch.Tensor     # (N,) float32; (N, L-1) per token under advantage=gae (learner/critic.py)
     rewards: torch.Tensor        # (N,) float32, the reward scheme's (before the overlong penalty)
     num_groups: int
     # (N,) float32, 1 for a sample in the loss, 0 for one filtered out of it (learner.overlong_filter;
@@ -70,7 +70,10 @@ def collate(groups: list[ScoredGroup], cfg: LearnerConfig, pad_id: int, overlong
     if not usable:
         return None
     penalties = [overlong_penalty([len(s.token_ids) for s in g.group.samples], overlong) for g in usable]
-    adv = _view_advantages(usable, cfg, penalties if overlong is not None and overlong.buffer else None)
+    if cfg.advantage == "gae":  # per token, from the critic's values on each rank (learner/critic.py)
+        adv = torch.zeros(sum(len(g.group.samples) for g in usable))
+    else:
+        adv = _view_advantages(usable, cfg, penalties if overlong is not None and overlong.buffer else None)
     rewards = torch.from_numpy(np.concatenate([g.rewards for g in usable]).astype(np.float32))
     penalty = torch.from_numpy(np.concatenate(penalties).astype(np.float32))
     filtered = overlong is not None and overlong.filter
@@ -280,6 +283,11 @@ def policy_loss(cfg: LearnerConfig, logp, behav, proximal, advantages, completio
         kl_estimator=cfg.kl_estimator, **weighting, agg=cfg.loss_agg, agg_const=denominator)
 
 
+def _cut(advantages: torch.Tensor, width: int) -> torch.Tensor:
+    """A micro-batch's advantages to its width: per-token ones (gae) lose the padding columns."""
+    return advantages[:, : width - 1] if advantages.dim() == 2 else advantages
+
+
 def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
                total_tokens: float, total_seqs: float, sampling: Sampling, proximal: torch.Tensor | None = None):
     """Loss of the samples `idx` (a slice or row indices), scaled so the micro-batch losses add up
@@ -303,7 +311,7 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
                          "the proximal log-probs")
     loss, stats = policy_loss(cfg, logp, batch.behav_logp[idx][:, : width - 1],
                               None if proximal is None else proximal[idx][:, : width - 1],
-                              batch.advantages[idx], comp, ref,
+                              _cut(batch.advantages[idx], width), comp, ref,
                               aggregation_denominator(cfg.loss_agg, total_tokens, total_seqs, sampling.max_new_tokens))
     tokens = comp.sum().clamp(min=1)
     stats = dict(stats, entropy=((entropy * comp).sum() / tokens).detach())

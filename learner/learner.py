@@ -8,7 +8,8 @@ each method on every rank, or on rank 0 where it says so).
                  batch = collate(groups)                 # advantages over whole groups (+ overlong penalty)
                  plan rows per (mini-batch, rank) by tokens; send each rank its rows (shard.py)
         others:  receive this rank's rows
-        all:     PPO epochs x mini-batches, micro-batches in each (update.py)
+        all:     advantage=gae: the critic's values of its rows, GAE, whitened over the batch (critic.py)
+                 PPO epochs x mini-batches, micro-batches in each (update.py); then the critic's
                  version = s + 1
         rank 0:  the StepResult: metrics (summed over ranks), ledger rows, first correct samples
 
@@ -30,6 +31,7 @@ import torch
 import torch.distributed as dist
 
 from jury.learner.checkpoint import CheckpointError, commit, failed, stage, write_checkpoint
+from jury.learner.critic import CRITIC_SUMS, Critic, step_metrics as critic_metrics
 from jury.learner.dynamic import BatchFill, advance, fill_metrics
 from jury.learner.grpo import _advantages, collate, overlong_stats, token_logprobs, use_fused_head
 from jury.learner.self_rewards import (Scoring, group_rewards, plan_scoring, rewards_from_scores,
@@ -136,6 +138,12 @@ class Learner:
             model=model, model_parameters=model.parameters(), config=ds_config,
             lr_scheduler=lambda opt: make_scheduler(opt, cfg.lr_schedule, cfg.warmup_steps, optimizer_steps,
                                                     cfg.min_lr_ratio))
+        self.critic: Critic | None = None
+        if cfg.advantage == "gae":  # the value model, on the same ranks and ZeRO stage (learner/critic.py)
+            # a resumed run's from the checkpoint's critic/engine, beside the policy's engine/
+            saved = checkpoint and os.path.join(os.path.dirname(os.path.normpath(checkpoint)), "critic", "engine")
+            self.critic = Critic(cfg, model_path, ds_config, dtype=dtype, device=self.device, seed=seed,
+                                 total_steps=total_steps, checkpoint=saved)
         self.reduce_s = 0.0
         self.engine.allreduce_gradients = _timed(self.engine.allreduce_gradients, self)
         self.poisoned = ""  # a resumed checkpoint's first non-finite parameter: start() refuses to train
@@ -251,10 +259,17 @@ class Learner:
                                                        self.sampling)
         if shard.scoring is not None:  # self-rewards: scored in one forward with the proximal log-probs
             prox, scored = self._score_on_learner(shard, groups)
+        targets = None
+        if self.critic is not None:  # GAE: per-token advantages from the critic's values, before any update
+            targets = self.critic.targets(shard, self.pad_id)
+            shard.batch.advantages = targets.advantages
         sums = train_shard(self.engine, shard, self.cfg, ref_model=self.ref_model, sampling=self.sampling,
                            pad_id=self.pad_id, timers=timers, prox=prox)
+        if targets is not None:  # on the policy's mini-batches and mask (rejections and filters applied)
+            sums.update(self.critic.train(shard, targets, self.pad_id, self.sampling.max_new_tokens, timers))
         self.version += 1
-        keys = ["loss", "weight", "nonfinite_skips", *STATS, *OFF_POLICY_STATS, *REJECT_SUMS]
+        keys = ["loss", "weight", "nonfinite_skips", *STATS, *OFF_POLICY_STATS, *REJECT_SUMS,
+                *(CRITIC_SUMS if targets is not None else ())]
         totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
         if self.world > 1:
             dist.all_reduce(totals)
@@ -272,6 +287,9 @@ class Learner:
         out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
         out.update(scored)
         out.update(watched)
+        if targets is not None:
+            out.update(critic_metrics(total, targets.stats, updates, self.critic.lr()))
+            out["learner/critic_s"] = timers.get("critic_s", 0.0)
         if self.rank == 0 and self.overlong is not None:
             out.update({f"learner/{k}": v for k, v in self.overlong_metrics.items()})
         return out
@@ -428,6 +446,9 @@ class Learner:
         if state.get("version", self.version) != self.version:
             raise ValueError(f"checkpoint state is for version {state['version']}, the learner is at {self.version}")
         bad = self._nonfinite_weights()
+        if not bad and self.critic is not None:  # (every rank agrees on `bad`: the check is a collective)
+            bad = self._nonfinite_weights(self.critic.engine.module)
+            bad = bad and f"the critic's {bad}"
         if bad:  # a checkpoint of NaN weights would be trusted by every run that resumes it
             raise CheckpointError(f"checkpoint at {path} not written: the weights of step {self.version} are not "
                                   f"finite ({bad})")
@@ -460,10 +481,11 @@ class Learner:
             raise CheckpointError(f"checkpoint at {path}: a learner rank could not write its part")
         return self.version
 
-    def _nonfinite_weights(self) -> str:
-        """The first parameter (of every rank's: its ZeRO-3 partition) that holds inf or NaN, or ""."""
+    def _nonfinite_weights(self, module=None) -> str:
+        """The first parameter of `module` (the policy's by default; of every rank's: its ZeRO-3
+        partition) that holds inf or NaN, or "". A collective."""
         name = ""
-        for n, p in self.engine.module.named_parameters():
+        for n, p in (module or self.engine.module).named_parameters():
             local = getattr(p, "ds_tensor", p)  # ZeRO-3: this rank's partition
             if local.numel() and not bool(torch.isfinite(local.detach()).all()):
                 name = n
@@ -476,18 +498,25 @@ class Learner:
     def _write_checkpoint(self, path):
         from transformers import AutoTokenizer
 
-        if self.cfg.zero_stage == 3:  # partitions gathered whole for the Hugging Face copy (collective)
-            import deepspeed
-
-            with deepspeed.zero.GatheredParameters(list(self.engine.module.parameters()), modifier_rank=None):
-                weights = {k: v.detach().clone() for k, v in self.engine.module.state_dict().items()}
-            if self.rank == 0:
-                self.engine.module.save_pretrained(path, state_dict=weights)
-        elif self.rank == 0:
-            self.engine.module.save_pretrained(path)
+        self._write_hf(self.engine, path)
         if self.rank == 0:
             AutoTokenizer.from_pretrained(self.model_path).save_pretrained(path)
         self.engine.save_checkpoint(os.path.join(path, "engine"), tag=f"v{self.version}")
+        if self.critic is not None:  # beside the policy, under the same manifest (its hashes cover it)
+            self.critic.save(os.path.join(path, "critic"), self._write_hf)
+
+    def _write_hf(self, engine, path):
+        """engine's model as a Hugging Face folder, written by rank 0; under ZeRO-3 the partitions are
+        gathered whole first (a collective: every rank calls it)."""
+        if self.cfg.zero_stage == 3:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(engine.module.parameters()), modifier_rank=None):
+                weights = {k: v.detach().clone() for k, v in engine.module.state_dict().items()}
+            if self.rank == 0:
+                engine.module.save_pretrained(path, state_dict=weights)
+        elif self.rank == 0:
+            engine.module.save_pretrained(path)
 
     def logprobs_of(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         """The learner model's log-prob of each completion token (`jury check-sync`; every rank under

@@ -78,7 +78,7 @@ def forward_pass(model, shard: Shard, micro_batch: int, sampling: Sampling, pad_
     dummy = stand_in(device, pad_id)
     with torch.no_grad():
         for i in range(int(passes)):
-            rows = torch.arange(i * micro_batch, min(n, (i + 1) * micro_batch), device=device)
+            rows = torch.arange(min(n, i * micro_batch), min(n, (i + 1) * micro_batch), device=device)
             if len(rows) == 0:
                 token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, sampling.temperature,
                                certainty=scheme == "self_certainty", top_p=sampling.top_p)

@@ -249,8 +249,8 @@ class GeneratorConfig:
     resources: dict[str, float] = field(default_factory=dict)  # custom Ray resources, e.g. {generator: 1}
 
     def __post_init__(self):
-        _require(self, ("group_size", self.group_size >= 2, ">= 2 (a group of one sample has advantage 0: "
-                                                              "nothing would be trained)"),
+        # >= 2 unless learner.advantage=gae (RunConfig: a group of one has group advantage 0)
+        _require(self, ("group_size", self.group_size >= 1, ">= 1"),
                  # the learner divides its logits by the temperature to score what was sampled;
                  # greedy decoding is for evaluation (`jury eval --temperature 0`, eval.temperature)
                  ("temperature", self.temperature > 0, "> 0 (training samples from the policy; greedy is for eval)"),
@@ -429,7 +429,9 @@ class LearnerConfig:
     dual_clip: float | None = None
     # drgrpo (no std): JURY-RL's ResZero fallback is small on purpose (c = 0.01); dividing by the
     # group's std would blow it up to the size of a proved group's signal (see README, Results)
-    advantage: Literal["grpo", "drgrpo", "rloo"] = "drgrpo"
+    # gae: PPO with a learned value model (the critic, learner/critic.py): per-token GAE advantages,
+    # whitened over the batch, as verl's default estimator computes them; works at any group_size, 1 too
+    advantage: Literal["grpo", "drgrpo", "rloo", "gae"] = "drgrpo"
     # grpo's std over the G rewards: population (JURY-RL's formula) or unbiased (n - 1: verl's and
     # TRL's torch.std; 6.5% smaller advantages at G = 8, 29% at G = 2)
     adv_std: Literal["population", "unbiased"] = "population"
@@ -463,6 +465,19 @@ class LearnerConfig:
     # "length") leaves the loss and its denominators; its reward still counts in its group's mean and
     # std, as a loss mask does there (SkyRL's apply_overlong_filtering zeroes the loss mask only)
     overlong_filter: bool = False
+    # ── advantage=gae: the critic (learner/critic.py; README "PPO with a value model") ──
+    # Defaults are verl's (verl/trainer/config: algorithm.gamma, algorithm.lam, critic.optim.lr,
+    # critic.optim.weight_decay, critic.cliprange_value): gamma = lam = 1, lr 1e-5, weight decay 0.01,
+    # value clip 0.5. The value loss is aggregated as loss_agg says (verl's
+    # critic.loss_agg_mode follows the actor's); grad_clip, the schedule and the mini-batches are the policy's
+    gamma: float = 1.0             # discount per token
+    lam: float = 1.0               # GAE's lambda: 1 = Monte-Carlo return minus the value, 0 = one-step TD
+    critic_lr: float = 1e-5
+    critic_weight_decay: float = 0.01
+    value_clip: float = 0.5        # a new value may move at most this far from the batch's old one unpunished
+    # the value model: "" = a copy of the policy's body with a fresh scalar head (verl's default: the
+    # actor's folder read as a token classifier), or a Hugging Face folder (e.g. a trained critic/)
+    critic_model: str = ""
     micro_batch: int = 64          # samples per forward/backward, per rank
     minibatches: int = 1           # optimizer steps per pass over a batch (PPO mini-batches)
     epochs: int = 1                # passes over each batch; the version still counts batches
@@ -495,6 +510,11 @@ class LearnerConfig:
                  ("mask_low", (self.mask_low is None and self.mask_high is None) or self.bound_kind == "band",
                   f"unset (mask_high too) for correction={self.correction}: {self._bounded_by()}"),
                  ("micro_batch", self.micro_batch >= 1, ">= 1"),
+                 ("gamma", 0 <= self.gamma <= 1, "in [0, 1]"), ("lam", 0 <= self.lam <= 1, "in [0, 1]"),
+                 ("critic_lr", self.critic_lr > 0, "> 0"), ("critic_weight_decay", self.critic_weight_decay >= 0, ">= 0"),
+                 ("value_clip", self.value_clip > 0, "> 0"),
+                 ("critic_model", not self.critic_model or self.advantage == "gae",
+                  '"" unless advantage=gae (only GAE trains a value model)'),
                  ("max_nonfinite_steps", self.max_nonfinite_steps >= 1, ">= 1"),
                  ("overlong_buffer", self.overlong_buffer >= 0, ">= 0 (0: no overlong shaping)"),
                  ("overlong_penalty", self.overlong_penalty >= 0, ">= 0"),
@@ -770,6 +790,7 @@ class RunConfig:
                   f"< group_timeout_s ({self.group_timeout_s:g}): missing groups are re-sent before the run gives up"),
                  ("model", bool(self.model), '"tiny", "tiny-chat", "tiny-chain" or a Hugging Face model folder'),
                  ("dataset", bool(self.dataset), '"synthetic", "chain" or a path'))
+        self._check_gae()
         rows = self.batch_groups * self.generator.group_size // self.learner.num_ranks
         if self.learner.minibatches > rows:
             raise ConfigError(f"learner.minibatches ({self.learner.minibatches}) exceeds a rank's samples per step "
@@ -822,6 +843,23 @@ class RunConfig:
         if any(t not in TRACKERS for t in self.tracking) or len(set(self.tracking)) != len(self.tracking):
             raise ConfigError(f"tracking must list each of {list(TRACKERS)} at most once, got {list(self.tracking)}")
 
+
+    def _check_gae(self):
+        """A group of one sample has group advantage 0: only a value baseline (gae) learns from it.
+        What reads group rewards as the baseline does not mix with gae."""
+        gae = self.learner.advantage == "gae"
+        if self.generator.group_size < 2 and not gae:
+            raise ConfigError(f"generator.group_size must be >= 2 (a group of one sample has advantage 0 under "
+                              f"learner.advantage={self.learner.advantage}: nothing would be trained; "
+                              f"learner.advantage=gae learns from single samples), got {self.generator.group_size}")
+        if gae and self.dynamic_sampling:
+            raise ConfigError("dynamic_sampling with learner.advantage=gae: it drops groups whose rewards are all "
+                              "equal because their group advantage is 0, but a value baseline gives them signal "
+                              "(and at group_size 1 every group is such a group)")
+        if gae and self.verifier.reward in ("self_certainty", "entropy"):
+            raise ConfigError(f"verifier.reward={self.verifier.reward} with learner.advantage=gae: the learner "
+                              "scores those rewards into group advantages; GAE's per-token rewards from them are "
+                              "not wired")
 
     def _check_coreward(self):
         """Rewrites are read (data.rewrite_key) or written (verifier.rewrites=llm) only for CoReward."""

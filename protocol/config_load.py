@@ -254,7 +254,7 @@ RESUMABLE = (
     "sync_timeout_s", "group_timeout_s", "check_resources", "faults", "record_groups", "run_dir", "curve",
     "num_generators", "num_verifiers",
     "learner.lr", "learner.lr_schedule", "learner.warmup_steps", "learner.min_lr_ratio", "learner.weight_decay",
-    "learner.grad_clip", "learner.micro_batch", "learner.gradient_checkpointing", "learner.threads",
+    "learner.grad_clip", "learner.critic_lr", "learner.critic_weight_decay", "learner.micro_batch", "learner.gradient_checkpointing", "learner.threads",
     "learner.num_cpus", "learner.num_gpus", "learner.resources", "learner.max_nonfinite_steps",
     "generator.max_num_seqs", "generator.max_tasks_in_flight", "generator.kv_cache_gib", "generator.enforce_eager",
     "generator.gpu_memory_utilization", "generator.num_cpus", "generator.num_gpus", "generator.resources",

@@ -229,6 +229,22 @@ def test_qwen3_config_has_the_papers_settings():
     assert (cfg.weight_backend, lr.dtype, g.dtype, g.enforce_eager) == ("nccl", "bfloat16", "bfloat16", False)
 
 
+def test_derl_configs_have_the_papers_settings():
+    """DeRL's Table 1 (its §3.3, §3.4 and §4.2): PPO with a value model and n = 1, batch 512 in
+    mini-batches of 64; the baseline on correctness alone, DeRL on the 4:1 mix with the judge, the
+    control on coins."""
+    base, derl, coin = (load_config(str(ROOT / "configs" / f"{name}.yaml"))
+                        for name in ("ppo-baseline", "derl-ppo", "derl-random-reward"))
+    for cfg in (base, derl, coin):
+        lr = cfg.learner
+        assert (cfg.generator.group_size, lr.advantage, cfg.batch_groups, lr.minibatches) == (1, "gae", 512, 8)
+        assert (lr.gamma, lr.lam, lr.critic_lr, lr.value_clip) == (1.0, 1.0, 1e-5, 0.5)  # verl's defaults
+        assert cfg.verifier.reward == "ground_truth"  # the correctness metric on original prompts
+    assert not base.derl.enabled
+    assert (derl.derl.enabled, derl.derl.ratio, derl.derl.reward) == (True, (4, 1), "judge")
+    assert (coin.derl.enabled, coin.derl.ratio, coin.derl.reward) == (True, (4, 1), "random_all")
+
+
 def _demand(cfg: RunConfig, role: str) -> tuple[int, dict]:
     """How many actors of a role the run starts, and what each asks Ray for (plus one
     unit of the role's custom resource, which is what placement by role would add)."""

@@ -3,6 +3,7 @@ different lengths) replayed on 1 and on 2 ranks, ZeRO 0, 1, 2 and 3 in fp32 and 
 bf16 (the qwen3 recipe's), give the same losses, gradient norms and weights. Real processes: Ray
 actors, DeepSpeed over gloo (its CPU accelerator runs bf16)."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,21 +19,21 @@ STEPS, GROUPS, G = 3, 4, 4
 LR = 1e-3  # the recorded run's learning rate
 
 
-def _batch(step: int, rng: np.random.Generator) -> list[ScoredGroup]:
-    groups = []
-    for g in range(GROUPS):
-        index = step * GROUPS + g
+def _batch(step: int, rng: np.random.Generator, groups: int = GROUPS, g: int = G) -> list[ScoredGroup]:
+    batch = []
+    for i in range(groups):
+        index = step * groups + i
         task = PromptTask(f"t{index}", index, f"Compute {index}+1.\n", str(index + 1), "test")
         samples = []
-        for _ in range(G):
+        for _ in range(g):
             n = int(rng.choice([1, 3, 40, 120]))  # short and long completions in one batch
             ids = rng.integers(5, 300, size=n).astype(np.int32)
             samples.append(Sample(ids, rng.uniform(-4, -0.1, size=n).astype(np.float32), "", "length"))
-        rewards = rng.integers(0, 2, size=G).astype(np.float32)
+        rewards = rng.integers(0, 2, size=g).astype(np.float32)
         group = RolloutGroup(task, rng.integers(5, 300, size=6).astype(np.int32), samples, step, step, "g0", 0.1)
-        groups.append(ScoredGroup(group, [Verdict("correct", "test", 0.0)] * G, rewards, "test", None, 0.0, None,
-                                  1, 0.0))
-    return groups
+        batch.append(ScoredGroup(group, [Verdict("correct", "test", 0.0)] * g, rewards, "test", None, 0.0, None,
+                                 1, 0.0))
+    return batch
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +208,86 @@ def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_
     while time.time() < deadline and live_pids(set(descendants(os.getpid())) - before):
         time.sleep(1)
     assert not live_pids(set(descendants(os.getpid())) - before), "processes left after a learner rank died"
+
+
+# ── advantage=gae: the critic on the same ranks ──
+GAE = ["learner.advantage=gae", "learner.critic_lr=1e-3", "learner.minibatches=2"]  # a critic lr that moves it
+
+
+def _critic(folder):
+    from transformers import AutoModelForTokenClassification
+
+    return {k: v.float() for k, v in AutoModelForTokenClassification.from_pretrained(folder).state_dict().items()}
+
+
+def test_two_zero_3_ranks_make_the_critic_update_of_one(recorded, tmp_path):
+    """The recorded batches under GAE (values, GAE whitened over the whole batch, clipped value loss,
+    two mini-batches) on one rank and on two ZeRO-3 ranks: the same value losses, explained variance
+    and advantages' moments, the same policy update, and the same critic weights."""
+    one, rows1 = _replay(recorded, tmp_path / "one", "learner.num_ranks=1", "learner.zero_stage=0", *GAE)
+    two, rows2 = _replay(recorded, tmp_path / "two", "learner.num_ranks=2", "learner.zero_stage=3", *GAE)
+    (rtol, atol), (wrtol, _) = TOL["float32"]["loss"], TOL["float32"]["weight"]
+    # as above, Adam moves a weight whose gradient is near 0 by up to about lr/100 per optimizer step
+    # on float32 rounding alone; here 3 steps x 2 mini-batches (an embedding row parted by 1.9e-5)
+    watol = STEPS * 2 * LR / 100
+    for a, b in zip(rows1, rows2):
+        for key in ("critic/value_loss", "critic/explained_var", "critic/adv_mean", "critic/adv_std",
+                    "critic/value_clip_frac", "learner/loss", "learner/grad_norm"):
+            np.testing.assert_allclose(b[key], a[key], rtol=rtol, atol=atol, err_msg=key)
+    assert rows1[-1]["critic/value_loss"] != rows1[0]["critic/value_loss"]
+    c1, c2, start = _critic(str(Path(one["final"]) / "critic")), _critic(str(Path(two["final"]) / "critic")), \
+        _weights(_tiny())
+    assert max(float((c1[k] - start[k]).abs().max()) for k in c1 if k in start) > 1e-4, "the critic trained nothing"
+    for k in c1:
+        np.testing.assert_allclose(c2[k].numpy(), c1[k].numpy(), rtol=wrtol, atol=watol, err_msg=k)
+    w1, w2 = _weights(one["final"]), _weights(two["final"])
+    for k in w1:
+        np.testing.assert_allclose(w2[k].numpy(), w1[k].numpy(), rtol=wrtol, atol=watol, err_msg=k)
+
+
+def test_a_resumed_learner_continues_with_the_critic_it_saved(tiny_model_path, tmp_path):
+    """GAE at group size 1: two steps, a checkpoint, then a learner built from it. Its critic has the
+    saved weights, Adam moments and schedule position bit for bit, the manifest covers the critic's
+    files, and the next step makes the same update on both."""
+    import ray
+
+    from jury.cluster.learner_group import LearnerGroup
+    from jury.learner.checkpoint import read_checkpoint
+    from jury.protocol.plan import make_plan
+
+    def critic_state(learner):  # runs in the learner's actor (defined here: pickled by value)
+        engine = learner.critic.engine
+        opt = engine.optimizer
+        moments = [{k: v.clone() for k, v in opt.state[p].items() if hasattr(v, "clone")}
+                   for group in opt.param_groups for p in group["params"]]
+        return ({k: v.clone() for k, v in engine.module.state_dict().items()}, moments,
+                engine.lr_scheduler.state_dict()["last_epoch"])
+
+    cfg = load_config(None, ["batch_groups=6", "generator.group_size=1", "learner.micro_batch=3", "progress=false",
+                             "generator.max_new_tokens=120", "max_model_len=256", "max_prompt_tokens=64", *GAE])
+    rng = np.random.default_rng(1)
+    batches = [_batch(step, rng, groups=6, g=1) for step in range(3)]
+    ray.init(include_dashboard=False, num_cpus=2)
+    try:
+        make = lambda path, ckpt, version: LearnerGroup.create(  # noqa: E731
+            cfg, make_plan(cfg), path, env={"TOKENIZERS_PARALLELISM": "false"}, checkpoint=ckpt,
+            initial_version=version)
+        first = make(tiny_model_path, None, 0)
+        for batch in batches[:2]:
+            first.train_on(batch)
+        first.save(str(tmp_path / "ckpt"), {"version": 2})
+        state = read_checkpoint(tmp_path / "ckpt")  # every file, the critic's too, against its hash
+        manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())["files"]
+        assert any(f.startswith("critic/engine/") for f in manifest) and "critic/model.safetensors" in manifest
+        second = make(state["path"], str(tmp_path / "ckpt" / "engine"), 2)
+        (w1, m1, e1), (w2, m2, e2) = (ray.get(g.rank0.__ray_call__.remote(critic_state)) for g in (first, second))
+        assert e1 == e2 == 2 * cfg.learner.minibatches
+        assert w1.keys() == w2.keys() and all(w1[k].equal(w2[k]) for k in w1)
+        assert len(m1) == len(m2) and all(a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
+                                          for a, b in zip(m1, m2))
+        r1, r2 = first.train_on(batches[2]), second.train_on(batches[2])
+        assert r1["critic/value_loss"] == r2["critic/value_loss"] and r1["learner/loss"] == r2["learner/loss"]
+        (w1, _, _), (w2, _, _) = (ray.get(g.rank0.__ray_call__.remote(critic_state)) for g in (first, second))
+        assert all(w1[k].equal(w2[k]) for k in w1)
+    finally:
+        ray.shutdown()
