@@ -483,17 +483,20 @@ class Learner:
 
     def _nonfinite_weights(self, module=None) -> str:
         """The first parameter of `module` (the policy's by default; of every rank's: its ZeRO-3
-        partition) that holds inf or NaN, or "". A collective."""
+        partition) that holds inf or NaN, with the lowest rank that holds it, or "". A collective:
+        every rank returns the same answer, so the run's message does not depend on which rank's
+        error reaches the driver first."""
         name = ""
         for n, p in (module or self.engine.module).named_parameters():
             local = getattr(p, "ds_tensor", p)  # ZeRO-3: this rank's partition
             if local.numel() and not bool(torch.isfinite(local.detach()).all()):
                 name = n
                 break
-        flag = torch.tensor([1 if name else 0], dtype=torch.long, device=self.device)
-        if self.world > 1:
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return name or ("on another rank" if flag.item() else "")
+        if self.world == 1:
+            return name
+        names = [""] * self.world
+        dist.all_gather_object(names, name)
+        return next((f"{n} on rank {r}" for r, n in enumerate(names) if n), "")
 
     def _write_checkpoint(self, path):
         from transformers import AutoTokenizer
