@@ -24,6 +24,7 @@ Both packages are imported only when named in `tracking` (extra `track` in pypro
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 import netrc
@@ -267,6 +268,8 @@ class WandbTracker:
     def summary(self, values: dict) -> None:
         numbers, _ = scalars(values)
         text = {k: v for k, v in values.items() if isinstance(v, str)}
+        # a nested value (the monitor's onsets: signal -> steps) as its JSON text, under its own key
+        text.update({k: json.dumps(v) for k, v in values.items() if isinstance(v, (dict, list))})
         self.run.summary.update({**numbers, **text})
         self.summarised = True
 
