@@ -244,7 +244,7 @@ def test_real_two_run_sweep(tiny_model_path, tmp_path, capsys):
         assert yaml.safe_load((run_dir / "config.yaml").read_text())["max_staleness"] == int(r["max_staleness"])
         assert r["steps"] == 2 and r["max_staleness_seen"] <= int(r["max_staleness"])
         assert r["tokens_per_s"] > 0
-    assert {p.name for p in (out / "plots").iterdir()} == {"curves.png", "throughput.png", "staleness.png"}
+    assert {p.name for p in (out / "plots").iterdir()} == {"curves.png", "throughput.png", "staleness.png", "monitor.png"}
 
     def must_not_train(cfg):
         raise AssertionError(f"{cfg.run_dir} was finished and must be skipped")
