@@ -9,7 +9,8 @@ on GPUs). The sending half is the learner's WeightSender (learner/weight_sender.
 whose docstring has the protocol; this half, per bucket:
 
     store.set(bucket_ready_key(version, b, rank))    # the sender broadcasts only to the ready
-    flat = receive(bucket b)                         # polled to completion, bounded
+    flat = receive(bucket b)                         # polled to completion, bounded, and ended
+                                                     # at once if the driver sets sync_abort_key
     loaded |= model.load_weights(bucket's tensors)   # layers load as their weights complete
     copy out what a layer still holds                # the bucket goes: one alive at a time
 then every parameter of the model must have been loaded, or the sync fails naming them.
@@ -22,9 +23,10 @@ import time
 import weakref
 from datetime import timedelta
 
-from jury.protocol.messages import bucket_ready_key
+from jury.protocol.messages import bucket_ready_key, sync_abort_key
 
 POLL_S = 0.001
+STORE_POLL_S = 0.01  # between looks at the sync's abort key (a store round trip each)
 # vLLM's layerwise reload logs "<Layer>: Failed to load weights" for a layer that took no weights
 # on a reload. Rotary embeddings hold only buffers and warn on every sync; every other layer is
 # checked here by name (see _check_loaded), so those lines are dropped only for buffer-only layers.
@@ -49,18 +51,28 @@ class WeightGroup:
 
         self.receive(torch.empty(1, device=self.device), "the join's first broadcast")
 
-    def receive(self, tensor, what: str):
+    def receive(self, tensor, what: str, version: int | None = None):
+        """Broadcast from rank 0 into `tensor`, polled to completion within the timeout. During a
+        sync (`version`), the driver's abort key for it also ends the wait: a peer died."""
         import torch.distributed as dist
 
         opts = dist.BroadcastOptions()
         opts.rootRank = 0
         work = self.pg.broadcast([tensor], opts)
         deadline = time.monotonic() + self.timeout.total_seconds()
+        next_check = time.monotonic() + STORE_POLL_S
         while not work.is_completed():  # under NCCL wait() would only order the stream
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if now > deadline:
                 self.abort()
                 raise TimeoutError(f"weight plane, rank {self.rank}: {what} did not complete in "
                                    f"{self.timeout.total_seconds():.0f}s; the group was aborted")
+            if version is not None and now > next_check:
+                next_check = now + STORE_POLL_S
+                if self.store.check([sync_abort_key(version)]):
+                    self.abort()
+                    raise RuntimeError(f"weight plane, rank {self.rank}: {what} aborted by the driver (another "
+                                       f"member failed during the sync); the group was aborted")
             time.sleep(POLL_S)
         work.wait()
 
@@ -88,7 +100,7 @@ class WeightGroup:
             self.peak_buckets = max(self.peak_buckets, alive[0])
             weakref.finalize(flat, freed)
             self.store.set(bucket_ready_key(version, b, self.rank), "")
-            self.receive(flat, f"bucket {b} of version {version}")
+            self.receive(flat, f"bucket {b} of version {version}", version)
             parts = [(i, part.view(shapes[i])) for i, part in zip(bucket, flat.split(sizes))]
             del flat
             yield b, parts

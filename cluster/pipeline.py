@@ -218,6 +218,7 @@ class Pipeline:
         world = 1 + tp * len(self.generators)
         host, port = self.learner.call0("init_weight_sender", self.host, world, self.cfg.weight_backend, timeout,
                                         timeout=timeout)
+        self.weight_store = (host, port)
         joins = {f"generator{i}": g.init_weight_group.remote(host, port, world, 1 + i * tp, self.cfg.weight_backend,
                                                              timeout) for i, g in enumerate(self.generators)}
         joined = self._wait_all({"learner": self.learner.rank0.connect_weights.remote(), **joins},
@@ -226,10 +227,12 @@ class Pipeline:
         # is resolved by vLLM, so the engine is asked, not the config)
         self.weight_dtype = joined["generator0"][0]["dtype"]
 
-    def _wait_all(self, refs: dict, what: str) -> dict:
+    def _wait_all(self, refs: dict, what: str, on_fail=None) -> dict:
         """ray.get of every role's call, bounded by sync_timeout_s; a role that does not answer in
         time stops the run with its name. An actor that died raises RayActorError as soon as it is
-        seen, not after the others' (bounded) waits on it: recovery can start at once."""
+        seen, not after the others' (bounded) waits on it: recovery can start at once. `on_fail()`
+        is called at the first failure, before anything is raised (a sync aborts its group: the
+        roles still waiting for the failed one return, and can be asked to form a new one)."""
         import ray
 
         names = {ref: name for name, ref in refs.items()}
@@ -246,13 +249,18 @@ class Pipeline:
             name = names[ready[0]]
             try:
                 out[name] = ray.get(ready[0])
-            except ray.exceptions.RayActorError as e:
+                continue
+            except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as e:
+                error = e
+            if on_fail is not None:
+                on_fail()
+                on_fail = None
+            if isinstance(error, ray.exceptions.RayActorError):
                 if name.startswith("learner"):  # the learner cannot be restarted: the run stops
                     raise LearnerDied(f"{name.replace('learner', 'learner rank ')} died during {what}; "
-                                      f"every actor was stopped. Cause: {str(e).splitlines()[0][:300]}") from None
-                raise
-            except ray.exceptions.RayTaskError as e:  # maybe the echo of a peer that died: look at the others
-                failed = failed or e
+                                      f"every actor was stopped. Cause: {str(error).splitlines()[0][:300]}") from None
+                raise error
+            failed = failed or error  # maybe the echo of a peer that died: look at the others
         if failed is not None:
             raise failed
         return {name: out[name] for name in refs}
@@ -264,7 +272,8 @@ class Pipeline:
         update = self.learner.weight_update(self.cfg.bucket_mb, self.weight_dtype, timeout=self.cfg.sync_timeout_s)
         calls = {f"generator{i}": g.update_weights.remote(update) for i, g in enumerate(self.generators)}
         calls.update({f"learner{r}": ref for r, ref in enumerate(self.learner.broadcast(update))})
-        done = self._wait_all(calls, f"weight sync to version {update.version}")
+        done = self._wait_all(calls, f"weight sync to version {update.version}",
+                              on_fail=lambda: self._abort_sync(update.version))
         sent = done["learner0"]
         acks = [v for k, v in done.items() if k.startswith("generator")]
         self.version = update.version
@@ -272,6 +281,17 @@ class Pipeline:
                 "sync/broadcast_s": sent["broadcast_s"], "sync/ready_s": sent["ready_s"], "sync/bytes": sent["bytes"],
                 "sync/generator_pause_s": max(a["pause_s"] for a in acks),
                 "sync/generator_load_s": max(a["load_s"] for a in acks)}
+
+    def _abort_sync(self, version: int):
+        """A member failed during the sync to `version`: set its abort key, so that the learner and
+        the live generators stop waiting for the failed one now, not after sync_timeout_s. The
+        plane is formed again by recovery (a new store: the key goes with the old one)."""
+        from jury.learner.weight_sender import abort_sync
+
+        try:
+            abort_sync(*self.weight_store, version)
+        except Exception as e:  # the store's host (learner rank 0) is gone: its own waits end with it
+            log.warning("could not abort the weight sync to version %d: %s", version, e)
 
     # ── faults ──
     def recover(self) -> list[str]:

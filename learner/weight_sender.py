@@ -9,6 +9,9 @@ after every engine acknowledged):
      waits (bounded) until every receiver has posted in the group's store that it is ready
      for that bucket (protocol.messages.bucket_ready_key), so a dead receiver fails the
      sync with an error instead of hanging an NCCL broadcast until the watchdog kills us;
+     a member that fails while the others wait (its engine died) makes the driver set the
+     sync's abort key (protocol.messages.sync_abort_key), which every wait also watches:
+     the sync fails in a fraction of a second, not after sync_timeout_s;
   4. the driver waits for every generator's acknowledgement, then bumps the version.
 
 NCCL specifics: the group is created lazily by NCCL, so `connect` broadcasts one element (a
@@ -27,9 +30,14 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from jury.protocol.messages import WeightUpdate, bucket_ready_key
+from jury.protocol.messages import WeightUpdate, bucket_ready_key, sync_abort_key
 
 POLL_S = 0.001  # between looks at a broadcast's completion: a bucket takes milliseconds at least
+STORE_POLL_S = 0.01  # between looks at the store (receivers ready, the sync aborted): a round trip each
+
+
+class SyncAborted(RuntimeError):
+    """The driver aborted this sync: another member of the weight group failed during it."""
 
 
 def new_group(backend: str, store, rank: int, world_size: int, timeout: timedelta):
@@ -113,7 +121,8 @@ class WeightSender:
                     t2 = time.perf_counter()
                     gather_s += t2 - t1
                     nbytes += flat.numel() * flat.element_size()
-                    self._broadcast(flat, f"bucket {b} of version {update.version}")
+                    self._broadcast(flat, f"bucket {b} of version {update.version}",
+                                    lambda: self._raise_if_aborted(update.version))
                     broadcast_s += time.perf_counter() - t2
         except Exception:
             self.abort()
@@ -121,35 +130,59 @@ class WeightSender:
         return {"broadcast_s": broadcast_s, "gather_s": gather_s, "ready_s": ready_s, "bytes": float(nbytes)}
 
     def _wait_ready(self, version: int, bucket: int):
-        """Every receiver has said it is ready for this bucket (TCPStore.wait, bounded by the timeout)."""
+        """Every receiver has said it is ready for this bucket; bounded by the timeout, and ended
+        at once when the driver aborts the sync (a member died: it will never be ready)."""
         keys = [bucket_ready_key(version, bucket, r) for r in range(1, self.world_size)]
-        try:
-            self.store.wait(keys, self.timeout)
-        except Exception as e:  # the store's own error names no rank: say which are missing
-            missing = [r for r, k in enumerate(keys, 1) if not self.store.check([k])]
-            raise TimeoutError(f"weight sync to version {version}: receiver rank(s) {missing} not ready for bucket "
-                               f"{bucket} within {self.timeout.total_seconds():.0f}s (dead, or stuck): {e}") from None
+        deadline = time.monotonic() + self.timeout.total_seconds()
+        while not self.store.check(keys):
+            self._raise_if_aborted(version)
+            if time.monotonic() > deadline:  # say which ranks are missing: a timeout names none
+                missing = [r for r, k in enumerate(keys, 1) if not self.store.check([k])]
+                raise TimeoutError(f"weight sync to version {version}: receiver rank(s) {missing} not ready for "
+                                   f"bucket {bucket} within {self.timeout.total_seconds():.0f}s (dead, or stuck)")
+            time.sleep(STORE_POLL_S)
         for key in keys:
             self.store.delete_key(key)
 
-    def _broadcast(self, tensor: torch.Tensor, what: str):
+    def _raise_if_aborted(self, version: int):
+        if self.store.check([sync_abort_key(version)]):
+            raise SyncAborted(f"weight sync to version {version}: aborted by the driver (a generator failed "
+                              f"during it)")
+
+    def _broadcast(self, tensor: torch.Tensor, what: str, check=None):
         opts = dist.BroadcastOptions()
         opts.rootRank = 0
-        complete(self.pg.broadcast([tensor], opts), self.timeout, what, self.abort)
+        complete(self.pg.broadcast([tensor], opts), self.timeout, what, self.abort, check)
 
 
-def complete(work, timeout: timedelta, what: str, abort):
+def complete(work, timeout: timedelta, what: str, abort, check=None):
     """Wait until `work` completed, polling: under NCCL `wait()` only makes the stream wait, so a clock
     read after it measures the enqueue, and a broadcast stuck on a dead peer blocks nobody until the
-    next kernel. Past `timeout` the group is aborted (`abort()`), which ends the stuck collective."""
+    next kernel. Past `timeout` the group is aborted (`abort()`), which ends the stuck collective;
+    so is it when `check()`, called every STORE_POLL_S, raises (the driver aborted the sync)."""
     deadline = time.monotonic() + timeout.total_seconds()
+    next_check = time.monotonic() + STORE_POLL_S
     while not work.is_completed():
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now > deadline:
             abort()
             raise TimeoutError(f"weight plane: {what} did not complete in {timeout.total_seconds():.0f}s; "
                                "the group was aborted")
+        if check is not None and now > next_check:
+            next_check = now + STORE_POLL_S
+            try:
+                check()
+            except Exception:
+                abort()
+                raise
         time.sleep(POLL_S)
     work.wait()  # raises the collective's own error, if it failed
+
+
+def abort_sync(host: str, port: int, version: int, timeout_s: float = 10.0):
+    """The driver's side: set the sync's abort key in the weight group's store, as a client."""
+    store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=timeout_s))
+    store.set(sync_abort_key(version), "")
 
 
 def drop_tied(module, named):

@@ -148,6 +148,13 @@ def bucket_ready_key(version: int, bucket: int, rank: int) -> str:
     return f"jury/v{version}/b{bucket}/r{rank}"
 
 
+def sync_abort_key(version: int) -> str:
+    """The weight group's store key the driver sets when a member failed during the sync to
+    `version` (a generator, or its engine, died): the sender and every live receiver stop waiting
+    for the dead one at once and fail the sync, instead of each waiting out sync_timeout_s."""
+    return f"jury/v{version}/abort"
+
+
 @dataclass
 class Shutdown:
     """Stop after the current item; nothing after it is read."""

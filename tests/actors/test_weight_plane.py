@@ -20,7 +20,7 @@ import torch
 from jury.actors import weight_sync
 from jury.actors.weight_sync import WeightReceiver
 from jury.learner import weight_sender
-from jury.learner.weight_sender import WeightSender, drop_tied
+from jury.learner.weight_sender import SyncAborted, WeightSender, abort_sync, drop_tied
 from jury.protocol.messages import bucket_ready_key
 
 
@@ -253,3 +253,49 @@ def test_a_receiver_aborts_its_group_when_a_bucket_never_completes(monkeypatch):
         worker.jury_init_weight_group("127.0.0.1", sender.port, 2, 1, "gloo", timeout_s=0.3)
     assert g.calls == [("broadcast", 1, 0), ("abort",)]
     assert worker.jury_abort_weight_group() is False  # nothing left to abort
+
+
+def test_the_drivers_abort_ends_a_wait_for_a_receiver_that_died(group):
+    """Rank 2's engine died before it was ready: the driver sets the sync's abort key, and the
+    sender stops waiting at once instead of after its bound, with nothing broadcast."""
+    weights = _learner_weights()
+    sender = WeightSender("127.0.0.1", 3, timeout_s=60)
+    sender.connect()
+    update = WeightSender.layout(list(weights.items()), version=2, bucket_bytes=1)
+    _ready(sender, update, ranks=[1])
+    threading.Timer(0.3, abort_sync, ("127.0.0.1", sender.port, 2)).start()
+    t0 = time.monotonic()
+    with pytest.raises(SyncAborted, match="weight sync to version 2: aborted by the driver"):
+        sender.broadcast(update, weights)
+    assert time.monotonic() - t0 < 10
+    assert group.calls == [("broadcast", 1, 0), ("abort",)]
+
+
+def test_the_drivers_abort_ends_a_broadcast_stuck_on_a_dead_peer(group):
+    weights = _learner_weights()
+    sender = WeightSender("127.0.0.1", 2, timeout_s=60)
+    sender.connect()
+    group.delay_s = None  # the peer died inside the collective
+    update = WeightSender.layout(list(weights.items()), version=3)
+    _ready(sender, update, ranks=[1])
+    abort_sync("127.0.0.1", sender.port, 3)
+    with pytest.raises(SyncAborted):
+        sender.broadcast(update, weights)
+    assert group.calls[-1] == ("abort",) and sender.pg is None
+
+
+def test_a_receiver_leaves_a_bucket_the_driver_aborted(monkeypatch):
+    """A live generator's worker waits inside bucket 0 for a sender that will not send (another
+    generator died): the abort key ends its wait, and its group is aborted."""
+    g = RecordingGroup(delay_s=0)
+    monkeypatch.setattr(weight_sync, "_new_group", lambda *args: g)
+    sender = WeightSender("127.0.0.1", 2, timeout_s=60)
+    worker = Worker(Model())
+    worker.jury_init_weight_group("127.0.0.1", sender.port, 2, 1, "gloo", timeout_s=60)
+    g.delay_s = None  # the buckets never arrive
+    abort_sync("127.0.0.1", sender.port, 5)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="rank 1: bucket 0 of version 5 aborted by the driver"):
+        list(worker._jury_group.buckets(5, ["torch.float32"], [[2]], [[0]]))
+    assert time.monotonic() - t0 < 10
+    assert g.calls[-1] == ("abort",)

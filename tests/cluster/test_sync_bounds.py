@@ -126,3 +126,47 @@ def test_a_generator_that_dies_during_a_sync_is_reported_at_once(ray_local):
         pipe._wait_all({"generator0": Dies.remote().update_weights.remote(None),
                         "learner0": waits.broadcast.remote(None)}, "weight sync to version 1")
     assert time.monotonic() - t0 < 15
+
+
+def test_a_generator_whose_engine_died_ends_the_learners_wait_at_once(ray_local):
+    """The engine's death fails its generator's call (RayTaskError); the driver then sets the
+    sync's abort key in the weight group's store, and the learner, waiting for that generator to
+    be ready for the first bucket, returns in well under its 60 s bound (sync_timeout_s: the
+    fault runs waited it out, 300 s per run)."""
+    ray = ray_local
+    from jury.cluster.pipeline import Pipeline
+    from jury.protocol.messages import WeightUpdate
+
+    @ray.remote(num_cpus=0)
+    class Sender:
+        def __init__(self):
+            import torch
+
+            from jury.learner.weight_sender import WeightSender
+
+            self.sender, self.weights = WeightSender("127.0.0.1", 2, "gloo", timeout_s=60), {"w": torch.ones(2)}
+
+        def where(self):
+            return self.sender.host, self.sender.port
+
+        def broadcast(self, update):
+            return self.sender.broadcast(update, self.weights)
+
+    @ray.remote(num_cpus=0)
+    class EngineDied:
+        def update_weights(self, update):
+            time.sleep(1)  # the learner is waiting by now
+            raise RuntimeError("the vLLM engine core is dead (at the start of a weight sync)")
+
+    pipe = Pipeline(load_config(None, ["sync_timeout_s=60", "progress=false"]), "unused")
+    sender = Sender.remote()
+    pipe.weight_store = ray.get(sender.where.remote())
+    update = WeightUpdate(version=4, names=["w"], dtypes=["torch.float32"], shapes=[[2]], buckets=[[0]])
+    learner = sender.broadcast.remote(update)
+    t0 = time.monotonic()
+    with pytest.raises(ray.exceptions.RayTaskError, match="engine core is dead"):
+        pipe._wait_all({"generator0": EngineDied.remote().update_weights.remote(update), "learner0": learner},
+                       "weight sync to version 4", on_fail=lambda: pipe._abort_sync(4))
+    assert time.monotonic() - t0 < 20
+    with pytest.raises(ray.exceptions.RayTaskError, match="weight sync to version 4: aborted by the driver"):
+        ray.get(learner, timeout=10)
