@@ -706,7 +706,9 @@ class RunConfig:
     # a step waits for its slowest group while later ones are done. "continuous": the first
     # batch_groups groups scored, whatever their indices (as AReaL's and PipelineRL's trainers take
     # them). The feeder's budget is the same, at most (v + max_staleness + 1)·batch_groups tasks
-    # admitted while the generators hold version v (learner/inbox.py, README "Continuous admission")
+    # admitted while the generators hold version v (learner/inbox.py, README "Continuous admission").
+    # With dynamic_sampling: the first batch_groups groups scored that have signal; each of the first
+    # max_refills flat groups a step filters frees its place for a new task (learner/dynamic.py)
     admission: Literal["batch", "continuous"] = "batch"
     # continuous admission: a group that later groups overtook can reach a step more than
     # max_staleness versions after the policy that started it. "drop": it is not trained (counted,
@@ -831,9 +833,6 @@ class RunConfig:
             raise ConfigError("admission=continuous with forced_staleness: the forced schedule releases each task "
                               "exactly k versions before its batch, and under continuous admission a task has no "
                               "batch until it is scored; pick one")
-        if self.admission == "continuous" and self.dynamic_sampling:
-            raise ConfigError("admission=continuous with dynamic_sampling is not built: refills are slots of a "
-                              "fixed batch of indices (learner/dynamic.py); use admission=batch with it")
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):
