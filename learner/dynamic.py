@@ -6,6 +6,7 @@
         missing, refill = advance(fill, inbox, version, timeout)   # wait for every admitted group, judge them
         refill non-empty: StepResult(refill=...) -> the driver admits them (Feeder.admit_refills), asks again
         done: train on fill.kept_groups(), log fill_metrics(fill)
+    continuous admission: ScoredFill / advance_scored / scored_fill_metrics in their place (below)
 
 A group whose rewards are all equal (after the overlong penalty: the rewards the advantages see)
 has zero advantage in every scheme (grpo, drgrpo, rloo all subtract the group's mean) and only

@@ -4,7 +4,8 @@ each method on every rank, or on rank 0 where it says so).
 
     step s (every rank):
         rank 0:  groups = wait for batch s = admission indices [s·B, (s+1)·B)   (inbox.py)
-                 (dynamic sampling: its groups with signal, refills asked of the driver: dynamic.py)
+                 (dynamic sampling: its groups with signal, refills asked of the driver: dynamic.py;
+                 continuous admission: the first B groups scored, with signal under dynamic sampling)
                  batch = collate(groups)                 # advantages over whole groups (+ overlong penalty)
                  plan rows per (mini-batch, rank) by tokens; send each rank its rows (shard.py)
         others:  receive this rank's rows
