@@ -81,7 +81,8 @@ class Feeder:
         self.seed, self.batch_groups, self.window = seed, batch_groups, window
         self.slots = slots or Slots(batch_groups, 0)
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
-        self.admitted = 0                       # base tasks admitted (refills are counted apart)
+        self.admitted = 0                       # base tasks admitted (refill slots are counted apart; under
+                                                # continuous admission a refill is a base task)
         self.refills = 0                        # refill slots admitted (dynamic sampling)
         self.dropped = 0                        # groups the learner dropped as too stale (continuous admission)
         self.refilled = 0                       # flat groups whose places went to new tasks (continuous + dynamic)
