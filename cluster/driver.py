@@ -153,8 +153,10 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
         first = pipe.version  # learner steps done before this process started
         if state and plan.admission.continuous:
             pending = [PromptTask(**t) for t in state["pending"]]
-            pipe.feeder.restore(state["next_index"], state["stream_position"], pending, state["dropped"])
-            pipe.learner.call0("restore_admission", state["next_index"], [t.index for t in pending], state["dropped"])
+            refilled = state.get("refilled", 0)  # dynamic sampling's refills (a checkpoint before them: none)
+            pipe.feeder.restore(state["next_index"], state["stream_position"], pending, state["dropped"], refilled)
+            pipe.learner.call0("restore_admission", state["next_index"], [t.index for t in pending], state["dropped"],
+                               refilled)
         elif state:
             pipe.feeder.fast_forward(state["next_index"], state["stream_position"])
         if cfg.record_groups:
@@ -181,8 +183,8 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
                     row.update(_with_resend(pipe, step, lambda timeout_s: pipe.learner.hold(
                         pipe.feeder.released_at(pipe.version), timeout_s)).metrics)
                 row.update(pipe.sync_weights_or_recover())
-            if plan.admission.continuous:  # the first B scored: consumed in no fixed order
-                pipe.feeder.consumed_indices([entry.index for entry in result.ledger])
+            if plan.admission.continuous:  # the first B scored (with signal): consumed in no fixed order
+                pipe.feeder.consumed_indices([entry.index for entry in result.ledger] + result.filtered)
             else:
                 pipe.feeder.consumed((step + 1) * plan.slots.per_batch)
             if pipe.derl:  # DeRL: correct CoTs into the plan store before the next tasks are mixed
@@ -261,7 +263,11 @@ def _learner_step(pipe: Pipeline, step: int) -> StepResult:
             if "learner/wait_s" in result.metrics:
                 result.metrics["learner/wait_s"] += before
             return result
-        pipe.feeder.admit_refills(result.refill, pipe.version)
+        if pipe.plan.admission.continuous:  # flat groups: each frees its place for a new task
+            pipe.feeder.refill_places(result.refill)
+            pipe.feeder.admit(pipe.version, stop_at=pipe.cfg.steps * pipe.cfg.batch_groups)
+        else:
+            pipe.feeder.admit_refills(result.refill, pipe.version)
 
 
 def _with_resend(pipe: Pipeline, step: int, call) -> StepResult:
@@ -322,7 +328,7 @@ def save_checkpoint(pipe: Pipeline, run_dir: Path, version: int, final: bool = F
     if pipe.plan.admission.continuous:  # consumed in no fixed order: the pending tasks themselves
         state = {"version": version, "next_index": pipe.feeder.admitted, "stream_position": pipe.feeder.drawn,
                  "pending": [dataclasses.asdict(t) for t in pipe.feeder.pending.values()],
-                 "dropped": pipe.feeder.dropped}
+                 "dropped": pipe.feeder.dropped, "refilled": pipe.feeder.refilled}
     else:
         next_index = version * pipe.plan.slots.per_batch
         state = {"version": version, "next_index": next_index, "stream_position": pipe.feeder.position_of(next_index)}

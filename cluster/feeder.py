@@ -25,7 +25,9 @@ Continuous admission (plan.admission, learner/inbox.py): a batch is the first B 
 so tasks are consumed in no fixed order (`consumed_indices`). A group the learner drops as past
 max_staleness (`drop`) frees its place: the budget is (v + window)·B plus the drops, and the run's
 total grows by as many. A checkpoint holds the pending tasks themselves (`restore`), since what
-was consumed is not a prefix of the indices that the stream could be rewound to.
+was consumed is not a prefix of the indices that the stream could be rewound to. With dynamic
+sampling too, a flat group the learner filters and grants a refill frees its place the same way
+(`refill_places`, learner/dynamic.py's ScoredFill): the budget is (v + window)·B + drops + refills.
 
 The feeder is also the ledger: every admitted task stays in `pending` until the
 learner has consumed its batch, so a group lost with a crashed worker can be sent
@@ -79,9 +81,11 @@ class Feeder:
         self.seed, self.batch_groups, self.window = seed, batch_groups, window
         self.slots = slots or Slots(batch_groups, 0)
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
-        self.admitted = 0                       # base tasks admitted (refills are counted apart)
+        self.admitted = 0                       # base tasks admitted (refill slots are counted apart; under
+                                                # continuous admission a refill is a base task)
         self.refills = 0                        # refill slots admitted (dynamic sampling)
         self.dropped = 0                        # groups the learner dropped as too stale (continuous admission)
+        self.refilled = 0                       # flat groups whose places went to new tasks (continuous + dynamic)
         self.refused_too_long = 0
         self.rewrite_too_long = 0               # CoReward rewrites over max_prompt_tokens, dropped
         self.resent = 0
@@ -97,13 +101,13 @@ class Feeder:
 
     def limit(self, version: int) -> int:
         """Tasks that may have been admitted in total while the generators hold `version`."""
-        return (version + self.window) * self.batch_groups + self.dropped
+        return (version + self.window) * self.batch_groups + self.dropped + self.refilled
 
     def admit(self, version: int, stop_at: int) -> int:
         """Admit every task the budget allows (never past `stop_at` tasks in total, and as many more
-        as were dropped); returns how many."""
+        as were dropped or refilled); returns how many."""
         n = 0
-        while self.admitted < min(self.limit(version), stop_at + self.dropped):
+        while self.admitted < min(self.limit(version), stop_at + self.dropped + self.refilled):
             index = self.slots.base_index(self.admitted)
             self.positions[index] = self.drawn
             task = self._task(self._next_problem(), version, index)
@@ -160,13 +164,20 @@ class Feeder:
         self.consumed_indices(indices)
         self.dropped += len(indices)
 
-    def restore(self, next_index: int, stream_position: int, pending: list[PromptTask], dropped: int):
+    def refill_places(self, indices: list[int]):
+        """Continuous admission with dynamic sampling: the learner filtered these flat groups and
+        grants each a refill; new tasks take their places (at the next `admit`)."""
+        self.consumed_indices(indices)
+        self.refilled += len(indices)
+
+    def restore(self, next_index: int, stream_position: int, pending: list[PromptTask], dropped: int,
+                refilled: int = 0):
         """Continue a resumed run under continuous admission: skip what was drawn, number new tasks from
         next_index, and send again the tasks admitted and not trained at the checkpoint."""
         while self.drawn < stream_position:
             next(self.problems)
             self.drawn += 1
-        self.admitted, self.dropped = next_index, dropped
+        self.admitted, self.dropped, self.refilled = next_index, dropped, refilled
         for task in pending:
             self.pending[task.index] = task
             self.sender.send(task)

@@ -11,7 +11,9 @@ Each signal watches one metric through its mean over the last `window` steps aga
 threshold or a share of the metric's baseline (its mean over the run's first `baseline_steps`
 steps); a KL signal watches the rise of the KL's median from one `kl_window` to the next. Per step: `monitor/<signal>`, the value compared; `monitor/firing/
 <signal>`, 1 while it is past its threshold; `monitor/onset/<signal>`, 1 on the step it warned. A
-signal warns when it crosses and again only after `quiet_steps` steps in a row back inside. A metric a run does not log
+signal warns once it has been past its threshold `persist_steps` steps in a row (a healthy run's
+noisy means cross for a step or two; a hack stays across), kl_high at once (a KL past max_kl is a
+broken policy), and again only after `quiet_steps` steps in a row back inside. A metric a run does not log
 (no labels: no precision; no proof gate; no correction: no behav_kl) leaves its signals silent.
 The metrics come from learner/shadow.py (shadow/*) and the learner's step (entropy, the KLs).
 """
@@ -36,6 +38,9 @@ class Signal:
     test: Test
     setting: str    # the monitor.* field holding its threshold
     what: str       # what the value is, for the warning line
+    # whether it must stay past its threshold persist_steps steps in a row before it warns (every
+    # signal but kl_high: a KL past max_kl is a broken policy, one step is enough)
+    persists: bool = True
 
 
 def signals(cfg: MonitorConfig) -> list[Signal]:
@@ -66,7 +71,7 @@ def signals(cfg: MonitorConfig) -> list[Signal]:
            "initial_kl": "the KL of the behaviour policy to the run's first policy"}
     out += [Signal(f"kl_accel/{k}", f"learner/{k}", "accelerating", "kl_accel", f"the rise of {what}")
             for k, what in kls.items()]
-    out += [Signal(f"kl_high/{k}", f"learner/{k}", "above", "max_kl", what[0].upper() + what[1:])
+    out += [Signal(f"kl_high/{k}", f"learner/{k}", "above", "max_kl", what[0].upper() + what[1:], persists=False)
             for k, what in kls.items()]
     return out
 
@@ -77,6 +82,8 @@ class Monitor:
         self.signals = signals(cfg)
         self.history: dict[str, list[float]] = {}  # metric -> its finite values, step after step
         self.quiet: dict[str, int] = {}            # signal that warned -> steps in a row back inside since
+        self.streak: dict[str, int] = {}           # signal -> steps in a row past its threshold
+        self.rises: dict[str, dict[int, float]] = {}  # KL signal -> steps of its metric -> |rise| then
         self.onsets: dict[str, list[int]] = {}     # signal -> the steps it started at
 
     def observe(self, step: int, row: dict) -> list[str]:
@@ -93,14 +100,16 @@ class Monitor:
                 continue
             row[f"monitor/{s.name}"] = value
             row[f"monitor/firing/{s.name}"] = float(past)
-            if past and s.name not in self.quiet:
-                self.onsets.setdefault(s.name, []).append(step)
-                row[f"monitor/onset/{s.name}"] = 1.0
-                lines.append(self.warning(step, s, value))
-            if s.name in self.quiet or past:  # a warned signal: cleared after quiet_steps inside
+            self.streak[s.name] = self.streak.get(s.name, 0) + 1 if past else 0
+            if s.name in self.quiet:  # a warned signal: cleared after quiet_steps in a row inside
                 self.quiet[s.name] = 0 if past else self.quiet[s.name] + 1
                 if self.quiet[s.name] >= self.cfg.quiet_steps:
                     del self.quiet[s.name]
+            elif self.streak[s.name] >= (self.cfg.persist_steps if s.persists else 1):
+                self.quiet[s.name] = 0
+                self.onsets.setdefault(s.name, []).append(step)
+                row[f"monitor/onset/{s.name}"] = 1.0
+                lines.append(self.warning(step, s, value))
         return lines
 
     def check(self, s: Signal) -> tuple[float | None, bool]:
@@ -114,7 +123,13 @@ class Monitor:
             # medians of three windows: one noisy step (a KL estimated on a few samples) makes no rise
             before, last, now = (statistics.median(values[-k * w:len(values) - (k - 1) * w]) for k in (3, 2, 1))
             rise, earlier = now - last, last - before
-            return rise, rise >= self.cfg.kl_min_rise and rise >= threshold * max(earlier, 0.0)
+            # the run's own noise: the median size of the rises at the steps before. A KL that only
+            # wanders has rises of either sign about that size, and one of them after a fall
+            # (earlier <= 0) would pass any multiple of the earlier rise
+            seen = self.rises.setdefault(s.name, {})
+            seen[len(values)] = abs(rise)
+            noise = statistics.median([r for n, r in seen.items() if n < len(values)] or [0.0])
+            return rise, rise >= self.cfg.kl_min_rise and rise >= threshold * max(earlier, noise)
         if len(values) < max(w, self.cfg.baseline_steps if s.test.endswith("baseline") else 0):
             return None, False
         value = _mean(values[-w:])
@@ -135,6 +150,8 @@ class Monitor:
             side = "below" if s.test.startswith("below") else "above"
             base = f" over the mean of the run's first {self.cfg.baseline_steps}" if s.test.endswith("baseline") else ""
             how = f"mean of the last {w} steps{base}; {side} monitor.{s.setting} = {threshold:g}"
+        if s.persists and self.cfg.persist_steps > 1:
+            how += f", {self.cfg.persist_steps} steps in a row"
         return f"jury train: step {step}: WARNING reward hacking? {s.name}: {s.what} is {value:.3g} ({how})"
 
     def summary(self) -> dict:

@@ -6,6 +6,7 @@
         missing, refill = advance(fill, inbox, version, timeout)   # wait for every admitted group, judge them
         refill non-empty: StepResult(refill=...) -> the driver admits them (Feeder.admit_refills), asks again
         done: train on fill.kept_groups(), log fill_metrics(fill)
+    continuous admission: ScoredFill / advance_scored / scored_fill_metrics in their place (below)
 
 A group whose rewards are all equal (after the overlong penalty: the rewards the advantages see)
 has zero advantage in every scheme (grpo, drgrpo, rloo all subtract the group's mean) and only
@@ -49,12 +50,33 @@ Refused together with forced staleness, whose schedule (task i released at versi
 counts indices in batches of B, and with rewards the learner scores itself (self_certainty,
 entropy): their rewards are known only in the learner's forward, after the batch is chosen.
 
+With continuous admission (plan.admission.refills = max_refills; `ScoredFill`, `advance_scored`)
+----------------------------------------------------------------------------------------------
+A batch is the first B groups scored that have signal (learner/inbox.py: "first scored", by arrival
+then index). Indices stay consecutive, with no refill slots: the budget is counted in places. Step
+s takes the groups in the order they reached the learner and judges each: a group with signal is
+kept, a flat one is filtered (never trained; the driver takes it off the feeder's ledger). Each of
+the first R = max_refills groups a step filters frees its place: the feeder's budget and the
+inbox's bound go up by one (Feeder.refill_places, ScoredInbox.refilled_total), as for a group
+dropped as too stale, and a new task is admitted in it: the refill. The step is done with B
+groups kept, or once it has judged B + R (the cap: it trains on the groups with signal it has).
+Either way it judged exactly B + refills groups, so with D the groups dropped as stale and F the
+refills, by version v the feeder has admitted at most (v + window)·B + D + F tasks, trained
+s·B - short groups, and at most window·B are in flight: the same budget as without filtering,
+counted over the groups that will be trained. Refills are reported to the driver as soon as a
+round judged them (StepResult.refill: here the flat groups whose places are freed), and a step
+done in the same round trains at the next call, after they are admitted. Which groups a batch
+holds depends on arrival order, as under continuous admission without filtering; replay trains
+on the record, and a resume restores the pending tasks and both counts from the checkpoint.
+
 Per step (`fill_metrics`): dynamic/filtered_frac (flat groups among those seen), dynamic/refills
 (admitted), dynamic/extra_samples and dynamic/extra_tokens (generation beyond B groups: every
-refill's samples and tokens), dynamic/short_groups (B - kept when the cap was hit).
+refill's samples and tokens; with continuous admission the samples and tokens of the filtered
+groups whose places were refilled), dynamic/short_groups (B - kept when the cap was hit).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -169,3 +191,83 @@ def advance(fill: BatchFill, inbox: ScoredInbox, version: int, timeout_s: float)
     n = fill.want()
     return [], fill.take_refills(n) if n else []
 
+
+
+@dataclass
+class ScoredFill:
+    """One step's groups under dynamic sampling with continuous admission, judged in the order they
+    reached the learner: keeps those with signal, filters the flat ones, and grants each of the
+    first `max_refills` flat ones a refill (a new task in its place).
+
+        fill = ScoredFill(B, R, step, overlong)
+        while not fill.done: fill.offer(next group scored); the driver admits fill.take_granted()
+        train on fill.kept
+    """
+
+    batch_groups: int
+    max_refills: int
+    step: int
+    overlong: Overlong | None = None
+    kept: list[ScoredGroup] = field(default_factory=list)  # with signal, in the order judged
+    flat: list[ScoredGroup] = field(default_factory=list)  # filtered, in the order judged
+    refills: int = 0                                        # flat groups granted a refill
+    granted: list[int] = field(default_factory=list)        # ... whose refills the driver has yet to admit
+
+    def offer(self, g: ScoredGroup):
+        if self.done:
+            raise ValueError(f"group {g.group.task.index} offered to step {self.step}, which is done")
+        if not zero_advantage(g, self.overlong):
+            self.kept.append(g)
+            return
+        self.flat.append(g)
+        if self.refills < self.max_refills:
+            self.refills += 1
+            self.granted.append(g.group.task.index)
+
+    @property
+    def done(self) -> bool:
+        """B groups with signal, or B + R judged (the cap): the step judged exactly B + refills."""
+        return len(self.kept) >= self.batch_groups or \
+            len(self.kept) + len(self.flat) >= self.batch_groups + self.max_refills
+
+    def take_granted(self) -> list[int]:
+        """The flat groups granted a refill since the last call: their places go to new tasks."""
+        out, self.granted = self.granted, []
+        return out
+
+    def filtered(self) -> list[int]:
+        return [g.group.task.index for g in self.flat]
+
+
+def scored_fill_metrics(fill: ScoredFill) -> dict[str, float]:
+    """fill_metrics' keys for a ScoredFill; the extra generation is the filtered groups that were refilled."""
+    seen = len(fill.kept) + len(fill.flat)
+    extra = fill.flat[:fill.refills]
+    return {"dynamic/filtered_frac": len(fill.flat) / seen if seen else 0.0,
+            "dynamic/refills": float(fill.refills),
+            "dynamic/extra_samples": float(sum(len(g.group.samples) for g in extra)),
+            "dynamic/extra_tokens": float(sum(len(s.token_ids) for g in extra for s in g.group.samples)),
+            "dynamic/short_groups": float(max(0, fill.batch_groups - len(fill.kept)))}
+
+
+def advance_scored(fill: ScoredFill, inbox: ScoredInbox, version: int,
+                   timeout_s: float) -> tuple[list[int], list[int], list[int]]:
+    """Judge the groups here, first arrived first, until the fill is done or none is left; return
+    (missing, refills, dropped as too stale). Refills non-empty: the driver admits them, and asks
+    again (a done fill then trains). All empty and fill.done: train. After timeout_s with nothing
+    to report: the indices not here yet as missing."""
+    deadline = time.monotonic() + timeout_s
+    dropped: list[int] = []
+    while True:
+        dropped += inbox.drop_stale(fill.step)
+        while not fill.done and (g := inbox.next_scored()) is not None:
+            fill.offer(g)
+        refill = fill.take_granted()
+        inbox.refilled_total += len(refill)  # the feeder admits as many more: the bound moves with it
+        for g in fill.flat:  # never trained: no ledger row to take their arrival time
+            inbox.arrived.pop(g.group.task.index, None)
+        if refill or fill.done:
+            return [], refill, dropped
+        if time.monotonic() > deadline:
+            return inbox.not_here(version), [], dropped
+        inbox.poll(version, timeout=0.2)

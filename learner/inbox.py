@@ -19,6 +19,10 @@ it off the feeder's ledger and admits a task in its place) and the bound holds f
 group; without, it is trained as it is. Trained or dropped indices are no longer a prefix: the
 inbox keeps every index below `floor` and the set `done` above it.
 
+With dynamic sampling too (plan.admission.refills, learner/dynamic.py's ScoredFill) the step takes
+groups one at a time in the same order (`next_scored`) and judges them; each flat group that frees
+its place in the budget raises the bound by one (`refilled_total`), as a drop does.
+
 Groups arrive in any order (several generators and verifiers); they are kept by admission
 index until their batch is trained. What is refused, and counted: an index whose batch was
 trained or that is already here (a duplicate: a group re-sent after a crash whose first copy
@@ -47,6 +51,7 @@ class ScoredInbox:
         # continuous admission: the indices trained or dropped are every one below floor and those in done
         self.floor, self.done = 0, set()
         self.dropped_total = 0  # groups dropped as too stale: the feeder admitted as many more
+        self.refilled_total = 0  # flat groups whose places were refilled (dynamic sampling): as many more
         self.buffer: dict[int, ScoredGroup] = {}
         # taken out for a batch not trained yet (dynamic sampling judges a batch round by round):
         # still here for wait_for, and a second copy is a duplicate
@@ -81,7 +86,7 @@ class ScoredInbox:
     def admission_bound(self, version: int) -> int:
         """The first index the feeder cannot have admitted while the learner is at `version`."""
         if self.admission.continuous:
-            return (version + self.window_batches) * self.batch_groups + self.dropped_total
+            return (version + self.window_batches) * self.batch_groups + self.dropped_total + self.refilled_total
         return (version + self.window_batches) * self.slots.per_batch
 
     def finish(self, indices):
@@ -97,31 +102,51 @@ class ScoredInbox:
         deadline = time.monotonic() + timeout_s
         dropped: list[int] = []
         while True:
-            if self.admission.drop_stale:
-                stale = sorted(i for i, g in self.buffer.items()
-                               if step - g.group.version_start > self.admission.max_staleness)
-                for i in stale:
-                    del self.buffer[i]
-                    self.arrived.pop(i, None)
-                self.finish(stale)
-                self.dropped_total += len(stale)
-                self.counts["stale_dropped"] += len(stale)
-                dropped += stale
+            dropped += self.drop_stale(step)
             if len(self.buffer) >= self.batch_groups:
-                first = sorted(self.buffer, key=lambda i: (self.arrived[i], i))[: self.batch_groups]
+                first = sorted(self.buffer, key=self._arrival)[: self.batch_groups]
                 self.finish(first)
                 return [self.buffer.pop(i) for i in first], dropped, []
             if time.monotonic() > deadline:
-                bound = self.admission_bound(version)
-                return [], dropped, [i for i in range(self.floor, bound) if i not in self.done and i not in self.buffer]
+                return [], dropped, self.not_here(version)
             self.poll(version, timeout=0.2)
 
-    def restore(self, next_index: int, pending: list[int], dropped_total: int):
+    def drop_stale(self, step: int) -> list[int]:
+        """Continuous admission with drop_stale: take out (and return) the groups here that step
+        `step` would train more than max_staleness versions after their policy."""
+        if not self.admission.drop_stale:
+            return []
+        stale = sorted(i for i, g in self.buffer.items() if step - g.group.version_start > self.admission.max_staleness)
+        for i in stale:
+            del self.buffer[i]
+            self.arrived.pop(i, None)
+        self.finish(stale)
+        self.dropped_total += len(stale)
+        self.counts["stale_dropped"] += len(stale)
+        return stale
+
+    def next_scored(self) -> ScoredGroup | None:
+        """Continuous admission: take out the first group to have arrived (then the lowest index), or None."""
+        if not self.buffer:
+            return None
+        first = min(self.buffer, key=self._arrival)
+        self.finish([first])
+        return self.buffer.pop(first)
+
+    def _arrival(self, index: int) -> tuple[float, int]:
+        return self.arrived[index], index
+
+    def not_here(self, version: int) -> list[int]:
+        """Continuous admission: the indices admitted (under the bound) and neither here nor done."""
+        bound = self.admission_bound(version)
+        return [i for i in range(self.floor, bound) if i not in self.done and i not in self.buffer]
+
+    def restore(self, next_index: int, pending: list[int], dropped_total: int, refilled_total: int = 0):
         """Continuous admission, a resumed run: every index below next_index not in `pending` (the tasks
-        admitted and not trained at the checkpoint, sent again) was trained or dropped."""
+        admitted and not trained at the checkpoint, sent again) was trained, dropped or filtered."""
         self.floor = min(pending, default=next_index)
         self.done = set(range(self.floor, next_index)) - set(pending)
-        self.dropped_total = dropped_total
+        self.dropped_total, self.refilled_total = dropped_total, refilled_total
 
     def poll(self, version: int, timeout: float):
         msg = self.receiver.get(timeout=timeout)

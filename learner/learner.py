@@ -4,7 +4,8 @@ each method on every rank, or on rank 0 where it says so).
 
     step s (every rank):
         rank 0:  groups = wait for batch s = admission indices [s·B, (s+1)·B)   (inbox.py)
-                 (dynamic sampling: its groups with signal, refills asked of the driver: dynamic.py)
+                 (dynamic sampling: its groups with signal, refills asked of the driver: dynamic.py;
+                 continuous admission: the first B groups scored, with signal under dynamic sampling)
                  batch = collate(groups)                 # advantages over whole groups (+ overlong penalty)
                  plan rows per (mini-batch, rank) by tokens; send each rank its rows (shard.py)
         others:  receive this rank's rows
@@ -32,7 +33,7 @@ import torch.distributed as dist
 
 from jury.learner.checkpoint import CheckpointError, commit, failed, stage, write_checkpoint
 from jury.learner.critic import CRITIC_SUMS, Critic, step_metrics as critic_metrics
-from jury.learner.dynamic import BatchFill, advance, fill_metrics
+from jury.learner.dynamic import BatchFill, ScoredFill, advance, advance_scored, fill_metrics, scored_fill_metrics
 from jury.learner.grpo import _advantages, collate, overlong_stats, token_logprobs, use_fused_head
 from jury.learner.self_rewards import (Scoring, group_rewards, plan_scoring, rewards_from_scores,
                                       shaped_group_rewards)
@@ -104,7 +105,7 @@ class Learner:
         self.window_batches = window_batches
         self.slots = slots or Slots(batch_groups, 0)  # plan.slots: refill slots per batch under dynamic sampling
         self.admission = admission  # plan.admission: a fixed range of indices per batch, or the first B scored
-        self.fill: BatchFill | None = None  # rank 0, dynamic sampling: the step being filled
+        self.fill: BatchFill | ScoredFill | None = None  # rank 0, dynamic sampling: the step being filled
         self.fill_metrics: dict[str, float] = {}
         self.sampling = sampling  # how the generators sampled: the loss scores tokens the same way
         self.learner_reward = learner_reward  # self_certainty / entropy, scored here (learner/self_rewards.py)
@@ -172,10 +173,10 @@ class Learner:
         self.inbox = ScoredInbox(receiver, self.batch_groups, self.window_batches, self.slots, self.admission)
         return receiver.endpoint
 
-    def restore_admission(self, next_index: int, pending: list[int], dropped_total: int):
-        """Rank 0, a resumed run under continuous admission: what was trained or dropped before
-        (ScoredInbox.restore)."""
-        self.inbox.restore(next_index, pending, dropped_total)
+    def restore_admission(self, next_index: int, pending: list[int], dropped_total: int, refilled_total: int = 0):
+        """Rank 0, a resumed run under continuous admission: what was trained, dropped or filtered
+        before (ScoredInbox.restore)."""
+        self.inbox.restore(next_index, pending, dropped_total, refilled_total)
 
     def hold(self, indices: list[int], timeout_s: float) -> StepResult:
         """Rank 0: wait until every group in `indices` is here (buffered or already trained),
@@ -203,8 +204,12 @@ class Learner:
         t0 = time.perf_counter()
         refill: list[int] = []
         dropped: list[int] = []  # continuous admission: groups found past max_staleness
+        filtered: list[int] = []  # ... with dynamic sampling: flat groups judged, never trained
+        continuous_refills = self.admission is not None and self.admission.refills
         if self.slots.refills:
             groups, missing, refill = self._dynamic_batch(step, timeout_s)
+        elif continuous_refills:
+            groups, missing, refill, dropped, filtered = self._scored_batch(step, timeout_s)
         elif self.admission is not None and self.admission.continuous:
             groups, dropped, missing = self.inbox.first_scored(step, self.version, timeout_s)
         else:
@@ -219,11 +224,11 @@ class Learner:
         t2 = time.perf_counter()
         # every group flat, even after the refills: nothing to account for (train_on skipped the step)
         result = batch_result(groups, step, t_train, self.inbox.arrived) if groups else StepResult(step)
-        result.dropped = dropped
+        result.dropped, result.filtered = dropped, filtered
         result.metrics.update(metrics)
         if self.shadow and groups:  # after training: self-rewards are scored into the groups by then
             result.metrics.update(self.shadow.step(groups, step))
-        if self.slots.refills:
+        if self.slots.refills or continuous_refills:
             result.metrics.update(self.fill_metrics)
         result.metrics.update({"learner/wait_s": t1 - t0, "learner/train_s": t2 - t1, "learner/version": self.version,
                                "learner/queue_depth": self.inbox.depth()})
@@ -244,6 +249,19 @@ class Learner:
             self.inbox.arrived.pop(index, None)
         self.fill_metrics = fill_metrics(fill)
         return fill.kept_groups(), [], []
+
+    def _scored_batch(self, step: int, timeout_s: float):
+        """Dynamic sampling under continuous admission (learner/dynamic.py, ScoredFill): (the groups
+        with signal to train, missing indices, flat groups whose places to refill, groups dropped as
+        too stale, the step's flat groups once it is done). The fill lasts across the driver's calls."""
+        if self.fill is None or self.fill.step != step:
+            self.fill = ScoredFill(self.batch_groups, self.admission.refills, step, self.overlong)
+        missing, refill, dropped = advance_scored(self.fill, self.inbox, self.version, timeout_s)
+        if missing or refill:
+            return [], missing, refill, dropped, []
+        fill, self.fill = self.fill, None
+        self.fill_metrics = scored_fill_metrics(fill)
+        return fill.kept, [], [], dropped, fill.filtered()
 
     def train_on(self, groups: list[ScoredGroup] | None) -> dict:
         """This batch's updates: rank 0 passes the groups, the others None (they get their rows from

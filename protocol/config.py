@@ -609,9 +609,9 @@ class MonitorConfig:
     training reward's agreement with the dataset's labels where they exist (a shadow metric: a scheme
     that does not read labels is handed its groups without them, verifiers/schemes.py), as precision
     and recall by staleness bucket, and the signals below, each with its threshold. A signal is
-    compared through its mean over the last `window` steps; it warns once when it crosses (one line on
-    the terminal, `monitor/onset/<signal>` in metrics.jsonl) and again only after `quiet_steps` steps
-    in a row back inside its threshold.
+    compared through its mean over the last `window` steps; it warns once it has stayed past its
+    threshold `persist_steps` steps in a row (one line on the terminal, `monitor/onset/<signal>` in
+    metrics.jsonl) and again only after `quiet_steps` steps in a row back inside its threshold.
     Ratios are against the signal's mean over the run's first `baseline_steps` steps."""
 
     enabled: bool = True
@@ -620,6 +620,13 @@ class MonitorConfig:
     # with 8 groups a step a share moves by 1/8, and a mean near its threshold would cross it every
     # few steps (the majority-vote benchmark's precision warned 23 times in 300 steps with 1)
     quiet_steps: int = 10
+    # a signal warns only once it has been past its threshold this many steps in a row (kl_high: at
+    # once, a KL that far is a broken policy). A step's shares move by 1/8 with 8 groups, and a
+    # healthy run's means cross a threshold for a step or two: replayed over the recorded 300-step
+    # healthy run, 1 (the old rule) gave 12 warnings, 3 gave 4, 4 gave 1 and 5 none, while each run
+    # built to hack still warned before its pass rate fell, 4 steps later than with 1
+    # (docs/results.md, "The reward-hacking monitor")
+    persist_steps: int = 5
     baseline_steps: int = 3    # the run's first steps, the baseline of every ratio below
     # the reward's precision: of the samples it pays above their group's mean (a positive advantage),
     # the share the label calls correct. Below this, more than half of what it reinforces is wrong
@@ -665,7 +672,8 @@ class MonitorConfig:
     initial_kl_rows: int = 64
 
     def __post_init__(self):
-        _require(self, *_at_least(self, 1, "window", "baseline_steps", "kl_window", "quiet_steps"),
+        _require(self, *_at_least(self, 1, "window", "baseline_steps", "kl_window", "quiet_steps",
+                                         "persist_steps"),
                  *_at_least(self, 0, "initial_kl_rows"),
                  *((name, 0 <= getattr(self, name) <= 1, "in [0, 1]") for name in (
                      "min_precision", "min_precision_ratio", "consensus_share", "max_consensus_wrong",
@@ -706,7 +714,9 @@ class RunConfig:
     # a step waits for its slowest group while later ones are done. "continuous": the first
     # batch_groups groups scored, whatever their indices (as AReaL's and PipelineRL's trainers take
     # them). The feeder's budget is the same, at most (v + max_staleness + 1)·batch_groups tasks
-    # admitted while the generators hold version v (learner/inbox.py, README "Continuous admission")
+    # admitted while the generators hold version v (learner/inbox.py, README "Continuous admission").
+    # With dynamic_sampling: the first batch_groups groups scored that have signal; each of the first
+    # max_refills flat groups a step filters frees its place for a new task (learner/dynamic.py)
     admission: Literal["batch", "continuous"] = "batch"
     # continuous admission: a group that later groups overtook can reach a step more than
     # max_staleness versions after the policy that started it. "drop": it is not trained (counted,
@@ -831,9 +841,6 @@ class RunConfig:
             raise ConfigError("admission=continuous with forced_staleness: the forced schedule releases each task "
                               "exactly k versions before its batch, and under continuous admission a task has no "
                               "batch until it is scored; pick one")
-        if self.admission == "continuous" and self.dynamic_sampling:
-            raise ConfigError("admission=continuous with dynamic_sampling is not built: refills are slots of a "
-                              "fixed batch of indices (learner/dynamic.py); use admission=batch with it")
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
         if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):

@@ -208,15 +208,20 @@ class StepResult:
     `missing` non-empty: the batch's groups with these admission indices did not arrive in
     time and nothing was trained; the driver repairs workers, re-sends them and asks again.
     `refill` non-empty (dynamic sampling): the batch has too few groups with signal; nothing was
-    trained, the driver admits these refill slots (Feeder.admit_refills) and asks again.
+    trained, the driver admits these refill slots (Feeder.admit_refills) and asks again. Under
+    continuous admission these are flat groups instead, each freeing its place for a new task
+    (Feeder.refill_places); a step that is done trains at the next call.
     `dropped` (continuous admission, over_budget=drop): groups found past max_staleness, never to
     be trained; the driver takes them off the feeder's ledger and admits new tasks in their place.
     Set with `missing` too: a drop while the learner waits frees budget it may be waiting on.
+    `filtered` (dynamic sampling under continuous admission, with the trained batch): the step's
+    flat groups, never to be trained; the driver takes them off the feeder's ledger.
     """
     step: int
     missing: list[int] = field(default_factory=list)
     refill: list[int] = field(default_factory=list)
     dropped: list[int] = field(default_factory=list)
+    filtered: list[int] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)  # learner/*, reward/*, staleness/*, ...
     staleness_hist: dict[str, int] = field(default_factory=dict)  # staleness -> groups
     verdicts: dict[str, int] = field(default_factory=dict)        # verdict kind -> samples

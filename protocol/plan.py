@@ -6,10 +6,12 @@
     plan.window          batches the feeder may admit past the generators' version (the learner
                          refuses indices beyond it): max_staleness + 1, or the largest forced k + 1
     plan.slots           the admission indices of each batch: B base slots, then R refill slots
-                         (dynamic_sampling: R = max_refills; else 0, batch s = [s·B, (s+1)·B))
+                         (dynamic_sampling under batch admission: R = max_refills; else 0,
+                         batch s = [s·B, (s+1)·B))
     plan.forced          forced staleness as k -> probability ({} = not forced)
     plan.admission       how a batch is formed: a fixed range of indices, or the first B scored
-                         (continuous), and what happens to a group past max_staleness then
+                         (continuous), what happens to a group past max_staleness then, and
+                         the refills a step may take (dynamic sampling under continuous admission)
     plan.faults          the fault injections, typed (role, index, action, step)
     plan.sampling        how the generators sample: what the learner needs to score it
     plan.learner_reward  the self-reward the learner scores in its forward (or None)
@@ -91,11 +93,16 @@ class Slots:
 class Admission:
     """How the learner forms a batch (admission: batch | continuous). Under continuous admission
     batch s is the first B groups scored among those the learner holds; a group whose policy is
-    more than max_staleness versions behind step s is dropped (drop_stale) or trained anyway."""
+    more than max_staleness versions behind step s is dropped (drop_stale) or trained anyway.
+    With dynamic sampling (refills > 0) batch s is the first B groups scored *with signal*: a flat
+    group is judged and filtered, and each of the first `refills` a step filters frees its place in
+    the budget for a new task (learner/dynamic.py, ScoredFill). Indices stay consecutive (plan.slots
+    has no refill slots then)."""
 
     continuous: bool
     max_staleness: int
     drop_stale: bool
+    refills: int = 0  # max_refills under dynamic sampling with continuous admission, else 0
 
 
 @dataclass(frozen=True)
@@ -187,6 +194,10 @@ def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
     """`resolve`: a model as configured (a local model's name, or a folder) -> its folder;
     `positions`: a model -> the longest sequence it takes (None: unknown)."""
     forced = parse_staleness(cfg.forced_staleness)
+    # dynamic sampling's refills: slots of a fixed batch of indices, or (continuous admission) places
+    # that filtered groups free in the budget
+    continuous = cfg.admission == "continuous"
+    refill_slots = cfg.dynamic_sampling and not continuous
     window = (max(forced) if forced else cfg.max_staleness) + 1
     g = cfg.generator
     endpoints = cfg.verifier.llm_endpoints  # models asked over HTTP: nothing to resolve or start here
@@ -210,12 +221,13 @@ def make_plan(cfg: RunConfig, *, resolve: Callable[[str], str] = str,
     return RunPlan(window=window, forced=forced,
                    faults=tuple(parse_faults(cfg.faults, cfg.num_generators, cfg.num_verifiers, cfg.learner.num_ranks)),
                    sampling=Sampling(g.temperature, g.top_p, g.max_new_tokens), policy_model=resolve(cfg.model),
-                   slots=Slots(cfg.batch_groups, cfg.max_refills if cfg.dynamic_sampling else 0),
+                   slots=Slots(cfg.batch_groups, cfg.max_refills if refill_slots else 0),
                    servers=tuple(servers), role_models={r: m for r, (m, _) in roles.items()},
                    learner_reward=LearnerReward(cfg.verifier.reward, cfg.verifier.self_reward_span)
                    if cfg.verifier.reward in ("self_certainty", "entropy") else None,
                    engines_after_learner=shares_a_gpu(cfg, servers), overlong=overlong_of(cfg),
-                   admission=Admission(cfg.admission == "continuous", cfg.max_staleness, cfg.over_budget == "drop"))
+                   admission=Admission(continuous, cfg.max_staleness, cfg.over_budget == "drop",
+                                       cfg.max_refills if cfg.dynamic_sampling and continuous else 0))
 
 
 def overlong_of(cfg: RunConfig) -> Overlong | None:

@@ -1,14 +1,17 @@
 """The reward-hacking monitor (cluster/monitor.py) on constructed metric streams: each signal fires
 on a stream built to trip it and stays silent on one that does not, warns once per onset, and says
-nothing about a metric the run does not log."""
+nothing about a metric the run does not log; a healthy noisy stream of 300 steps warns nothing,
+and one that hacks from step 100 warns by step 160."""
 import math
 
+import numpy as np
 import pytest
 
 from jury.cluster.monitor import Monitor, signals
 from jury.protocol.config import ConfigError, MonitorConfig
 
-CFG = MonitorConfig(window=3, baseline_steps=3, kl_window=3)
+# each threshold on its own: a signal warns the step it first crosses (persistence is tested apart)
+CFG = MonitorConfig(window=3, baseline_steps=3, kl_window=3, persist_steps=1)
 HEALTHY = {"shadow/precision": 0.8, "shadow/consensus_wrong": 0.1, "shadow/consensus_unproved": 0.2,
            "shadow/short_paid": 0.0, "rollout/completion_len": 40.0, "learner/entropy": 0.5,
            "learner/approx_kl": 0.01, "learner/behav_kl": 0.01, "learner/initial_kl": 0.01}
@@ -68,7 +71,8 @@ def test_the_healthy_stream_trips_nothing_and_every_signal_reports_its_value():
 def test_a_signal_warns_once_per_onset_and_again_after_it_cleared():
     # consensus on wrong answers: up for 4 steps, down for 4, up again: two warnings, not eight
     wrong = [0.1] * 3 + [0.9] * 4 + [0.0] * 4 + [0.9] * 4
-    monitor, rows, lines = _run({"shadow/consensus_wrong": wrong}, MonitorConfig(quiet_steps=2), steps=len(wrong))
+    monitor, rows, lines = _run({"shadow/consensus_wrong": wrong}, MonitorConfig(quiet_steps=2, persist_steps=1),
+                                  steps=len(wrong))
     # the mean of 3 steps: 0.367 at step 3 (over 0.25), 0.3 at step 8, 0 at steps 9 and 10 (two quiet
     # steps: cleared), 0.3 at step 11
     assert monitor.onsets == {"spurious_consensus": [3, 11]}
@@ -123,3 +127,68 @@ def test_the_summary_lists_every_onset():
 def test_a_bad_threshold_is_refused_naming_its_field(field, value):
     with pytest.raises(ConfigError, match=field):
         MonitorConfig(**{field: value})
+
+
+def test_a_signal_warns_only_once_past_its_threshold_persist_steps_in_a_row():
+    """Each step's value as it is (window 1): consensus on wrong answers past 0.25 four steps, back,
+    then five: one warning, on the fifth. A KL past max_kl warns the step it is crossed."""
+    cfg = MonitorConfig(window=1, persist_steps=5)
+    wrong = [0.1] + [0.9] * 4 + [0.1] + [0.9] * 5
+    monitor, rows, lines = _run({"shadow/consensus_wrong": wrong}, cfg, steps=len(wrong))
+    assert monitor.onsets == {"spurious_consensus": [10]}
+    assert [r["monitor/firing/spurious_consensus"] for r in rows] == [0] + [1] * 4 + [0] + [1] * 5
+    assert lines[0].endswith("above monitor.max_consensus_wrong = 0.25, 5 steps in a row)")
+    monitor, _, _ = _run({"learner/approx_kl": [0.01, 1271.5, 0.01, 0.01, 0.01]}, cfg, steps=5)
+    assert monitor.onsets == {"kl_high/approx_kl": [1]}
+
+
+def _noisy_run(seed: int, steps: int = 300, hack_from: int | None = None) -> list[dict]:
+    """A constructed run with the noise of the recorded healthy one (docs/results.md): 8 labelled
+    groups a step, so consensus on a wrong answer is k/8 of them, its rate rising 0 -> 0.15 as the
+    policy sharpens; precision 0.75 +- 0.13; entropy decaying from 0.47 to 0.17 (0.36 of its start)
+    +- 0.03; the KL to the first policy rising to 0.2 with a log-normal spread (one step may be twice
+    the next). From `hack_from` on the policy hacks: consensus on wrong answers grows by 0.005 a
+    step (to 0.6) and the precision falls by 0.004 a step."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(steps):
+        hacked = 0 if hack_from is None or t < hack_from else t - hack_from
+        rows.append({"shadow/consensus_wrong": rng.binomial(8, min(0.6, 0.15 * t / steps + 0.005 * hacked)) / 8,
+                     "shadow/precision": float(np.clip(rng.normal(0.75 - 0.004 * hacked, 0.13), 0, 1)),
+                     "shadow/short_paid": rng.binomial(64, 0.02) / 64,
+                     "rollout/completion_len": float(rng.normal(40, 4)),
+                     "learner/entropy": float(0.17 + 0.30 * math.exp(-t / 40) + rng.normal(0, 0.03)),
+                     "learner/approx_kl": float(rng.lognormal(math.log(0.003), 0.5)),
+                     "learner/initial_kl": float(rng.lognormal(math.log(0.2 * (1 - math.exp(-t / 30)) + 0.02), 0.45))})
+    return rows
+
+
+def _onsets(rows: list[dict], cfg: MonitorConfig) -> dict[str, list[int]]:
+    monitor = Monitor(cfg)
+    for step, row in enumerate(rows):
+        monitor.observe(step, dict(row))
+    return monitor.onsets
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_healthy_noisy_run_warns_nothing_and_a_hacked_one_warns_by_step_160(seed):
+    healthy = _noisy_run(seed)
+    assert _onsets(healthy, MonitorConfig()) == {}
+    # the same stream under the old rule (a warning the first step past): false alarms
+    assert _onsets(healthy, MonitorConfig(persist_steps=1))
+    hacked = _onsets(_noisy_run(seed, hack_from=100), MonitorConfig())
+    # the consensus on wrong answers' true rate crosses 0.25 at step 136
+    assert min(steps[0] for steps in hacked.values()) <= 160, hacked
+    assert hacked["spurious_consensus"][0] <= 160
+
+
+def test_a_kl_that_only_wanders_does_not_accelerate():
+    """The KL rise is measured against the run's own noise: a KL around 0.3 whose 8-step medians
+    step up and down by about 0.15 does not fire kl_accel however its last rise compares with the
+    fall before (the old test: a rise of 0.15 >= kl_min_rise after a fall); one that then rises by
+    0.05 and then by 0.6 a window does."""
+    wander = [0.3 + (0.15 if (t // 8) % 2 else 0.0) for t in range(64)]
+    climb = wander + [0.5] * 8 + [1.1] * 8
+    cfg = MonitorConfig(persist_steps=1)
+    assert "kl_accel/initial_kl" not in _onsets([{"learner/initial_kl": v} for v in wander], cfg)
+    assert "kl_accel/initial_kl" in _onsets([{"learner/initial_kl": v} for v in climb], cfg)

@@ -8,13 +8,13 @@ from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
 from jury.protocol.plan import Overlong, Slots
 
 
-def _group(index, rewards, lengths=None, views=None, error=None):
+def _group(index, rewards, lengths=None, views=None, error=None, version=0):
     lengths = lengths or [3] * len(rewards)
     views = views or [0] * len(rewards)
     task = PromptTask(task_id=f"t{index}", index=index, prompt="p", label="1", source="s")
     samples = [Sample(np.full(n, 5, np.int32), np.full(n, -1.0, np.float32), "", "stop", view=v)
                for n, v in zip(lengths, views)]
-    group = RolloutGroup(task, np.array([1], np.int32), samples, 0, 0, "g", 0.0)
+    group = RolloutGroup(task, np.array([1], np.int32), samples, version, version, "g", 0.0)
     scored = ScoredGroup(group, [], np.array(rewards, np.float32), "gt", None, 0.0, None, 0, 0.0)
     scored.error = error
     return scored
@@ -160,3 +160,135 @@ def test_dynamic_sampling_settings_and_refusals():
         RunConfig(dynamic_sampling=True, verifier=VerifierConfig(reward="self_certainty"))
     with pytest.raises(ConfigError, match="max_refills"):
         RunConfig(dynamic_sampling=True, max_refills=0)
+
+
+# ---- dynamic sampling under continuous admission: the first B groups scored that have signal
+
+def test_a_scored_stream_keeps_signal_grants_refills_up_to_the_cap_and_stops_at_b_plus_r():
+    """B = 3, R = 2, step 4, groups judged in the order they arrived: 12 has signal; 13 and 15 are
+    flat and each frees its place (2 refills, the cap); 14 is flat too, past the cap: filtered with
+    no refill; 16 has signal. Five judged = B + R: the step trains on its 2 groups with signal."""
+    from jury.learner.dynamic import ScoredFill, scored_fill_metrics
+
+    fill = ScoredFill(batch_groups=3, max_refills=2, step=4)
+    for index, rewards, lengths in [(12, [1, 0], [2, 2]), (13, [1, 1], [3, 5]), (15, [0, 0], [4, 4]),
+                                    (14, [0, 0], [9, 9])]:
+        fill.offer(_group(index, rewards, lengths=lengths))
+        assert not fill.done
+    assert fill.take_granted() == [13, 15] and fill.take_granted() == []
+    fill.offer(_group(16, [0, 1]))
+    assert fill.done and [g.group.task.index for g in fill.kept] == [12, 16] and fill.filtered() == [13, 15, 14]
+    with pytest.raises(ValueError, match="done"):
+        fill.offer(_group(17, [0, 1]))
+    # the extra generation: the two refilled groups' samples (4) and tokens (3 + 5 + 4 + 4); 14 is not
+    assert scored_fill_metrics(fill) == {"dynamic/filtered_frac": 3 / 5, "dynamic/refills": 2.0,
+                                         "dynamic/extra_samples": 4.0, "dynamic/extra_tokens": 16.0,
+                                         "dynamic/short_groups": 1.0}
+    enough = ScoredFill(batch_groups=2, max_refills=2, step=0)
+    for index, rewards in [(1, [1, 1]), (0, [1, 0]), (2, [0, 1])]:
+        enough.offer(_group(index, rewards))
+    assert enough.done and enough.refills == 1 and enough.take_granted() == [1]  # judged 3 = B + refills
+
+
+def test_the_learner_judges_a_continuous_batch_round_by_round_from_its_inbox():
+    """advance_scored against a real inbox: B = 2, R = 2, max_staleness 1 (indices below (0 + 2)·2 = 4
+    admitted at version 0). Group 1 arrives first and is flat: it is reported at once as a refill, and
+    the bound takes one more index; with nothing else here the round names what is missing; group 4
+    (the refill's task) and 0 come, with signal: the step is done with both."""
+    from jury.learner.dynamic import ScoredFill, advance_scored
+    from jury.learner.inbox import ScoredInbox
+    from jury.protocol.plan import Admission
+
+    inbox = ScoredInbox(receiver=None, batch_groups=2, window_batches=2, admission=Admission(True, 1, True, 2))
+    fill = ScoredFill(batch_groups=2, max_refills=2, step=0)
+    assert inbox.offer(_group(1, [1, 1]), version=0)
+    assert not inbox.offer(_group(4, [0, 1]), version=0)  # not admitted yet: past the bound
+    assert advance_scored(fill, inbox, version=0, timeout_s=5) == ([], [1], [])
+    assert inbox.admission_bound(0) == 5 and 1 not in inbox.arrived
+    assert advance_scored(fill, inbox, version=0, timeout_s=0) == ([0, 2, 3, 4], [], [])
+    assert not inbox.offer(_group(1, [1, 1]), version=0)  # a copy of a filtered group: a duplicate
+    for t, (index, rewards) in enumerate([(4, [0, 1]), (0, [1, 0])]):
+        assert inbox.offer(_group(index, rewards), version=0)
+        inbox.arrived[index] = 1000.0 + t
+    assert advance_scored(fill, inbox, version=0, timeout_s=5) == ([], [], [])
+    assert fill.done and [g.group.task.index for g in fill.kept] == [4, 0] and fill.filtered() == [1]
+
+
+def test_continuous_admission_with_dynamic_sampling_keeps_the_budget_over_a_run():
+    """The driver's loop in miniature, with the real feeder and inbox: B = 2, R = 2, max_staleness 1
+    (window 2), 6 steps, sync every step. Every task admitted is scored at once, the latest first
+    (later tasks overtake earlier ones); the constructed reward stream makes the groups in FLAT flat.
+    At every admission at most (v + window)·B tasks that will be trained are out (admitted less
+    filtered-and-refilled); every step judges exactly B + its refills, refills <= R; the step that
+    meets three flat groups after one with signal hits the cap and trains on fewer; the run never starves, and
+    at its end every task admitted was judged exactly once."""
+    from jury.cluster.feeder import Feeder
+    from jury.learner.dynamic import ScoredFill, advance_scored
+    from jury.learner.inbox import ScoredInbox
+    from jury.protocol.plan import Admission
+    from jury.protocol.transport import Receiver
+
+    B, R, window, steps = 2, 2, 2, 6
+    FLAT = {2, 4, 5, 6, 7, 9}
+    feeder = Feeder("synthetic", 0, batch_groups=B, window=window, host="127.0.0.1")
+    recv = Receiver(connect=[feeder.endpoint], name="gen", hwm=100, maxsize=100)
+    inbox = ScoredInbox(receiver=None, batch_groups=B, window_batches=window, admission=Admission(True, 1, True, R))
+    version, scored, judged = 0, [], []
+    per_step = []
+
+    def score_everything_admitted():
+        sent = [recv.get(timeout=5) for _ in range(len(feeder.pending) - len(set(feeder.pending) & set(scored)))]
+        for task in sorted(sent, key=lambda t: -t.index):
+            assert inbox.offer(_group(task.index, [1, 1] if task.index in FLAT else [0, 1], version=version), version)
+            inbox.arrived[task.index] = float(len(scored))
+            scored.append(task.index)
+
+    def admit():
+        feeder.admit(version, stop_at=steps * B)
+        assert feeder.admitted - feeder.refilled <= (version + window) * B
+
+    try:
+        admit()
+        for step in range(steps):
+            fill = ScoredFill(B, R, step)
+            while True:
+                score_everything_admitted()
+                missing, refill, dropped = advance_scored(fill, inbox, version, timeout_s=0)
+                assert dropped == []
+                if refill:
+                    feeder.refill_places(refill)
+                    admit()
+                elif fill.done:
+                    break
+                else:
+                    raise AssertionError(f"step {step} starved: every task admitted was judged, {missing} missing")
+            kept = [g.group.task.index for g in fill.kept]
+            assert len(kept) + len(fill.flat) == B + fill.refills and fill.refills <= R
+            per_step.append((kept, fill.filtered()))
+            judged += kept + fill.filtered()
+            version += 1
+            feeder.consumed_indices(kept + fill.filtered())
+            admit()
+        # step 0: 3 kept, 2 flat (a refill: task 4), 1 kept. Step 1 (0, 4, 6, 5 here in that order):
+        # 0 kept, 4 and 6 flat and refilled, 5 flat past the cap: B + R judged, one group trained.
+        # Then one flat group a step, each refilled, while the overtaken keep their turn
+        assert per_step == [([3, 1], [2]), ([0], [4, 6, 5]), ([8, 10], [7]), ([11, 13], [9]), ([12, 14], []),
+                            ([16, 15], [])]
+        assert feeder.refilled == 1 + 2 + 1 + 1  # step 1 filtered 3 groups but refilled only R = 2
+        # the run's total: 6·B trained but for the one the cap cost, plus every group filtered
+        assert sorted(judged) == list(range(feeder.admitted)) == list(range(6 * B + 5)) and feeder.pending == {}
+    finally:
+        recv.close()
+        feeder.close()
+
+
+def test_the_plan_gives_refills_as_slots_under_batch_admission_and_as_places_under_continuous():
+    from jury.protocol.config_load import load_config
+    from jury.protocol.plan import make_plan
+
+    batch = make_plan(load_config(None, ["batch_groups=4", "dynamic_sampling=true", "max_refills=3"]))
+    assert batch.slots == Slots(4, 3) and batch.admission.refills == 0
+    cont = make_plan(load_config(None, ["batch_groups=4", "dynamic_sampling=true", "max_refills=3",
+                                        "admission=continuous"]))
+    assert cont.slots == Slots(4, 0) and cont.admission.continuous and cont.admission.refills == 3
+    assert make_plan(load_config(None, ["admission=continuous"])).admission.refills == 0

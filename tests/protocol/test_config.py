@@ -102,9 +102,9 @@ def test_defaults_and_overrides(tmp_path):
     (["lean.proof_timeout_s=.nan"], r"lean\.proof_timeout_s must be a finite number"),
     (["lean.lean.start_timeout_s=.nan"], r"lean\.lean\.start_timeout_s must be a finite number"),
     (["derl.plan_temperature=.nan"], r"derl\.plan_temperature must be a finite number"),
-    # continuous admission: no batch of indices for forced staleness to schedule, or refills to fill
+    # continuous admission: no batch of indices for forced staleness to schedule (refills combine with it)
     (["admission=continuous", "forced_staleness=2"], r"admission=continuous with forced_staleness"),
-    (["admission=continuous", "dynamic_sampling=true"], r"admission=continuous with dynamic_sampling is not built"),
+    (["admission=continuous", "dynamic_sampling=true", "max_refills=0"], r"max_refills must be >= 1"),
     (["admission=rolling"], r"admission"),
     (["over_budget=keep"], r"over_budget"),
     # YAML that does not parse, or that would quietly drop part of a value
