@@ -16,12 +16,12 @@ reward, wall time and start-up, and the LLM calls of the run's judge, teacher or
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
+
+import run_set
 
 RUNS = {
     "ground_truth": ["verifier.reward=ground_truth"],
@@ -99,23 +99,8 @@ def report(root: Path) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("dir", nargs="?", help="report the runs already in DIR")
-    p.add_argument("--run", action="store_true", help="train the runs (skipping finished ones), then report")
-    p.add_argument("--out", default="runs/chain-baselines")
-    p.add_argument("--steps", type=int, default=8)
-    p.add_argument("--only", default="", help="comma-separated run names (default: all)")
-    args = p.parse_args(argv)
-    root = Path(args.dir or args.out)
-    if args.run:
-        write_rewrites(root / "chain_rewrites.jsonl")
-        only = set(filter(None, args.only.split(","))) or set(RUNS)
-        for name, cmd in commands(root, args.steps).items():
-            if name in only and not (root / name / "summary.yaml").is_file():
-                print(" ".join(cmd), flush=True)
-                subprocess.run(cmd, check=False)  # a failed run has no summary; go on with the rest
-    print(report(root))
-    return 0
+    return run_set.main(argv, doc=__doc__, out="runs/chain-baselines", steps=8, commands=commands, report=report, names=RUNS,
+                    prepare=lambda root: write_rewrites(root / "chain_rewrites.jsonl"))
 
 
 if __name__ == "__main__":

@@ -12,11 +12,11 @@ towards the middle: flat groups are all right or all wrong), the generation each
 """
 from __future__ import annotations
 
-import argparse
 import math
-import subprocess
 import sys
 from pathlib import Path
+
+import run_set
 
 RUNS = {"none": [], "dynamic": ["dynamic_sampling=true", "max_refills=8"]}
 EVAL = ["eval.every=4", "eval.problems=32", "eval.samples=4"]
@@ -66,20 +66,7 @@ def report(root: Path) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("dir", nargs="?", help="report the runs already in DIR")
-    p.add_argument("--run", action="store_true", help="train the runs (skipping finished ones), then report")
-    p.add_argument("--out", default="runs/dynamic-sampling")
-    p.add_argument("--steps", type=int, default=12)
-    args = p.parse_args(argv)
-    root = Path(args.dir or args.out)
-    if args.run:
-        for name, cmd in commands(root, args.steps).items():
-            if not (root / name / "summary.yaml").is_file():
-                print(" ".join(cmd), flush=True)
-                subprocess.run(cmd, check=False)  # a failed run has no summary; go on with the other
-    print(report(root))
-    return 0
+    return run_set.main(argv, doc=__doc__, out="runs/dynamic-sampling", steps=12, commands=commands, report=report)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ the critic's metrics, and the learner's time per step (the critic's share of it)
 """
 from __future__ import annotations
 
-import argparse
 import math
-import subprocess
 import sys
 from pathlib import Path
+
+import run_set
 
 RUNS = {"grpo": ["learner.advantage=grpo"],
         "gae": ["learner.advantage=gae", "generator.group_size=1", "batch_groups=64"]}
@@ -71,20 +71,7 @@ def report(root: Path) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("dir", nargs="?", help="report the runs already in DIR")
-    p.add_argument("--run", action="store_true", help="train the runs (skipping finished ones), then report")
-    p.add_argument("--out", default="runs/ppo-chain")
-    p.add_argument("--steps", type=int, default=20)
-    args = p.parse_args(argv)
-    root = Path(args.dir or args.out)
-    if args.run:
-        for name, cmd in commands(root, args.steps).items():
-            if not (root / name / "summary.yaml").is_file():
-                print(" ".join(cmd), flush=True)
-                subprocess.run(cmd, check=False)  # a failed run has no summary; go on with the other
-    print(report(root))
-    return 0
+    return run_set.main(argv, doc=__doc__, out="runs/ppo-chain", steps=20, commands=commands, report=report)
 
 
 if __name__ == "__main__":
