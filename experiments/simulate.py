@@ -432,9 +432,18 @@ def add_command(sub):
     p.add_argument("--compare", action="store_true",
                    help="with --calibration: simulate each end-to-end run of that bench folder from its own config "
                         "and print predicted against measured (--config and key=value are then not used)")
+    p.add_argument("--hardware", default="", metavar="NAME",
+                   help="GPU costs from configs/simulate/hardware.yaml and the model's shape (experiments/sim_gpu.py): "
+                        "one card for both roles, or generator=NAME,learner=NAME")
+    p.add_argument("--sweep", action="store_true",
+                   help="simulate each generator:learner split of --gpus at each --staleness; table and sweep.png")
+    p.add_argument("--gpus", type=int, default=0, help="with --sweep: GPUs to split (default: the config's)")
+    p.add_argument("--staleness", default="0,1,2,4", help="with --sweep: the max_staleness values")
+    p.add_argument("--splits", default="", help="with --sweep: generator GPU counts (default: each eighth)")
     p.add_argument("--out", default="", help="folder for simulate.json and timeline.png (default runs/simulate-<time>)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides; costs.KEY=VALUE changes a cost (after any "
-                                                "calibration)")
+                                                "calibration); with --hardware model.KEY=VALUE (the shape, or "
+                                                "model.params) and efficiency.KEY=VALUE")
     p.set_defaults(func=_main)
 
 
@@ -446,9 +455,13 @@ def _main(args) -> int:
     from jury.experiments.sim_costs import calibrate, load_costs, with_overrides
     from jury.protocol.config_load import load_config
 
+    hw_prefixes = ("model.", "efficiency.")
     cost_overrides = [o.removeprefix("costs.") for o in args.overrides if o.startswith("costs.")]
-    run_overrides = [o for o in args.overrides if not o.startswith("costs.")]
+    hw_overrides = [o for o in args.overrides if o.startswith(hw_prefixes)]
+    run_overrides = [o for o in args.overrides if not o.startswith(("costs.", *hw_prefixes))]
     try:
+        if hw_overrides and not args.hardware:
+            raise ValueError(f"{hw_overrides[0]}: model.* and efficiency.* need --hardware NAME")
         cfg = load_config(args.config, run_overrides)
         costs = load_costs(args.costs or None)
         if args.calibration:
@@ -459,6 +472,10 @@ def _main(args) -> int:
         if args.compare:
             print(comparison_table(against_bench(args.calibration, costs)))
             return 0
+        prepare = _preparer(args.hardware, cfg, costs, hw_overrides)
+        if args.sweep:
+            return _sweep(args, cfg, prepare)
+        cfg, costs = prepare(cfg)
         sim = Simulation(cfg, costs)
     except (ConfigError, OSError, ValueError, KeyError) as e:
         print(f"jury simulate: {e}", file=sys.stderr)
@@ -468,8 +485,40 @@ def _main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     # per step: its end (simulated seconds), the learner's wait/train/sync and the queue depths then
     (out / "simulate.json").write_text(json.dumps({"report": report, "steps": sim.steps, "costs": costs.to_dict(),
-                                                   "config": args.config, "overrides": args.overrides}, indent=2))
+                                                   "config": args.config, "overrides": args.overrides,
+                                                   "max_num_seqs": cfg.generator.max_num_seqs}, indent=2))
     plot_timeline(sim, out / "timeline.png")
     print(table(report))
     print(f"\n{out / 'simulate.json'}\n{out / 'timeline.png'}")
+    return 0
+
+
+def _preparer(hardware: str, cfg: RunConfig, costs: Costs, overrides: list[str]):
+    """config -> (config, costs) for one simulation: as given, or with --hardware the GPU formulas'
+    costs for that config's split, and max_num_seqs no more than the engine's KV cache holds."""
+    if not hardware:
+        return lambda c: (c, costs)
+    from jury.experiments.sim_gpu import hardware_costs, load_hardware, load_model, with_kv_limit
+
+    gpus, model = load_hardware(hardware, overrides=overrides), load_model(cfg.model, overrides=overrides)
+    return lambda c: (with_kv_limit(c, model, gpus, costs), hardware_costs(c, model, gpus, costs))
+
+
+def _sweep(args, cfg: RunConfig, prepare) -> int:
+    import json
+    import time
+
+    from jury.experiments.sim_sweep import plot_sweep, sweep, sweep_table
+
+    total = args.gpus or cfg.num_generators * cfg.generator.tensor_parallel_size + cfg.learner.num_ranks
+    staleness = [int(k) for k in args.staleness.split(",")]
+    splits = [int(g) for g in args.splits.split(",")] if args.splits else None
+    rows = sweep(cfg, total, staleness, prepare, splits)
+    out = Path(args.out or f"runs/simulate-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps({"rows": rows, "gpus": total, "config": args.config,
+                                                "hardware": args.hardware, "overrides": args.overrides}, indent=2))
+    plot_sweep(rows, out / "sweep.png")
+    print(sweep_table(rows))
+    print(f"\n{out / 'sweep.json'}\n{out / 'sweep.png'}")
     return 0
