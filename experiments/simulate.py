@@ -20,6 +20,9 @@ It runs the loop the driver runs (cluster/driver.py), with time taken from the s
                groups), interrupt (abort them, to start again on the new weights) or pause
                (inflight: their groups go on afterwards); then the sync's own time; version = step + 1
 
+With --hardware the costs come from GPU formulas (experiments/sim_gpu.py), and --sweep runs a grid of
+generator:learner splits and staleness bounds (experiments/sim_sweep.py).
+
 What it does not model yet: the two cores that generation and training share here (a calibration
 carries their average effect in its numbers), the verifiers' round-robin queues (one shared queue
 here), prompts' lengths, and preemption in the engine. Settings it does not model are refused by
