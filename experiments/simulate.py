@@ -200,7 +200,7 @@ class Simulation:
         self.arrival: simpy.Event = self.env.event()
         self.version = 0
         self.verifiers = simpy.Resource(self.env, capacity=cfg.num_verifiers)
-        self.verify_busy_s = 0.0
+        self.verify_spans: list[tuple[float, float]] = []  # (start, end) of each group's check
         self.engines = [Engine(self, f"generator{i}") for i in range(cfg.num_generators)]
         self.trained: list[Group] = []
         self.steps: list[dict] = []  # per step: end time, wait_s, train_s, sync_s
@@ -235,8 +235,9 @@ class Simulation:
         with self.verifiers.request() as req:
             yield req
             dt = len(group.lengths) * self.costs.verifier.check_s + self.costs.verifier.gate_s
+            start = self.env.now
             yield self.env.timeout(dt)
-            self.verify_busy_s += dt
+            self.verify_spans.append((start, self.env.now))
         self.inbox[group.index] = (self.env.now, group)
         if not self.arrival.triggered:
             self.arrival.succeed()
@@ -309,7 +310,6 @@ class Simulation:
             self.steps.append({"start": t0, "end": self.env.now, "wait_s": t1 - t0, "train_s": t2 - t1,
                                "sync_s": self.env.now - t2, "dropped": len(dropped),
                                "generator_busy_s": sum(e.busy_s for e in self.engines),
-                               "verifier_busy_s": self.verify_busy_s,
                                "queue/feeder": len(self.ready), "queue/learner": len(self.inbox)})
 
     def run(self) -> dict:
@@ -342,7 +342,10 @@ class Simulation:
             # a generator with no sequence running, a verifier with no group
             "idle/learner": mean("wait_s") * n / wall,
             "idle/generator": 1 - delta("generator_busy_s") / (wall * len(self.engines)),
-            "idle/verifier": 1 - delta("verifier_busy_s") / (wall * cfg.num_verifiers),
+            # a check that straddles the timed window counts only its part inside it (a 200 s gate
+            # started before the window would otherwise make the idle share negative)
+            "idle/verifier": 1 - sum(max(0.0, min(e, t_start + wall) - max(s, t_start))
+                                     for s, e in self.verify_spans) / (wall * cfg.num_verifiers),
             "queue/feeder": mean("queue/feeder"), "queue/learner": mean("queue/learner"),
             "dropped_stale": sum(s["dropped"] for s in steps),
             "wall_s": steps[-1]["end"],
