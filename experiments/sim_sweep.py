@@ -18,11 +18,11 @@ import math
 from pathlib import Path
 from typing import Callable
 
-from jury.experiments.sim_costs import Costs
-from jury.experiments.simulate import simulate
 from jury.protocol.config import ConfigError, RunConfig
 
-Prepare = Callable[[RunConfig], tuple[RunConfig, Costs]]
+# one simulation's report for a config (simulate.py hands it in: this module does not import the
+# simulator, which imports it for --sweep)
+Evaluate = Callable[[RunConfig], dict]
 COLUMNS = ("split", "max_staleness", "tokens_per_s", "completions_per_s", "staleness_mean", "step_s",
            "idle/generator", "idle/learner")
 
@@ -42,13 +42,12 @@ def with_split(cfg: RunConfig, generator_gpus: int, learner_gpus: int, max_stale
                                learner=dataclasses.replace(cfg.learner, num_ranks=learner_gpus))
 
 
-def point(cfg: RunConfig, prepare: Prepare, split: str) -> dict:
-    run_cfg, costs = prepare(cfg)
-    r = simulate(run_cfg, costs)
+def point(cfg: RunConfig, evaluate: Evaluate, split: str) -> dict:
+    r = evaluate(cfg)
     return {"split": split, "max_staleness": cfg.max_staleness, **{k: r[k] for k in COLUMNS[2:]}}
 
 
-def sweep(cfg: RunConfig, total: int, staleness: list[int], prepare: Prepare,
+def sweep(cfg: RunConfig, total: int, staleness: list[int], evaluate: Evaluate,
           splits: list[int] | None = None) -> list[dict]:
     """One row per (split, max_staleness), then the colocated synchronous baseline's row."""
     if total < 2:
@@ -59,9 +58,9 @@ def sweep(cfg: RunConfig, total: int, staleness: list[int], prepare: Prepare,
         if not 1 <= g <= total - 1:
             raise ConfigError(f"--splits: {g} generator GPUs leaves no learner of --gpus {total}")
         for k in staleness:
-            rows.append(point(with_split(cfg, g, total - g, k), prepare, f"{g}:{total - g}"))
+            rows.append(point(with_split(cfg, g, total - g, k), evaluate, f"{g}:{total - g}"))
     colocated = with_split(cfg, tp * (total // tp), total, 0)
-    rows.append(point(colocated, prepare, f"colocated {total}"))
+    rows.append(point(colocated, evaluate, f"colocated {total}"))
     return rows
 
 

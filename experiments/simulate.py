@@ -519,7 +519,7 @@ def _sweep(args, cfg: RunConfig, prepare) -> int:
     total = args.gpus or cfg.num_generators * cfg.generator.tensor_parallel_size + cfg.learner.num_ranks
     staleness = [int(k) for k in args.staleness.split(",")]
     splits = [int(g) for g in args.splits.split(",")] if args.splits else None
-    rows = sweep(cfg, total, staleness, prepare, splits)
+    rows = sweep(cfg, total, staleness, lambda c: simulate(*prepare(c)), splits)
     out = Path(args.out or f"runs/simulate-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps({"rows": rows, "gpus": total, "config": args.config,
