@@ -50,6 +50,7 @@ AREAL = ("batch_groups=512", "generator.group_size=16", "max_prompt_tokens=1024"
          "max_model_len=32768", "learner.recompute_old=true", "learner.gradient_checkpointing=true",
          "learner.zero_stage=1", "learner.micro_batch=2", "learner.minibatches=4",
          "generator.max_num_seqs=1024", "generator.max_tasks_in_flight=64")
+PROMPTS_PER_STEP = 512  # every peer's published step
 PEERS = {
     # AReaL v0.3 blog (blog/AReaL_v0_3.md, inclusionAI/AReaL 4aef98d), Table 2: R1-Distill-Qwen-1.5B,
     # 16 nodes of 8 H800, 1000 PPO steps, synchronous 41.0 h, asynchronous 14.8 h (the 2.77x).
@@ -126,9 +127,12 @@ def fitted(peer: Peer, steps: int) -> tuple[Peer, list[str]]:
 
 
 def predict(peer: Peer, steps: int, efficiency: list[str]) -> dict:
+    """Both arms' seconds per published step of PROMPTS_PER_STEP prompts (verl's async trainer step
+    is a quarter of one) and their ratio."""
     sync, asyn = arm(peer, steps, True, efficiency), arm(peer, steps, False, efficiency)
-    return {"sync_step_s": sync["step_s"], "async_step_s": asyn["step_s"],
-            "speedup": sync["step_s"] / asyn["step_s"], "sync_generate_s": sync["learner_wait_s"],
+    sync_s, async_s = PROMPTS_PER_STEP / sync["groups_per_s"], PROMPTS_PER_STEP / asyn["groups_per_s"]
+    return {"sync_step_s": sync_s, "async_step_s": async_s,
+            "speedup": sync_s / async_s, "sync_generate_s": sync["learner_wait_s"],
             "sync_train_s": sync["learner_train_s"], "async_staleness_mean": asyn["staleness_mean"],
             "async_idle_generator": asyn["idle/generator"], "async_idle_learner": asyn["idle/learner"],
             "efficiency": efficiency}
@@ -138,12 +142,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--json", default="")
+    p.add_argument("--peers", default=",".join(PEERS), help="which of: " + ", ".join(PEERS))
     args = p.parse_args()
     out = {}
     print("| peer | setup | published sync / async s a step | published speedup | predicted (datasheets) "
           "sync / async s, speedup | predicted (fitted to the sync arm) sync / async s, speedup | async mean staleness |")
     print("|---|---|---|---|---|---|---|")
-    for name, peer in PEERS.items():
+    for name in args.peers.split(","):
+        peer = PEERS[name]
         datasheet = predict(peer, args.steps, [])
         fit_peer, efficiency = fitted(peer, args.steps)
         fit = predict(fit_peer, args.steps, efficiency)
