@@ -9,8 +9,9 @@ generator:trainer split, staleness bound and partial rollouts: sync_mode infligh
 is the ratio of the two step times. Setups (model, GPUs, batch, lengths, split, bound) are from the
 sources named in PEERS; what they do not publish (the response-length distribution, the
 network) is an assumption named here and in the doc. Two columns: from the datasheets alone, and
-with the efficiencies fitted to the peer's published synchronous breakdown where it has one (the
-same method as `--calibration` here: fit on the synchronous arm, predict the other).
+with one unknown fitted on the synchronous arm (the method of `--calibration` here: fit on one
+arm, predict the other): the efficiencies where the peer publishes its synchronous breakdown
+(verl), else the median response length that reproduces its synchronous step (AReaL).
 """
 from __future__ import annotations
 
@@ -146,7 +147,8 @@ def main() -> int:
     args = p.parse_args()
     out = {}
     print("| peer | setup | published sync / async s a step | published speedup | predicted (datasheets) "
-          "sync / async s, speedup | predicted (fitted to the sync arm) sync / async s, speedup | async mean staleness |")
+          "sync / async s, speedup | predicted (fitted to the sync arm) sync / async s, speedup "
+          "| async mean staleness |")
     print("|---|---|---|---|---|---|---|")
     for name in args.peers.split(","):
         peer = PEERS[name]

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from jury.experiments.sim_costs import Costs, Generation, Learner, Sync
+from jury.experiments.sim_costs import Costs, Learner, Sync
 from jury.protocol.config import ConfigError, RunConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "simulate"
