@@ -7,7 +7,8 @@ to a `jury bench` output folder.
 Each stage is a few numbers, so a user can read what the model assumes and change it:
 
     generation   a decode step of an engine takes step_s + seq_s·n seconds with n sequences
-                 running (one token for each of them), plus prefill_s for each group it starts;
+                 running (one token for each of them), or flop_seq_s·n where that is longer (the
+                 FLOP-bound side, at large n), plus prefill_s for each group it starts;
                  completion lengths from `lengths` (fixed, lognormal, or a ledger's values)
     verifier     check_s per sample, plus gate_s per group (the gate's latency)
     learner      step_s per step plus token_s per trained token, per epoch, over num_ranks ranks,
@@ -57,11 +58,13 @@ class Lengths:
 class Generation:
     step_s: float = 0.004     # a decode step's fixed cost (weights read once per step)
     seq_s: float = 0.0        # ... and per running sequence (its KV cache, its share of FLOPs)
+    flop_seq_s: float = 0.0   # a step takes at least this per running sequence (FLOP-bound decode)
     prefill_s: float = 0.0    # per group started
+    prompt_tokens: int = 128  # a prompt's tokens: the hardware formulas' prefill and context (sim_gpu.py)
     lengths: Lengths = field(default_factory=Lengths)
 
     def decode_step_s(self, running: int) -> float:
-        return self.step_s + self.seq_s * running
+        return max(self.step_s + self.seq_s * running, self.flop_seq_s * running)
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,7 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
     sync_s = min(r["sync_total_s"] for r in runs.values())
     lengths = Lengths(kind="empirical", values=_ledger_lengths(run_folder(folder, sync_run["run_dir"])))
-    return Costs(generation=Generation(step_s, seq_s, 0.0, lengths),
+    return Costs(generation=Generation(step_s, seq_s, lengths=lengths),
                  verifier=Verifier(check_s, base.verifier.gate_s), learner=learner,
                  sync=Sync(fixed_s=sync_s))
 

@@ -20,6 +20,9 @@ It runs the loop the driver runs (cluster/driver.py), with time taken from the s
                groups), interrupt (abort them, to start again on the new weights) or pause
                (inflight: their groups go on afterwards); then the sync's own time; version = step + 1
 
+With --hardware the costs come from GPU formulas (experiments/sim_gpu.py), and --sweep runs a grid of
+generator:learner splits and staleness bounds (experiments/sim_sweep.py).
+
 What it does not model yet: the two cores that generation and training share here (a calibration
 carries their average effect in its numbers), the verifiers' round-robin queues (one shared queue
 here), prompts' lengths, and preemption in the engine. Settings it does not model are refused by
@@ -197,7 +200,7 @@ class Simulation:
         self.arrival: simpy.Event = self.env.event()
         self.version = 0
         self.verifiers = simpy.Resource(self.env, capacity=cfg.num_verifiers)
-        self.verify_busy_s = 0.0
+        self.verify_spans: list[tuple[float, float]] = []  # (start, end) of each group's check
         self.engines = [Engine(self, f"generator{i}") for i in range(cfg.num_generators)]
         self.trained: list[Group] = []
         self.steps: list[dict] = []  # per step: end time, wait_s, train_s, sync_s
@@ -232,8 +235,9 @@ class Simulation:
         with self.verifiers.request() as req:
             yield req
             dt = len(group.lengths) * self.costs.verifier.check_s + self.costs.verifier.gate_s
+            start = self.env.now
             yield self.env.timeout(dt)
-            self.verify_busy_s += dt
+            self.verify_spans.append((start, self.env.now))
         self.inbox[group.index] = (self.env.now, group)
         if not self.arrival.triggered:
             self.arrival.succeed()
@@ -306,7 +310,6 @@ class Simulation:
             self.steps.append({"start": t0, "end": self.env.now, "wait_s": t1 - t0, "train_s": t2 - t1,
                                "sync_s": self.env.now - t2, "dropped": len(dropped),
                                "generator_busy_s": sum(e.busy_s for e in self.engines),
-                               "verifier_busy_s": self.verify_busy_s,
                                "queue/feeder": len(self.ready), "queue/learner": len(self.inbox)})
 
     def run(self) -> dict:
@@ -339,7 +342,10 @@ class Simulation:
             # a generator with no sequence running, a verifier with no group
             "idle/learner": mean("wait_s") * n / wall,
             "idle/generator": 1 - delta("generator_busy_s") / (wall * len(self.engines)),
-            "idle/verifier": 1 - delta("verifier_busy_s") / (wall * cfg.num_verifiers),
+            # a check that straddles the timed window counts only its part inside it (a 200 s gate
+            # started before the window would otherwise make the idle share negative)
+            "idle/verifier": 1 - sum(max(0.0, min(e, t_start + wall) - max(s, t_start))
+                                     for s, e in self.verify_spans) / (wall * cfg.num_verifiers),
             "queue/feeder": mean("queue/feeder"), "queue/learner": mean("queue/learner"),
             "dropped_stale": sum(s["dropped"] for s in steps),
             "wall_s": steps[-1]["end"],
@@ -432,9 +438,18 @@ def add_command(sub):
     p.add_argument("--compare", action="store_true",
                    help="with --calibration: simulate each end-to-end run of that bench folder from its own config "
                         "and print predicted against measured (--config and key=value are then not used)")
+    p.add_argument("--hardware", default="", metavar="NAME",
+                   help="GPU costs from configs/simulate/hardware.yaml and the model's shape (experiments/sim_gpu.py): "
+                        "one card for both roles, or generator=NAME,learner=NAME")
+    p.add_argument("--sweep", action="store_true",
+                   help="simulate each generator:learner split of --gpus at each --staleness; table and sweep.png")
+    p.add_argument("--gpus", type=int, default=0, help="with --sweep: GPUs to split (default: the config's)")
+    p.add_argument("--staleness", default="0,1,2,4", help="with --sweep: the max_staleness values")
+    p.add_argument("--splits", default="", help="with --sweep: generator GPU counts (default: each eighth)")
     p.add_argument("--out", default="", help="folder for simulate.json and timeline.png (default runs/simulate-<time>)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides; costs.KEY=VALUE changes a cost (after any "
-                                                "calibration)")
+                                                "calibration); with --hardware model.KEY=VALUE (the shape, or "
+                                                "model.params) and efficiency.KEY=VALUE")
     p.set_defaults(func=_main)
 
 
@@ -446,9 +461,13 @@ def _main(args) -> int:
     from jury.experiments.sim_costs import calibrate, load_costs, with_overrides
     from jury.protocol.config_load import load_config
 
+    hw_prefixes = ("model.", "efficiency.")
     cost_overrides = [o.removeprefix("costs.") for o in args.overrides if o.startswith("costs.")]
-    run_overrides = [o for o in args.overrides if not o.startswith("costs.")]
+    hw_overrides = [o for o in args.overrides if o.startswith(hw_prefixes)]
+    run_overrides = [o for o in args.overrides if not o.startswith(("costs.", *hw_prefixes))]
     try:
+        if hw_overrides and not args.hardware:
+            raise ValueError(f"{hw_overrides[0]}: model.* and efficiency.* need --hardware NAME")
         cfg = load_config(args.config, run_overrides)
         costs = load_costs(args.costs or None)
         if args.calibration:
@@ -459,6 +478,10 @@ def _main(args) -> int:
         if args.compare:
             print(comparison_table(against_bench(args.calibration, costs)))
             return 0
+        prepare = _preparer(args.hardware, cfg, costs, hw_overrides)
+        if args.sweep:
+            return _sweep(args, cfg, prepare)
+        cfg, costs = prepare(cfg)
         sim = Simulation(cfg, costs)
     except (ConfigError, OSError, ValueError, KeyError) as e:
         print(f"jury simulate: {e}", file=sys.stderr)
@@ -468,8 +491,40 @@ def _main(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     # per step: its end (simulated seconds), the learner's wait/train/sync and the queue depths then
     (out / "simulate.json").write_text(json.dumps({"report": report, "steps": sim.steps, "costs": costs.to_dict(),
-                                                   "config": args.config, "overrides": args.overrides}, indent=2))
+                                                   "config": args.config, "overrides": args.overrides,
+                                                   "max_num_seqs": cfg.generator.max_num_seqs}, indent=2))
     plot_timeline(sim, out / "timeline.png")
     print(table(report))
     print(f"\n{out / 'simulate.json'}\n{out / 'timeline.png'}")
+    return 0
+
+
+def _preparer(hardware: str, cfg: RunConfig, costs: Costs, overrides: list[str]):
+    """config -> (config, costs) for one simulation: as given, or with --hardware the GPU formulas'
+    costs for that config's split, and max_num_seqs no more than the engine's KV cache holds."""
+    if not hardware:
+        return lambda c: (c, costs)
+    from jury.experiments.sim_gpu import hardware_costs, load_hardware, load_model, with_kv_limit
+
+    gpus, model = load_hardware(hardware, overrides=overrides), load_model(cfg.model, overrides=overrides)
+    return lambda c: (with_kv_limit(c, model, gpus, costs), hardware_costs(c, model, gpus, costs))
+
+
+def _sweep(args, cfg: RunConfig, prepare) -> int:
+    import json
+    import time
+
+    from jury.experiments.sim_sweep import plot_sweep, sweep, sweep_table
+
+    total = args.gpus or cfg.num_generators * cfg.generator.tensor_parallel_size + cfg.learner.num_ranks
+    staleness = [int(k) for k in args.staleness.split(",")]
+    splits = [int(g) for g in args.splits.split(",")] if args.splits else None
+    rows = sweep(cfg, total, staleness, lambda c: simulate(*prepare(c)), splits)
+    out = Path(args.out or f"runs/simulate-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps({"rows": rows, "gpus": total, "config": args.config,
+                                                "hardware": args.hardware, "overrides": args.overrides}, indent=2))
+    plot_sweep(rows, out / "sweep.png")
+    print(sweep_table(rows))
+    print(f"\n{out / 'sweep.json'}\n{out / 'sweep.png'}")
     return 0

@@ -166,7 +166,7 @@ def test_the_protocol_loads_no_engine_trainer_ray_or_verifier(module):
     "jury.verifiers.arith_gate", "jury.verifiers.tinyv", "jury.verifiers.judges", "jury.verifiers.derl.plans",
     "jury.verifiers.derl.scorer", "jury.cluster.diversify",
     # the simulator plans runs where no engine, trainer or cluster is installed (issue 28)
-    "jury.experiments.simulate", "jury.experiments.sim_costs",
+    "jury.experiments.simulate", "jury.experiments.sim_costs", "jury.experiments.sim_gpu", "jury.experiments.sim_sweep",
 ])
 def test_light_modules_do_not_import_heavy_ones(module):
     code = f"import sys, {module}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"

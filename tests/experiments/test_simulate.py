@@ -210,3 +210,14 @@ def test_compare_simulates_each_bench_run_from_its_own_config(tmp_path, capsys):
     assert " / 50 " in out  # the measured completions/s beside the prediction
     assert main(["simulate", "--compare"]) == 2
     assert "--compare needs --calibration" in capsys.readouterr().err
+
+
+def test_a_verifier_busy_through_the_timed_window_is_never_idle():
+    # the gate (1 s a group, one worker) is the only cost: the worker is busy from the first group
+    # to the last, so over the timed steps its idle share is 0 and a step is 1 s (the share counts
+    # each check's time inside the timed window, so it stays within [0, 1] however checks straddle it)
+    cfg = config(steps=6, batch_groups=1, max_staleness=2, num_verifiers=1, **{"generator.group_size": 2})
+    c = replace(costs(gen_step=1e-6), verifier=Verifier(check_s=0.0, gate_s=1.0))
+    r = simulate(cfg, c)
+    assert r["step_s"] == pytest.approx(1.0, abs=1e-4)
+    assert r["idle/verifier"] == pytest.approx(0.0, abs=1e-4)

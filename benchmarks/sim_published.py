@@ -1,0 +1,174 @@
+"""The peers' published async-over-sync speedups against `jury simulate --hardware`'s prediction from
+their published setups: the table of docs/simulate.md, "Against published speedups".
+
+    python benchmarks/sim_published.py [--steps 12] [--json OUT]
+
+Each peer is simulated twice from its own setup: the synchronous baseline it reports (colocated:
+every GPU generates, then every GPU trains, max_staleness 0) and its asynchronous arm (its own
+generator:trainer split, staleness bound and partial rollouts: sync_mode inflight). The prediction
+is the ratio of the two step times. Setups (model, GPUs, batch, lengths, split, bound) are from the
+sources named in PEERS; what they do not publish (the response-length distribution, the
+network) is an assumption named here and in the doc. Two columns: from the datasheets alone, and
+with one unknown fitted on the synchronous arm (the method of `--calibration` here: fit on one
+arm, predict the other): the efficiencies where the peer publishes its synchronous breakdown
+(verl), else the median response length that reproduces its synchronous step (AReaL).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+from jury.experiments.sim_costs import load_costs, with_overrides
+from jury.experiments.sim_gpu import hardware_costs, load_hardware, load_model, with_kv_limit
+from jury.experiments.simulate import simulate
+from jury.protocol.config_load import load_config
+
+
+@dataclass(frozen=True)
+class Peer:
+    source: str
+    hardware: str
+    model: str
+    gpus: int
+    generator_gpus: int          # the asynchronous arm's split
+    max_staleness: int
+    published_sync_s: float      # seconds per step, the synchronous baseline
+    published_async_s: float
+    config: tuple[str, ...]      # both arms
+    sync_config: tuple[str, ...] = ()
+    async_config: tuple[str, ...] = ()
+    lengths: tuple[float, float] = (8000, 0.8)   # lognormal median, sigma: ASSUMED (not published)
+    prompt_tokens: int = 300                     # ASSUMED
+    # the synchronous arm's published breakdown, seconds per step: generation, training (0: none)
+    sync_generate_s: float = 0.0
+    sync_train_s: float = 0.0
+
+
+AREAL = ("batch_groups=512", "generator.group_size=16", "max_prompt_tokens=1024", "generator.max_new_tokens=31744",
+         "max_model_len=32768", "learner.recompute_old=true", "learner.gradient_checkpointing=true",
+         "learner.zero_stage=1", "learner.micro_batch=2", "learner.minibatches=4",
+         "generator.max_num_seqs=1024", "generator.max_tasks_in_flight=64")
+PROMPTS_PER_STEP = 512  # every peer's published step
+PEERS = {
+    # AReaL v0.3 blog (blog/AReaL_v0_3.md, inclusionAI/AReaL 4aef98d), Table 2: R1-Distill-Qwen-1.5B,
+    # 16 nodes of 8 H800, 1000 PPO steps, synchronous 41.0 h, asynchronous 14.8 h (the 2.77x).
+    # Batch 512 prompts x 16, 31K generation, 3/4 of the GPUs for SGLang, max_head_offpolicyness 4,
+    # recomputed log-probs, interruptible generation: benchmark/verl_v0_3_0_post1_76084d3/ at 820ca49.
+    "areal-1.5b": Peer("AReaL v0.3, Table 2", "h800", "DeepSeek-R1-Distill-Qwen-1.5B", 128, 96, 4,
+                       41.0 * 3600 / 1000, 14.8 * 3600 / 1000, AREAL),
+    # the same table: R1-Distill-Qwen-7B on 24 nodes, 57.7 h against 25.4 h (2.27x)
+    "areal-7b": Peer("AReaL v0.3, Table 2", "h800", "DeepSeek-R1-Distill-Qwen-7B", 192, 144, 4,
+                     57.7 * 3600 / 1000, 25.4 * 3600 / 1000, AREAL),
+    # verl recipe/fully_async_policy README (volcengine/verl, 10/17/2025): Qwen2.5-Math-7B, 128 H20,
+    # DAPO, 28K responses, n 16, 512 prompts a step; colocated sync 356.30 s a step (generation 177.85,
+    # old log-probs 53.92, update 113.81) against fully async 64:64 at 150.63 s (2.35x over 400 steps,
+    # 2.67x over the first 100): require_batches 4 x mini-batch 32 prompts a trainer step, a sync every
+    # 4 (512 prompts), staleness_threshold 0.5 (1.5 syncs' prompts in flight: a window of 6 batches),
+    # partial rollouts; no log-prob recompute in the async arm. FSDP2: ZeRO-3's traffic.
+    "verl-7b": Peer("verl fully_async_policy README", "h20", "Qwen2.5-Math-7B", 128, 64, 5,
+                    356.30, 150.63,
+                    ("batch_groups=128", "sync_every=4", "generator.group_size=16", "max_prompt_tokens=1024",
+                     "generator.max_new_tokens=28672", "max_model_len=29696", "learner.gradient_checkpointing=true",
+                     "learner.zero_stage=3", "learner.micro_batch=8", "generator.max_num_seqs=1024",
+                     "generator.max_tasks_in_flight=64"),
+                    # the synchronous arm: one 512-prompt batch a step, pi_old recomputed
+                    sync_config=("batch_groups=512", "sync_every=1", "learner.recompute_old=true"),
+                    lengths=(1500, 0.9),
+                    sync_generate_s=177.85, sync_train_s=53.92 + 113.81),
+}
+
+
+def arm(peer: Peer, steps: int, synchronous: bool, efficiency: list[str]) -> dict:
+    common = [*peer.config, f"model=/models/{peer.model}", f"steps={steps}", "num_verifiers=16",
+              "generator.sync_mode=inflight"]
+    if synchronous:
+        over = [*common, *peer.sync_config, f"num_generators={peer.gpus}", f"learner.num_ranks={peer.gpus}",
+                "max_staleness=0"]
+    else:
+        # both peers' trainers take the first groups finished (a replay buffer, a stream), the bound
+        # held at admission: continuous admission, a group over the bound trained and counted
+        over = [*common, "admission=continuous", "over_budget=train", *peer.async_config,
+                f"num_generators={peer.generator_gpus}",
+                f"learner.num_ranks={peer.gpus - peer.generator_gpus}", f"max_staleness={peer.max_staleness}"]
+    cfg = load_config(None, over)
+    base = with_overrides(load_costs(None), [
+        "generation.lengths.kind=lognormal", f"generation.lengths.median={peer.lengths[0]}",
+        f"generation.lengths.sigma={peer.lengths[1]}", f"generation.prompt_tokens={peer.prompt_tokens}",
+        "verifier.check_s=0.0001"])
+    gpus, model = load_hardware(peer.hardware, overrides=efficiency), load_model(cfg.model)
+    return simulate(with_kv_limit(cfg, model, gpus, base), hardware_costs(cfg, model, gpus, base))
+
+
+def fitted(peer: Peer, steps: int) -> tuple[Peer, list[str]]:
+    """What the peer does not publish, fitted on its synchronous arm (as `--calibration` fits one arm
+    and predicts the others). With a published breakdown: the efficiencies that make the arm's
+    generation and training times the published ones (two rounds of scaling: generation is
+    memory-bound, its time goes as 1/decode_bandwidth; training as 1/train_mfu). With only the
+    step time: the median response length that makes the arm's step the published one (bisection
+    in log space, the datasheet efficiencies)."""
+    if peer.sync_train_s:
+        eff = {"train_mfu": 0.238, "decode_bandwidth": 0.6}
+        for _ in range(2):
+            r = arm(peer, steps, True, [f"efficiency.{k}={v}" for k, v in eff.items()])
+            eff["train_mfu"] *= r["learner_train_s"] / peer.sync_train_s
+            eff["decode_bandwidth"] = min(0.95, eff["decode_bandwidth"] * r["learner_wait_s"] / peer.sync_generate_s)
+        return peer, [f"efficiency.{k}={v:.4g}" for k, v in eff.items()]
+    low, high = math.log(100), math.log(peer.lengths[0] * 4)
+    for _ in range(7):
+        mid = (low + high) / 2
+        trial = dataclasses.replace(peer, lengths=(round(math.exp(mid)), peer.lengths[1]))
+        if arm(trial, steps, True, [])["step_s"] > peer.published_sync_s:
+            high = mid
+        else:
+            low = mid
+    return dataclasses.replace(peer, lengths=(round(math.exp((low + high) / 2)), peer.lengths[1])), []
+
+
+def predict(peer: Peer, steps: int, efficiency: list[str]) -> dict:
+    """Both arms' seconds per published step of PROMPTS_PER_STEP prompts (verl's async trainer step
+    is a quarter of one) and their ratio."""
+    sync, asyn = arm(peer, steps, True, efficiency), arm(peer, steps, False, efficiency)
+    sync_s, async_s = PROMPTS_PER_STEP / sync["groups_per_s"], PROMPTS_PER_STEP / asyn["groups_per_s"]
+    return {"sync_step_s": sync_s, "async_step_s": async_s,
+            "speedup": sync_s / async_s, "sync_generate_s": sync["learner_wait_s"],
+            "sync_train_s": sync["learner_train_s"], "async_staleness_mean": asyn["staleness_mean"],
+            "async_idle_generator": asyn["idle/generator"], "async_idle_learner": asyn["idle/learner"],
+            "efficiency": efficiency}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--json", default="")
+    p.add_argument("--peers", default=",".join(PEERS), help="which of: " + ", ".join(PEERS))
+    args = p.parse_args()
+    out = {}
+    print("| peer | setup | published sync / async s a step | published speedup | predicted (datasheets) "
+          "sync / async s, speedup | predicted (fitted to the sync arm) sync / async s, speedup "
+          "| async mean staleness |")
+    print("|---|---|---|---|---|---|---|")
+    for name in args.peers.split(","):
+        peer = PEERS[name]
+        datasheet = predict(peer, args.steps, [])
+        fit_peer, efficiency = fitted(peer, args.steps)
+        fit = predict(fit_peer, args.steps, efficiency)
+        out[name] = {"peer": dataclasses.asdict(peer), "datasheet": datasheet, "fitted": fit,
+                     "fitted_lengths": fit_peer.lengths}
+        what = ", ".join(efficiency) or f"median length {fit_peer.lengths[0]}"
+        fit_cell = f"{fit['sync_step_s']:.0f} / {fit['async_step_s']:.0f}, {fit['speedup']:.2f}x ({what})"
+        print(f"| {name} | {peer.gpus} {peer.hardware}, {peer.generator_gpus}:{peer.gpus - peer.generator_gpus}, "
+              f"k={peer.max_staleness} | {peer.published_sync_s:.0f} / {peer.published_async_s:.0f} | "
+              f"{peer.published_sync_s / peer.published_async_s:.2f}x | {datasheet['sync_step_s']:.0f} / "
+              f"{datasheet['async_step_s']:.0f}, {datasheet['speedup']:.2f}x | {fit_cell} | "
+              f"{fit['async_staleness_mean']:.2f} |", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

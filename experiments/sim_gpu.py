@@ -1,0 +1,285 @@
+"""GPU stage costs for `jury simulate --hardware NAME`: roofline formulas over a hardware table
+(configs/simulate/hardware.yaml) and a model's shape (its config.json, or configs/simulate/models.yaml).
+
+    gpus = load_hardware("h100-sxm")                          # both roles on one card
+    gpus = load_hardware("generator=l40s,learner=h100-sxm")   # each role on its own
+    costs = hardware_costs(cfg, load_model(cfg.model), gpus, base)
+
+Why our own formulas and not a library's (docs/simulate.md, "Cost libraries"): vidur predicts
+inference only, from kernels profiled on the GPU it models (A100/H100 profiles, none for H200 or
+L40S); GenZ models inference only; llm-analysis models training and inference with the same
+roofline below but pins transformers < 5 and huggingface-hub < 0.15, which this project cannot
+install beside its own, and has no H200 or L40S. The formulas are a few lines each:
+
+    decode step (n sequences, mean context c)
+        max( (weight bytes + n·c·KV bytes per token) / (tp · HBM bandwidth · decode_bandwidth) + overhead,
+             n · (2·P + 4·L·d_attn·c) / (tp · peak · inference_mfu) )
+    prefill of a group: prompt · (2·P + 4·L·d_attn·prompt/2) / (tp · peak · inference_mfu)  (once per
+        group: the G samples share the prompt's KV through prefix caching)
+    learner, per completion token: k · (2·P + 4·L·d_attn·c_train) · (1 + prompt/mean length)
+        / (peak · train_mfu), k = 3 (forward and backward), +1 with gradient checkpointing,
+        +1/epochs for each extra forward per batch (recompute_old, the KL reference)
+    learner, per step: the AdamW step (optimizer_bytes_per_param · P / ZeRO shards over HBM) plus ZeRO's
+        collectives (bf16 gradients and parameters over NVLink within a node, the network across)
+    weight sync: 2·P bytes / (slower end's network · collective) + one bucket_latency_s per bucket
+
+P counts the parameters a token's matmuls touch (the layers and the LM head, not the embedding
+lookup); weight bytes count all of them. No overlap of ZeRO's communication with compute is
+assumed (an upper bound on its time).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from jury.experiments.sim_costs import Costs, Learner, Sync
+from jury.protocol.config import ConfigError, RunConfig
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "simulate"
+ROLES = ("generator", "learner")
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    """What fraction of a card's peaks the code reaches (hardware.yaml's `efficiency:` says whence each)."""
+
+    train_mfu: float = 0.238
+    decode_bandwidth: float = 0.6
+    inference_mfu: float = 0.5
+    collective: float = 0.8
+    optimizer_bytes_per_param: float = 32
+    decode_step_overhead_s: float = 0.002
+    bucket_latency_s: float = 0.005
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    bf16_flops: float
+    hbm_bytes: float
+    hbm_bytes_per_s: float
+    nvlink_bytes_per_s: float
+    network_bytes_per_s: float
+    gpus_per_node: int
+    efficiency: Efficiency = Efficiency()
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied_embeddings: bool = True
+    params: float = 0.0   # > 0: overrides the count from the shape (weight bytes and FLOPs scale with it)
+
+    @property
+    def attn_dim(self) -> int:
+        return self.heads * self.head_dim
+
+    def _layer_params(self) -> int:
+        kv = self.kv_heads * self.head_dim
+        attn = self.hidden * self.attn_dim * 2 + self.hidden * kv * 2  # q and o, k and v
+        return attn + 3 * self.hidden * self.intermediate              # gated MLP: gate, up, down
+
+    def total_params(self) -> float:
+        if self.params:
+            return self.params
+        embed = self.vocab * self.hidden
+        return self.layers * self._layer_params() + embed * (1 if self.tied_embeddings else 2)
+
+    def matmul_params(self) -> float:
+        """Parameters a token's matmuls touch: every layer and the LM head (2 FLOPs each per token)."""
+        counted = self.layers * self._layer_params() + self.vocab * self.hidden
+        return counted * self.total_params() / self._shape_params() if self.params else counted
+
+    def _shape_params(self) -> float:
+        return dataclasses.replace(self, params=0.0).total_params()
+
+    def kv_bytes_per_token(self) -> float:
+        return 2 * self.layers * self.kv_heads * self.head_dim * 2  # K and V, bf16
+
+    def forward_flops(self, context: float) -> float:
+        """One token's forward with `context` keys before it: the matmuls plus attention (QK and AV)."""
+        return 2 * self.matmul_params() + 4 * self.layers * self.attn_dim * context
+
+
+# ── the tables ──
+
+def _build(cls, data: dict, where: str):
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]} (known: {', '.join(sorted(names))})")
+    return cls(**data)
+
+
+def _overridden(data: dict, overrides: list[str], prefix: str) -> dict:
+    data = dict(data)
+    for o in overrides:
+        key, _, value = o.partition("=")
+        if key.startswith(prefix):
+            data[key.removeprefix(prefix)] = yaml.safe_load(value)
+    return data
+
+
+def load_hardware(spec: str, path: Path | None = None, overrides: list[str] = ()) -> dict[str, Gpu]:
+    """`NAME` (both roles) or `generator=NAME,learner=NAME` -> role -> Gpu; an unknown name is refused
+    with the names known. `efficiency.KEY=VALUE` overrides change every card's factor."""
+    table = yaml.safe_load((path or CONFIGS / "hardware.yaml").read_text())
+    gpus, base_eff = table["gpus"], table.get("efficiency", {})
+    parts = dict(p.split("=", 1) if "=" in p else ("", p) for p in spec.split(","))
+    if "" in parts:
+        if len(parts) > 1:
+            raise ConfigError(f"--hardware {spec!r}: one NAME, or role=NAME for each of {', '.join(ROLES)}")
+        parts = {role: parts[""] for role in ROLES}
+    bad_roles = sorted(set(parts) - set(ROLES))
+    if bad_roles or set(parts) != set(ROLES):
+        raise ConfigError(f"--hardware {spec!r}: roles must be {' and '.join(ROLES)}, got {', '.join(sorted(parts))}")
+    out = {}
+    for role, name in parts.items():
+        if name not in gpus:
+            raise ConfigError(f"--hardware: unknown GPU {name!r} (known: {', '.join(sorted(gpus))})")
+        entry = dict(gpus[name])
+        eff = _overridden({**base_eff, **entry.pop("efficiency", {})}, overrides, "efficiency.")
+        out[role] = _build(Gpu, {**entry, "name": name, "efficiency": _build(Efficiency, eff, "efficiency")},
+                           f"hardware {name}")
+    return out
+
+
+def load_model(model: str, path: Path | None = None, overrides: list[str] = ()) -> ModelShape:
+    """The shape of the config's `model`: its folder's config.json where it exists here, else the
+    entry of models.yaml named as the path's last part; `model.KEY=VALUE` overrides any field
+    (with all of them given, any model: `model.layers=... model.hidden=...`)."""
+    folder = Path(model)
+    data: dict = {}
+    if (folder / "config.json").exists():
+        hf = json.loads((folder / "config.json").read_text())
+        data = {"layers": hf["num_hidden_layers"], "hidden": hf["hidden_size"], "heads": hf["num_attention_heads"],
+                "kv_heads": hf.get("num_key_value_heads", hf["num_attention_heads"]),
+                "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
+                "intermediate": hf["intermediate_size"], "vocab": hf["vocab_size"],
+                "tied_embeddings": bool(hf.get("tie_word_embeddings", False))}
+    else:
+        known = yaml.safe_load((path or CONFIGS / "models.yaml").read_text())["models"]
+        data = dict(known.get(folder.name, {}))
+    data = _overridden(data, overrides, "model.")
+    missing = [f.name for f in dataclasses.fields(ModelShape)
+               if f.default is dataclasses.MISSING and f.name not in data]
+    if missing:
+        raise ConfigError(f"model {model!r}: no config.json here and not in configs/simulate/models.yaml; "
+                          f"give its shape as model.KEY=VALUE (missing: {', '.join(missing)})")
+    return _build(ModelShape, data, f"model {model}")
+
+
+# ── the formulas ──
+
+def decode_step_s(m: ModelShape, gpu: Gpu, tp: int, running: int, context: float) -> float:
+    """One decode step of an engine over `tp` GPUs with `running` sequences at mean context `context`."""
+    e = gpu.efficiency
+    memory = (2 * m.total_params() + running * context * m.kv_bytes_per_token()) / (
+        tp * gpu.hbm_bytes_per_s * e.decode_bandwidth)
+    compute = running * m.forward_flops(context) / (tp * gpu.bf16_flops * e.inference_mfu)
+    return max(memory + e.decode_step_overhead_s, compute)
+
+
+def prefill_s(m: ModelShape, gpu: Gpu, tp: int, prompt_tokens: int) -> float:
+    return prompt_tokens * m.forward_flops(prompt_tokens / 2) / (tp * gpu.bf16_flops * gpu.efficiency.inference_mfu)
+
+
+def train_flops_per_token(m: ModelShape, cfg: RunConfig, context: float) -> float:
+    """FLOPs per trained position per epoch: forward + backward (3 forwards' worth), one more with
+    gradient checkpointing, and the once-per-batch forwards (pi_old recomputed, the KL reference)
+    spread over the epochs."""
+    lc = cfg.learner
+    passes = 3 + (1 if lc.gradient_checkpointing else 0) + (int(lc.recompute_old) + int(lc.kl_coef > 0)) / lc.epochs
+    return passes * m.forward_flops(context)
+
+
+def collective_bytes(zero_stage: int, params: float, ranks: int, micro_batches: int) -> float:
+    """Bytes each rank sends per learner step in ZeRO's collectives (bf16, ring algorithms: a
+    reduce-scatter or all-gather of S bytes moves (r-1)/r·S per rank). ZeRO-0 and 1: the gradient's
+    all-reduce (or reduce-scatter and the parameters' all-gather) once per step; ZeRO-2 reduces each
+    micro-batch's gradients; ZeRO-3 also gathers the parameters for each micro-batch's forward and
+    backward."""
+    if ranks <= 1:
+        return 0.0
+    share = (ranks - 1) / ranks * 2 * params
+    if zero_stage <= 1:
+        return 2 * share
+    if zero_stage == 2:
+        return (micro_batches + 1) * share
+    return 3 * micro_batches * share
+
+
+def learner_step_s(m: ModelShape, gpu: Gpu, cfg: RunConfig) -> float:
+    """The per-step part: AdamW over this rank's share of the parameters, then ZeRO's collectives."""
+    lc, e = cfg.learner, gpu.efficiency
+    shards = lc.num_ranks if lc.zero_stage >= 1 else 1
+    optimizer = e.optimizer_bytes_per_param * m.total_params() / shards / (gpu.hbm_bytes_per_s * e.decode_bandwidth)
+    micro = lc.epochs * math.ceil(cfg.batch_groups * cfg.generator.group_size / (lc.num_ranks * lc.micro_batch))
+    link = gpu.nvlink_bytes_per_s if lc.num_ranks <= gpu.gpus_per_node else gpu.network_bytes_per_s
+    return optimizer + collective_bytes(lc.zero_stage, m.total_params(), lc.num_ranks, micro) / (link * e.collective)
+
+
+def sync_costs(m: ModelShape, gpus: dict[str, Gpu], base: Sync) -> Sync:
+    """Rank 0 broadcasts the bf16 weights to the engines on other nodes: the slower end's network."""
+    bw = min(g.network_bytes_per_s for g in gpus.values()) * gpus["learner"].efficiency.collective
+    return Sync(fixed_s=base.fixed_s, weight_bytes=2 * m.total_params(), bandwidth_bytes_per_s=bw,
+                bucket_latency_s=gpus["learner"].efficiency.bucket_latency_s)
+
+
+def mean_length(costs: Costs, max_new_tokens: int) -> float:
+    """The completion lengths' mean as the simulator draws them (a fixed sample: a pure function)."""
+    draws = costs.generation.lengths.draw(random.Random(0), 4000, max_new_tokens)
+    return sum(draws) / len(draws)
+
+
+def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Costs) -> Costs:
+    """Generation, learner and sync costs from the formulas; lengths and verifier from `base`.
+
+    The simulator's decode step is step_s + seq_s·n, or flop_seq_s·n where that is larger: the
+    memory and compute sides of decode_step_s above at the run's mean decode context."""
+    gen, lrn = gpus["generator"], gpus["learner"]
+    tp, prompt = cfg.generator.tensor_parallel_size, base.generation.prompt_tokens
+    length = mean_length(base, cfg.generator.max_new_tokens)
+    context = prompt + length / 2  # a sequence's mean KV length over its decode steps
+    bw = tp * gen.hbm_bytes_per_s * gen.efficiency.decode_bandwidth
+    generation = dataclasses.replace(
+        base.generation,
+        step_s=2 * m.total_params() / bw + gen.efficiency.decode_step_overhead_s,
+        seq_s=context * m.kv_bytes_per_token() / bw,
+        flop_seq_s=m.forward_flops(context) / (tp * gen.bf16_flops * gen.efficiency.inference_mfu),
+        prefill_s=prefill_s(m, gen, tp, prompt))
+    per_token = train_flops_per_token(m, cfg, (prompt + length) / 2) * (1 + prompt / length)
+    learner = Learner(step_s=learner_step_s(m, lrn, cfg),
+                      token_s=per_token / (lrn.bf16_flops * lrn.efficiency.train_mfu), shared_slowdown=0.0)
+    return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync))
+
+
+def kv_limited_seqs(cfg: RunConfig, m: ModelShape, gpu: Gpu, base: Costs, memory_fraction: float = 0.9) -> int:
+    """Sequences an engine's KV cache holds at the run's mean length (vLLM's gpu_memory_utilization
+    0.9 less the weights): past it vLLM preempts, so the simulator runs no more at once."""
+    tp = cfg.generator.tensor_parallel_size
+    free = tp * gpu.hbm_bytes * memory_fraction - 2 * m.total_params()
+    per_seq = (base.generation.prompt_tokens + mean_length(base, cfg.generator.max_new_tokens)) * m.kv_bytes_per_token()
+    if free <= per_seq:
+        raise ConfigError(f"the model's weights ({2 * m.total_params() / 1e9:.1f} GB) leave no room for one "
+                          f"sequence's KV cache on {tp} x {gpu.name}: raise generator.tensor_parallel_size")
+    return int(free // per_seq)
+
+
+def with_kv_limit(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Costs) -> RunConfig:
+    limit = kv_limited_seqs(cfg, m, gpus["generator"], base)
+    if limit >= cfg.generator.max_num_seqs:
+        return cfg
+    return dataclasses.replace(cfg, generator=dataclasses.replace(cfg.generator, max_num_seqs=limit))

@@ -1,0 +1,177 @@
+"""`jury simulate --hardware` and `--sweep`: the GPU formulas against numbers worked by hand from
+the datasheets in configs/simulate/hardware.yaml and Qwen3-1.7B's shape, the tables' parsing and
+their refusals, and a sweep on a tiny grid. Pure functions and millisecond simulations."""
+import json
+import math
+
+import pytest
+
+from jury.experiments.sim_costs import Costs, Generation, Lengths
+from jury.experiments.sim_gpu import (ModelShape, collective_bytes, decode_step_s, hardware_costs,
+                                      kv_limited_seqs, learner_step_s, load_hardware, load_model, prefill_s,
+                                      train_flops_per_token)
+from jury.protocol.config import ConfigError
+from jury.protocol.config_load import load_config
+
+# Qwen3-1.7B by hand: a layer is q and o 2048x2048 each, k and v 2048x1024 each (8 KV heads of 128),
+# the MLP 3 x 2048 x 6144: 12,582,912 + 37,748,736 = 50,331,648; 28 layers 1,409,286,144; the tied
+# embedding 151,936 x 2048 = 311,164,928; all 1,720,451,072 (the model card's 1.72 B).
+QWEN3_1_7B = 1_720_451_072
+KV_PER_TOKEN = 2 * 28 * 8 * 128 * 2  # K and V, 28 layers, 8 heads of 128, bf16: 114,688 bytes
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    return load_model("/mnt/models/Qwen3-1.7B-Base")
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_hardware("h100-sxm")["generator"]
+
+
+def test_a_models_shape_gives_its_published_parameter_count(qwen):
+    assert qwen.total_params() == QWEN3_1_7B
+    assert qwen.matmul_params() == QWEN3_1_7B  # tied: the head is the embedding, counted once
+    assert qwen.kv_bytes_per_token() == KV_PER_TOKEN
+    # Qwen2.5-32B, untied: the model card's 32.8 B (its q/k/v biases, 0.01%, are left out)
+    assert load_model("Qwen2.5-32B").total_params() == pytest.approx(32.76e9, rel=1e-3)
+
+
+def test_decode_is_memory_bound_at_long_context_and_flop_bound_at_large_short_batches(qwen, h100):
+    bw = 3.35e12 * 0.6          # H100 SXM's HBM at the decode fraction
+    flops = 989.5e12 * 0.5      # its dense bf16 at the inference fraction
+    # 64 sequences at 1000 tokens of context: weights 3,440,902,144 B + 64 x 1000 x 114,688 B of KV
+    memory = (2 * QWEN3_1_7B + 64 * 1000 * KV_PER_TOKEN) / bw + 0.002
+    assert decode_step_s(qwen, h100, 1, 64, 1000) == pytest.approx(memory)
+    assert memory == pytest.approx(0.0073637, rel=1e-4)
+    # 2048 sequences with no context: 2048 x 2 x 1.72e9 FLOPs is 14.2 ms against 3.7 ms of weights
+    compute = 2048 * 2 * QWEN3_1_7B / flops
+    assert decode_step_s(qwen, h100, 1, 2048, 0) == pytest.approx(compute)
+    assert compute == pytest.approx(0.014243, rel=1e-4)
+    # two GPUs of tensor parallelism halve both sides (the overhead stays)
+    assert decode_step_s(qwen, h100, 2, 64, 1000) == pytest.approx((memory - 0.002) / 2 + 0.002)
+
+
+def test_prefill_and_training_flops_by_hand(qwen, h100):
+    # a 512-token prompt: 512 x (2 x 1.72e9 + 4 x 28 layers x 2048 x 256 keys on average)
+    per_token = 2 * QWEN3_1_7B + 4 * 28 * 2048 * 256
+    assert prefill_s(qwen, h100, 1, 512) == pytest.approx(512 * per_token / (989.5e12 * 0.5))
+    # forward + backward (3) + checkpointing (1) + pi_old recomputed once over 2 epochs (1/2)
+    cfg = load_config(None, ["learner.gradient_checkpointing=true", "learner.recompute_old=true",
+                             "learner.epochs=2"])
+    assert train_flops_per_token(qwen, cfg, 1000) == pytest.approx(4.5 * (2 * QWEN3_1_7B + 4 * 28 * 2048 * 1000))
+
+
+def test_zero_collectives_by_hand():
+    # 8 ranks, 1e9 parameters (2e9 bf16 bytes): a reduce-scatter or all-gather moves 7/8 x 2e9 per rank
+    share = 7 / 8 * 2e9
+    assert collective_bytes(0, 1e9, 8, 16) == pytest.approx(2 * share)       # one all-reduce
+    assert collective_bytes(1, 1e9, 8, 16) == pytest.approx(2 * share)
+    assert collective_bytes(2, 1e9, 8, 16) == pytest.approx(17 * share)      # 16 reductions + the gather
+    assert collective_bytes(3, 1e9, 8, 16) == pytest.approx(48 * share)      # 2 gathers + 1 reduction each
+    assert collective_bytes(3, 1e9, 1, 16) == 0.0
+
+
+def test_the_learners_step_by_hand(qwen):
+    h100 = load_hardware("h100-sxm")["learner"]
+    cfg = load_config(None, ["learner.num_ranks=8", "learner.zero_stage=2", "learner.micro_batch=4",
+                             "batch_groups=128", "generator.group_size=8"])
+    optimizer = 32 * QWEN3_1_7B / 8 / (3.35e12 * 0.6)
+    micro = 128 * 8 // (8 * 4)  # 32 micro-batches per rank
+    comm = (micro + 1) * 7 / 8 * 2 * QWEN3_1_7B / (450e9 * 0.8)  # within one node: NVLink
+    assert learner_step_s(qwen, h100, cfg) == pytest.approx(optimizer + comm)
+    # 16 ranks span two nodes: the network's 50 GB/s instead
+    wide = load_config(None, ["learner.num_ranks=16", "learner.zero_stage=1"])
+    assert learner_step_s(qwen, h100, wide) == pytest.approx(
+        32 * QWEN3_1_7B / 16 / (3.35e12 * 0.6) + 2 * 15 / 16 * 2 * QWEN3_1_7B / (50e9 * 0.8))
+
+
+def test_hardware_costs_put_the_formulas_into_the_simulators_costs(qwen):
+    gpus = load_hardware("generator=l40s,learner=h100-sxm")
+    cfg = load_config(None, ["learner.num_ranks=8", "generator.max_new_tokens=4096", "max_model_len=4352"])
+    base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1000)))
+    c = hardware_costs(cfg, qwen, gpus, base)
+    context = 100 + 1000 / 2
+    for n in (1, 64, 256):  # the simulator's step, at the mean context, is the formula's
+        assert c.generation.decode_step_s(n) == pytest.approx(decode_step_s(qwen, gpus["generator"], 1, n, context))
+    # the weights cross the slower network: L40S's g6e.12xlarge, 100 Gbps over 4 GPUs, at 0.8
+    assert c.sync.seconds(256) == pytest.approx(
+        0.05 + 2 * QWEN3_1_7B / (3.125e9 * 0.8) + math.ceil(2 * QWEN3_1_7B / 2**28) * 0.005)
+    assert c.learner.token_s == pytest.approx(3 * (2 * QWEN3_1_7B + 4 * 28 * 2048 * 550) * 1.1 / (989.5e12 * 0.238))
+    assert c.verifier == base.verifier and c.generation.lengths == base.generation.lengths
+
+
+def test_the_kv_cache_bounds_an_engines_sequences(qwen):
+    l40s = load_hardware("l40s")["generator"]
+    cfg = load_config(None, ["generator.max_new_tokens=4096", "max_model_len=4352"])
+    base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1900)))
+    # 0.9 x 48 GB less 3.44 GB of weights, over 2000 tokens x 114,688 B: 173 sequences
+    assert kv_limited_seqs(cfg, qwen, l40s, base) == (0.9 * 48e9 - 2 * QWEN3_1_7B) // (2000 * KV_PER_TOKEN) == 173
+    with pytest.raises(ConfigError, match="tensor_parallel_size"):
+        kv_limited_seqs(cfg, load_model("Qwen2.5-32B"), l40s, base)  # 65.5 GB of weights on a 48 GB card
+
+
+def test_the_hardware_table_parses_and_refuses_what_it_does_not_know():
+    both = load_hardware("h200")
+    assert both["generator"] == both["learner"]
+    h200 = both["learner"]
+    assert (h200.bf16_flops, h200.hbm_bytes, h200.hbm_bytes_per_s) == (989.5e12, 141e9, 4.8e12)
+    assert h200.efficiency.train_mfu == 0.238  # ours, docs/results.md
+    split = load_hardware("generator=l40s,learner=a100-80gb")
+    assert (split["generator"].name, split["learner"].bf16_flops) == ("l40s", 312e12)
+    assert load_hardware("h100-sxm", overrides=["efficiency.train_mfu=0.4"])["learner"].efficiency.train_mfu == 0.4
+    with pytest.raises(ConfigError, match=r"unknown GPU 'b200' \(known: a100-80gb, h100-sxm, h20, h200, h800, l40s\)"):
+        load_hardware("b200")
+    with pytest.raises(ConfigError, match="roles must be generator and learner"):
+        load_hardware("generator=h100-sxm,verifier=l40s")
+    with pytest.raises(ConfigError, match="roles must be generator and learner"):
+        load_hardware("generator=h100-sxm")
+    with pytest.raises(ConfigError, match="unknown key mfu"):
+        load_hardware("h100-sxm", overrides=["efficiency.mfu=0.4"])
+
+
+def test_a_models_shape_comes_from_its_config_json_the_table_or_overrides(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 128, "vocab_size": 1000, "tie_word_embeddings": False}))
+    m = load_model(str(tmp_path))
+    assert m == ModelShape(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=1000,
+                           tied_embeddings=False)
+    # q, o 64x64; k, v 64x32; MLP 3x64x128: 36,864 a layer; two embeddings of 64,000
+    assert m.total_params() == 2 * 36_864 + 2 * 64_000
+    # model.params: weights and FLOPs scale to the count given, the shape's KV cache stays
+    big = load_model(str(tmp_path), overrides=["model.params=4.0e+6"])
+    assert big.total_params() == 4e6
+    assert big.matmul_params() == pytest.approx((2 * 36_864 + 64_000) * 4e6 / (2 * 36_864 + 2 * 64_000))
+    assert big.kv_bytes_per_token() == m.kv_bytes_per_token()
+    with pytest.raises(ConfigError, match=r"missing: layers, hidden, heads, kv_heads, head_dim, intermediate, vocab"):
+        load_model("tiny")
+
+
+def test_the_command_takes_hardware_and_sweeps_a_tiny_grid(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    small = ["steps=4", "batch_groups=2", "generator.group_size=2", "model=/m/Qwen3-1.7B-Base",
+             "costs.generation.lengths.kind=fixed", "costs.generation.lengths.tokens=50"]
+    assert main(["simulate", "--hardware", "h100-sxm", "--out", str(tmp_path / "one"), *small]) == 0
+    saved = json.loads((tmp_path / "one" / "simulate.json").read_text())
+    assert saved["costs"]["sync"]["weight_bytes"] == 2 * QWEN3_1_7B
+    capsys.readouterr()
+    out = tmp_path / "sweep"
+    assert main(["simulate", "--hardware", "h100-sxm", "--sweep", "--gpus", "4", "--staleness", "0,2",
+                 "--out", str(out), *small]) == 0
+    printed = capsys.readouterr().out
+    rows = json.loads((out / "sweep.json").read_text())["rows"]
+    # eighths of 4 GPUs in whole engines: 1, 2 and 3 generator GPUs, each at two bounds, and the baseline
+    assert [(r["split"], r["max_staleness"]) for r in rows] == [
+        ("1:3", 0), ("1:3", 2), ("2:2", 0), ("2:2", 2), ("3:1", 0), ("3:1", 2), ("colocated 4", 0)]
+    assert all(r["tokens_per_s"] > 0 for r in rows)
+    assert "recommended at max_staleness=0" in printed and "recommended at max_staleness=2" in printed
+    assert (out / "sweep.png").stat().st_size > 0
+    assert main(["simulate", "--sweep", "--gpus", "4", "--splits", "4", "--out", str(out)]) == 2
+    assert "leaves no learner" in capsys.readouterr().err
+    assert main(["simulate", "--hardware", "b200", "--out", str(out)]) == 2
+    assert "unknown GPU 'b200'" in capsys.readouterr().err
+    assert main(["simulate", "model.params=1e9", "--out", str(out)]) == 2
+    assert "need --hardware" in capsys.readouterr().err
