@@ -1,6 +1,7 @@
 """Forced staleness x off-policy correction on the chain task: the table and plots of docs/results.md.
 
     python benchmarks/staleness_corrections.py --run  [--out runs/chain-corrections] [--steps 30]
+                                               [--corrections decoupled]   # one arm only
     python benchmarks/staleness_corrections.py DIR    # the report of runs already in DIR
 
 `--run` trains the grid with `jury sweep` (resumable: run it again and finished runs are
@@ -42,13 +43,15 @@ OFF_POLICY = ["learner/is_ess", "learner/clip_frac", "learner/tis_frac", "learne
 SHORT = (2, 3)  # the term counts the warmed-up model solves at first (tiny-chain's pass_rate.json)
 
 
-def sweep_commands(out: str, steps: int, lr: float) -> list[list[str]]:
+def sweep_commands(out: str, steps: int, lr: float, corrections: list[str] = CORRECTIONS) -> list[list[str]]:
+    """The grid's sweeps in GRID's order, each cut to `corrections` (one arm can be rerun alone after
+    its code changed, with every other setting as the rest of the grid had it)."""
     common = [f"steps={steps}", "learner.minibatches=2", "generator.sync_mode=drain", f"learner.lr={lr}",
               "progress=false"]
     config = str(Path(__file__).resolve().parents[1] / "configs" / "chain.yaml")
     return [[sys.executable, "-m", "jury.experiments.cli", "sweep", "--config", config, "--grid", f"forced_staleness={','.join(map(str, ks))}",
              "--grid", f"learner.correction={','.join(cs)}", "--seeds", seeds, "--out", out, *common]
-            for ks, seeds, cs in GRID]
+            for ks, seeds, cs in ((ks, seeds, [c for c in cs if c in corrections]) for ks, seeds, cs in GRID) if cs]
 
 
 def run_summary(run_dir: Path) -> dict:
@@ -190,10 +193,15 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="runs/chain-corrections")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--lr", type=float, default=1e-4)
+    p.add_argument("--corrections", default=",".join(CORRECTIONS),
+                   help="with --run, train only these arms of the grid (comma-separated)")
     args = p.parse_args(argv)
     root = Path(args.dir or args.out)
+    corrections = args.corrections.split(",")
+    if unknown := set(corrections) - set(CORRECTIONS):
+        p.error(f"--corrections: unknown {sorted(unknown)}; the grid's are {CORRECTIONS}")
     if args.run:
-        for cmd in sweep_commands(str(root), args.steps, args.lr):
+        for cmd in sweep_commands(str(root), args.steps, args.lr, corrections):
             print("$ jury " + " ".join(cmd[3:]), flush=True)
             subprocess.run(cmd, check=False)  # a failed run is in the sweep's summary; go on with the rest
     dirs = sorted(d.parent for d in root.glob("*/summary.yaml"))

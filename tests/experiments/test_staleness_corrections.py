@@ -62,15 +62,26 @@ def test_the_table_groups_seeds_and_orders_settings(tmp_path):
     assert all(f.read_bytes()[:4] == b"\x89PNG" and f.stat().st_size > 10_000 for f in files)
 
 
-def test_the_sweep_commands_cover_the_grid():
-    cmds = sc.sweep_commands("out", 30, 1e-4)
+def _settings(cmds):
+    """(k, correction, seed) of every run the sweep commands train, in their order."""
     settings = []
     for cmd in cmds:
         ks = cmd[cmd.index("--grid") + 1].removeprefix("forced_staleness=").split(",")
         cs = cmd[len(cmd) - cmd[::-1].index("--grid")].removeprefix("learner.correction=").split(",")
         settings += [(int(k), c, cmd[cmd.index("--seeds") + 1]) for k in ks for c in cs]
         assert "learner.lr=0.0001" in cmd and "steps=30" in cmd
-    settings = [(k, c, seed) for k, c, seeds in settings for seed in seeds.split(",")]
+    return [(k, c, seed) for k, c, seeds in settings for seed in seeds.split(",")]
+
+
+def test_the_sweep_commands_cover_the_grid():
+    settings = _settings(sc.sweep_commands("out", 30, 1e-4))
     # the issue's grid: k = 0, 1, 2, 4, 8 x the four corrections x two seeds
     assert set(settings) == {(k, c, seed) for k in (0, 1, 2, 4, 8) for c in sc.CORRECTIONS for seed in "01"}
     assert len(settings) == len(set(settings))  # no setting trained twice
+
+
+def test_one_arm_alone_keeps_the_grid_order():
+    settings = _settings(sc.sweep_commands("out", 30, 1e-4, ["decoupled"]))
+    assert settings == [(8, "decoupled", "0"), (2, "decoupled", "0"), (8, "decoupled", "1"), (4, "decoupled", "0"),
+                        (1, "decoupled", "0"), (2, "decoupled", "1"), (4, "decoupled", "1"), (1, "decoupled", "1"),
+                        (0, "decoupled", "0"), (0, "decoupled", "1")]
