@@ -192,7 +192,6 @@ def advance(fill: BatchFill, inbox: ScoredInbox, version: int, timeout_s: float)
     return [], fill.take_refills(n) if n else []
 
 
-
 @dataclass
 class ScoredFill:
     """One step's groups under dynamic sampling with continuous admission, judged in the order they
