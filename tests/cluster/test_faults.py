@@ -172,13 +172,13 @@ def test_resume_from_the_last_good_checkpoint_after_a_full_disk(tiny_model_path,
             subprocess.run(["umount", "-l", str(disk)])
 
 
-def _jury_train(tmp_path, *overrides):
+def _jury_train(tmp_path, *overrides, preexec_fn=None):
     import subprocess
     import sys
 
     return subprocess.Popen([sys.executable, "-m", "jury.experiments.cli", "train", f"run_dir={tmp_path / 'run'}",
                              "progress=false", *overrides], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=preexec_fn)
 
 
 def test_resources_the_cluster_cannot_have_are_refused_before_anything_is_placed(tiny_model_path, tmp_path):
@@ -202,21 +202,28 @@ def test_ctrl_c_during_start_up_stops_everything_promptly(tiny_model_path, tmp_p
 
     from conftest import live_pids
 
-    # a run far longer than the test: if the SIGINT came late, the run would still be going, not done
-    proc = _jury_train(tmp_path, "steps=100000")
-    deadline, seen = time.time() + 240, []
-    while time.time() < deadline and proc.poll() is None:
-        seen = [" ".join(_cmdline(p)) for p in psutil.Process(proc.pid).children(recursive=True)]
-        if any("Generator" in c for c in seen):
-            break  # the generator's actor is being built
-        time.sleep(0.5)
-    assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before its generator was seen"
-    assert any("Generator" in c for c in seen), f"no Generator process in 240 s; the run's processes: {seen}"
-    family = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
-    t0 = time.time()
-    os.kill(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    took = time.time() - t0
+    # SIGINT as a terminal delivers it: a test suite started in the background by a non-interactive
+    # shell (`bash .ci/run &`) ignores SIGINT, the run would inherit that and train on, ignoring the
+    # Ctrl-C (as it should: a background job ignores it)
+    proc = _jury_train(tmp_path, "steps=100000", preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline, seen = time.time() + 240, []
+        while time.time() < deadline and proc.poll() is None:
+            seen = [" ".join(_cmdline(p)) for p in psutil.Process(proc.pid).children(recursive=True)]
+            if any("Generator" in c for c in seen):
+                break  # the generator's actor is being built
+            time.sleep(0.5)
+        assert proc.poll() is None, f"the run ended (rc {proc.returncode}) before its generator was seen"
+        assert any("Generator" in c for c in seen), f"no Generator process in 240 s; the run's processes: {seen}"
+        family = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        t0 = time.time()
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        took = time.time() - t0
+    finally:  # a run the test could not stop would train on, beside the rest of the suite
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.communicate(timeout=120)
     assert proc.returncode == 130 and "interrupted; every actor was stopped" in err
     deadline = time.time() + 20
     while time.time() < deadline and live_pids(family):
