@@ -60,6 +60,7 @@ class Pipeline:
         self.resent_at_recovery = 0  # tasks re-sent when a restarted worker was wired back in
         self.hung: set[str] = set()  # workers that stopped answering without dying (close does not wait on them)
         self.weight_dtype: str | None = None  # the engines' weight dtype, once the weight group formed
+        self.weight_store: tuple[str, int] | None = None  # (host, port) of the weight group's store, once formed
 
     # ── building ──
     def start(self):
