@@ -14,7 +14,9 @@ over 1..`--max-new` after a `--prompt`-token prompt, with random advantages.
    take the same mini-batch of `--grad-rows` rows in micro-batches of `--grad-micro-batch`, through
    `grpo.micro_loss`, the learner's loss. DeepSpeed's fp32 gradient at the accumulation boundary
    (`safe_get_full_grad`, before the step) is compared with the fp32 model's: relative L2 error
-   and cosine over all parameters.
+   and cosine over all parameters. Beside it, the same bf16 model in plain torch (no DeepSpeed,
+   each micro-batch's gradient added in fp32) against the fp32 model and against DeepSpeed's: what
+   bf16 arithmetic alone costs.
 2. Speed. `update.train_shard`, the learner's step (one mini-batch, one epoch, the optimizer step
    included), on the whole batch, once to warm up and `--steps` times timed. Reported: tokens/s
    (all positions the model reads, and completion tokens), and MFU = model FLOPs / time / peak,
@@ -115,6 +117,20 @@ def matmul_tflops(device) -> float | None:
     return 2 * 8192**3 * 10 / (time.perf_counter() - t0) / 1e12
 
 
+def compare(got: dict, want: dict) -> dict:
+    """Relative L2 error and cosine of one gradient against another, over the parameters both have."""
+    err2 = ref2 = dot = got2 = 0.0
+    for n, g in got.items():
+        g, w = g.double().flatten(), want[n].double().flatten()
+        err2 += float((g - w).square().sum())
+        ref2 += float(w.square().sum())
+        got2 += float(g.square().sum())
+        dot += float((g * w).sum())
+    return {"rel_l2_error": math.sqrt(err2 / ref2) if ref2 else None,
+            "cosine": dot / math.sqrt(ref2 * got2) if ref2 and got2 else None,
+            "reference_norm": math.sqrt(ref2), "norm": math.sqrt(got2)}
+
+
 def main():
     args = parse_args()
     os.environ.setdefault("DS_ACCELERATOR", "cpu" if args.tiny else "cuda")
@@ -170,6 +186,16 @@ def main():
     if device.type == "cuda":
         torch.cuda.empty_cache()
 
+    # the same bf16 model in plain torch (no DeepSpeed), each micro-batch's gradient added in fp32:
+    # what bf16 arithmetic alone costs, to tell it from anything DeepSpeed does
+    plain = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in model.named_parameters()}
+    for idx in chunks:
+        loss_of(model, idx).backward()
+        for n, p in model.named_parameters():
+            if p.grad is not None:
+                plain[n] += p.grad.float()
+                p.grad = None
+
     engine, *_ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()],
                                       config=ds_config)
     engine.train()
@@ -177,23 +203,19 @@ def main():
         engine.set_gradient_accumulation_boundary(i == len(chunks) - 1)
         _before_forward(engine)
         engine.backward(loss_of(engine.module, idx), scale_wrt_gas=False)
-    err2 = ref2 = dot = got2 = 0.0
-    missing = []
+    deepspeed_grad, missing = {}, []
     for n, p in engine.module.named_parameters():
         got = safe_get_full_grad(p)
         if got is None:
             missing.append(n)
-            continue
-        got, exp = got.double().flatten(), want[n].double().flatten()
-        err2 += float((got - exp).square().sum())
-        ref2 += float(exp.square().sum())
-        got2 += float(got.square().sum())
-        dot += float((got * exp).sum())
+        else:
+            deepspeed_grad[n] = got.detach().float().clone()
     engine.step()
-    grad = {"rel_l2_error": math.sqrt(err2 / ref2) if ref2 else None,
-            "cosine": dot / math.sqrt(ref2 * got2) if ref2 and got2 else None,
-            "fp32_norm": math.sqrt(ref2), "bf16_norm": math.sqrt(got2), "params_without_grad": missing[:5],
-            "rows": args.grad_rows, "micro_batches": len(chunks), "completion_tokens": tokens}
+    grad = {**compare(deepspeed_grad, want), "params_without_grad": missing[:5],
+            "rows": args.grad_rows, "micro_batches": len(chunks), "completion_tokens": tokens,
+            "plain_torch_bf16_vs_fp32": compare(plain, want),
+            "deepspeed_vs_plain_torch_bf16": compare(deepspeed_grad, plain)}
+    del plain, deepspeed_grad, want
 
     # 2. the learner's step on the whole batch
     shard = send_shards(batch, plan_shards(batch, 1, 1), device)

@@ -6,7 +6,10 @@
 # 2. benchmarks/kernels.py at 16k tokens x 151,936 vocabulary, hidden 4096 and 2048
 # 3. benchmarks/learner_gpu.py: a learner bf16 step, ZeRO-1 and ZeRO-2 with fp32 accumulation,
 #    ZeRO-0 with bf16 accumulation (DeepSpeed refuses fp32 accumulation there)
+# 4. benchmarks/decode_roofline.py: decode steps and a prefill of Qwen3-1.7B's shape against
+#    jury simulate's generation formula (HARDWARE: the card's entry in configs/simulate/hardware.yaml)
 # Each stage has its own time limit and a failure in one does not stop the others.
+# STAGES picks some: STAGES="learner decode" LEARNER_ZERO="1" bash scripts/gpu-measure.sh
 set -u
 out=${1:-runs/gpu}
 mkdir -p "$out"
@@ -22,17 +25,26 @@ stage versions
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'transformers', transformers.__version__)"
   python3 -c "import deepspeed; print('deepspeed', deepspeed.__version__)"; } 2>&1 | grep -v WARNING | tee -a "$log"
+stages=" ${STAGES:-tests kernels learner decode} "
+if [[ $stages == *" tests "* ]]; then
 stage "pytest -m gpu tests/kernels"
 timeout ${PYTEST_S:-200} python3 -m pytest -q -rs -m gpu -p no:cacheprovider tests/kernels 2>&1 | tee -a "$log"
-for h in 4096 2048; do
+fi
+[[ $stages == *" kernels "* ]] && for h in 4096 2048; do
   stage "kernels benchmark, hidden $h"
   timeout ${KERNELS_S:-110} python3 benchmarks/kernels.py --hidden "$h" --impls eager,ours \
     --json "$out/kernels_h$h.json" 2>&1 | tee -a "$log"
 done
-for setting in "1 fp32" "2 fp32" "0 bf16"; do
+[[ $stages == *" learner "* ]] && for setting in "1 fp32" "2 fp32" "0 bf16"; do
   set -- $setting
+  [[ " ${LEARNER_ZERO:-1 2 0} " == *" $1 "* ]] || continue
   stage "learner step, ZeRO-$1, $2 accumulation"
   timeout ${LEARNER_S:-75} python3 benchmarks/learner_gpu.py --zero "$1" --accum "$2" --steps 2 \
     --json "$out/learner_z$1.json" 2>&1 | grep -v "^\[20\|^MA \|^CPU Virtual\|bf16_optimizer\|initializing group" | tail -25 | tee -a "$log"
 done
+if [[ $stages == *" decode "* ]]; then
+  stage "decode roofline against jury simulate, ${HARDWARE:-h100-sxm} figures"
+  timeout ${DECODE_S:-150} python3 benchmarks/decode_roofline.py --hardware "${HARDWARE:-h100-sxm}" \
+    --json "$out/decode.json" 2>&1 | grep -v '^{' | tee -a "$log"
+fi
 stage done

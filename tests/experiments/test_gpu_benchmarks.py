@@ -38,4 +38,22 @@ def test_learner_step_benchmark_compares_bf16_gradient_with_fp32(tmp_path):
     grad = result["gradient"]
     assert grad["params_without_grad"] == [] and grad["micro_batches"] == 8
     assert grad["rel_l2_error"] < 0.05 and grad["cosine"] > 0.99, grad
+    # the plain-torch bf16 gradient: as far from fp32 as DeepSpeed's, and near DeepSpeed's own
+    plain, between = grad["plain_torch_bf16_vs_fp32"], grad["deepspeed_vs_plain_torch_bf16"]
+    assert 0 < plain["rel_l2_error"] < 0.05 and between["rel_l2_error"] < plain["rel_l2_error"], grad
     assert result["step"]["completion_tokens_per_s"] > 0 and result["setting"].startswith("ZeRO-1")
+
+
+def test_decode_roofline_benchmark_prices_each_step_as_jury_simulate_does(tmp_path):
+    """Every decode row has jury simulate's prediction beside the measured time, and the bytes a step
+    moves are the weights plus n·c KV entries."""
+    run([str(ROOT / "benchmarks/decode_roofline.py"), "--tiny", "--iters", "1", "--batches", "1,4",
+         "--contexts", "8", "--prompt", "8", "--prefill-rows", "2", "--json", "d.json"], tmp_path)
+    result = json.loads((tmp_path / "d.json").read_text())
+    decode = [r for r in result["rows"] if r["phase"] == "decode"]
+    assert [(r["n"], r["context"]) for r in decode] == [(1, 8), (4, 8)]
+    assert [r["phase"] for r in result["rows"]].count("prefill") == 1
+    for r in decode:
+        assert r["bytes"] == result["weight_bytes"] + r["n"] * r["context"] * result["kv_bytes_per_token"]
+        assert r["measured_s"] > 0 and r["predicted_s"] > 0
+        assert r["measured_over_predicted"] == r["measured_s"] / r["predicted_s"]
