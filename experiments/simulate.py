@@ -584,8 +584,8 @@ def _main(args) -> int:
         if args.compare and not args.calibration:
             raise ValueError("--compare needs --calibration BENCH_DIR")
         if args.compare:
-            print(f"fitted sharing factors: learner {costs.sharing.learner:.3g}, "
-                  f"generator {costs.sharing.generator:.3g} (each at 1/(1+factor) of its alone rate while the other works)")
+            print(f"fitted sharing factors: learner {costs.sharing.learner:.3g}, generator "
+                  f"{costs.sharing.generator:.3g} (each at 1/(1+factor) of its alone rate while the other works)")
             print(comparison_table(against_bench(args.calibration, costs)))
             return 0
         prepare = _preparer(args.hardware, cfg, costs, hw_overrides)
