@@ -11,12 +11,14 @@ Each stage is a few numbers, so a user can read what the model assumes and chang
                  FLOP-bound side, at large n), plus prefill_s for each group it starts;
                  completion lengths from `lengths` (fixed, lognormal, or a ledger's values)
     verifier     check_s per sample, plus gate_s per group (the gate's latency)
-    learner      step_s per step plus token_s per trained token, per epoch, over num_ranks ranks,
-                 that much longer (shared_slowdown) when a generator is running as the step starts
+    learner      step_s per step plus token_s per trained token, per epoch, over num_ranks ranks
     sync         fixed_s + weight_bytes / bandwidth + one bucket_latency_s per bucket
+    sharing      where roles share cores (one CPU machine), each runs slower while the other runs:
+                 the learner at 1/(1 + learner) of its rate while a generator decodes, a generator
+                 at 1/(1 + generator) of its rate while the learner trains (processor sharing)
 
-Calibration fits them to what one machine measured in the pipeline (so the sharing of cores
-between generation and training is in the numbers, on average, not modelled apart).
+The stage costs are each role alone; calibration fits them to the alone arms of a `jury bench`
+folder and the sharing factors to how much slower each role ran inside its pipeline.
 """
 from __future__ import annotations
 
@@ -77,9 +79,16 @@ class Verifier:
 class Learner:
     step_s: float = 0.0       # per step: optimizer step, ZeRO communication
     token_s: float = 0.0005   # per trained token, per epoch, on one rank
-    # a step that starts while a generator runs takes (1 + shared_slowdown) times as long: where the
-    # two share cores (one machine), or memory bandwidth; 0 where each has its own hardware
-    shared_slowdown: float = 0.0
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """How much slower a role runs while the other one runs beside it on the same cores: its rate
+    is 1/(1 + factor) of its alone rate for as long as the other is busy, its alone rate otherwise.
+    0 where each role has its own hardware (GPUs: experiments/sim_gpu.py)."""
+
+    learner: float = 0.0      # the learner, while one or more generators decode
+    generator: float = 0.0    # each generator, while the learner trains
 
 
 @dataclass(frozen=True)
@@ -100,6 +109,7 @@ class Costs:
     verifier: Verifier = field(default_factory=Verifier)
     learner: Learner = field(default_factory=Learner)
     sync: Sync = field(default_factory=Sync)
+    sharing: Sharing = field(default_factory=Sharing)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -115,7 +125,7 @@ def costs_from_dict(d: dict) -> Costs:
         kwargs = {}
         for k, v in data.items():
             sub = {"generation": Generation, "verifier": Verifier, "learner": Learner, "sync": Sync,
-                   "lengths": Lengths}.get(k)
+                   "sharing": Sharing, "lengths": Lengths}.get(k) if isinstance(v, dict) or v is None else None
             kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else (tuple(v) if k == "values" else v)
         return cls(**kwargs)
 
@@ -186,42 +196,68 @@ def _ledger_lengths(run_dir: Path) -> tuple[float, ...]:
 
 
 def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
-    """Fit the costs to a `jury bench` folder. Decode: each end-to-end run gives one point, n the
-    sequences running while the engine is busy (occupancy_mean over its busy share, 1 - idle) and
-    the seconds per decode step, occupancy_mean / its tokens/s per generator (tokens/s is busy share
-    · n / step(n)); two or more fit step_s + seq_s·n by least squares, one gives step_s alone.
-    Learner: the synchronous run's train seconds per step over its tokens per step (its generator
-    idle meanwhile), and how much slower per token the run at the largest max_staleness trained
-    (its generator running meanwhile): shared_slowdown. Verifier: the verifier-only samples/s. Sync: the run
-    with the least sync time (inflight's, when run: no drain in it). Lengths: the synchronous
-    run's ledger."""
+    """Fit the costs to a `jury bench` folder: each role alone, and how much the roles slow each
+    other where they share cores, from the calibration run (the bench's first max_staleness, its
+    default settings) and the alone arms.
+
+    Decode: each end-to-end run gives one point, n the sequences running while the engine is busy
+    (occupancy_mean over its busy share, 1 - idle) and the seconds per decode step, occupancy_mean /
+    its tokens/s per generator (tokens/s is busy share · n / step(n)); two or more fit step_s +
+    seq_s·n by least squares, one gives step_s alone. That is decode in the pipeline; alone it is
+    generator_ratio times faster, the generator_only arm's tokens/s over the calibration run's
+    tokens/s per busy generator. Learner: token_s alone is the learner_only arm's seconds per token;
+    learner_ratio is the calibration run's train seconds per token over it. Sharing: ratio - 1 for
+    each role, the factors if it overlapped the other role throughout; simulate.calibrated fits
+    them to the calibration run's actual overlap. Without an alone arm in bench.json, that role's
+    pipeline cost is taken as its alone cost (factor 0).
+    Verifier: the verifier-only samples/s. Sync: the run with the least sync time (inflight's, when
+    run: no drain in it). Lengths: the calibration run's ledger."""
     base = base or Costs()
     folder = Path(bench_dir)
     report = json.loads((folder / "bench.json").read_text())
-    arms = tuple(f",{name}" for name in report["config"].get("arms", []))  # other settings: not fitted to
-    runs = {k: v for k, v in report.items() if k.startswith("end_to_end/") and "run_dir" in v and not k.endswith(arms)}
-    if not runs:
-        raise ValueError(f"{folder / 'bench.json'}: no end-to-end run")
-    sync_key = f"end_to_end/max_staleness={report['config']['staleness'][0]}"
-    sync_run = runs.get(sync_key) or next(iter(runs.values()))
+    runs = _fitted_runs(folder, report)
+    sync_run = runs[_calibration_key(runs, report)]
     gens = _num_generators(run_folder(folder, sync_run["run_dir"]))
     points = [(r["occupancy_mean"] / max(1e-9, 1 - r.get("idle/generator", 0.0)),
                r["occupancy_mean"] * gens / r["tokens_per_s"]) for r in runs.values()
               if r.get("occupancy_mean", 0) > 0 and r.get("tokens_per_s", 0) > 0]
     step_s, seq_s = _fit_line(points) if points else (base.generation.step_s, base.generation.seq_s)
-    tokens_per_step = sync_run["tokens_per_s"] * sync_run["step_s"]
-    token_s = sync_run["learner_train_s"] / tokens_per_step
-    top = max(runs.values(), key=lambda r: (r is not sync_run, r.get("staleness_mean", 0.0)))
-    shared = max(0.0, top["learner_train_s"] / (top["tokens_per_s"] * top["step_s"]) / token_s - 1) \
-        if top is not sync_run else 0.0
-    learner = Learner(step_s=0.0, token_s=token_s, shared_slowdown=shared)
+    busy_tokens_per_s = sync_run["tokens_per_s"] / (gens * max(1e-9, 1 - sync_run.get("idle/generator", 0.0)))
+    alone = report.get("generator_only", {}).get("tokens_per_s")
+    generator_ratio = max(1.0, alone / busy_tokens_per_s) if alone and points else 1.0
+    train_token_s = sync_run["learner_train_s"] / (sync_run["tokens_per_s"] * sync_run["step_s"])
+    alone = report.get("learner_only", {}).get("tokens_per_s")
+    token_s = 1 / alone if alone else train_token_s
+    learner_ratio = max(1.0, train_token_s / token_s)
     verifier_only = report.get("verifier_only", {})
     check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
     sync_s = min(r["sync_total_s"] for r in runs.values())
     lengths = Lengths(kind="empirical", values=_ledger_lengths(run_folder(folder, sync_run["run_dir"])))
-    return Costs(generation=Generation(step_s, seq_s, lengths=lengths),
-                 verifier=Verifier(check_s, base.verifier.gate_s), learner=learner,
-                 sync=Sync(fixed_s=sync_s))
+    return Costs(generation=Generation(step_s / generator_ratio, seq_s / generator_ratio, lengths=lengths),
+                 verifier=Verifier(check_s, base.verifier.gate_s), learner=Learner(step_s=0.0, token_s=token_s),
+                 sync=Sync(fixed_s=sync_s), sharing=Sharing(learner_ratio - 1, generator_ratio - 1))
+
+
+def _fitted_runs(folder: Path, report: dict) -> dict[str, dict]:
+    arms = tuple(f",{name}" for name in report["config"].get("arms", []))  # other settings: not fitted to
+    runs = {k: v for k, v in report.items() if k.startswith("end_to_end/") and "run_dir" in v and not k.endswith(arms)}
+    if not runs:
+        raise ValueError(f"{folder / 'bench.json'}: no end-to-end run")
+    return runs
+
+
+def _calibration_key(runs: dict[str, dict], report: dict) -> str:
+    """The bench's first max_staleness with its default settings (else its first run)."""
+    key = f"end_to_end/max_staleness={report['config']['staleness'][0]}"
+    return key if key in runs else next(iter(runs))
+
+
+def calibration_run(bench_dir: str) -> Path:
+    """The run folder calibrate fits to (its config.yaml is the run's)."""
+    folder = Path(bench_dir)
+    report = json.loads((folder / "bench.json").read_text())
+    runs = _fitted_runs(folder, report)
+    return run_folder(folder, runs[_calibration_key(runs, report)]["run_dir"])
 
 
 def _num_generators(run_dir: Path) -> int:

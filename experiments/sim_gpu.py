@@ -38,7 +38,7 @@ from pathlib import Path
 
 import yaml
 
-from jury.experiments.sim_costs import Costs, Learner, Sync
+from jury.experiments.sim_costs import Costs, Learner, Sharing, Sync
 from jury.protocol.config import ConfigError, RunConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "simulate"
@@ -262,8 +262,10 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
         prefill_s=prefill_s(m, gen, tp, prompt))
     per_token = train_flops_per_token(m, cfg, (prompt + length) / 2) * (1 + prompt / length)
     learner = Learner(step_s=learner_step_s(m, lrn, cfg),
-                      token_s=per_token / (lrn.bf16_flops * lrn.efficiency.train_mfu), shared_slowdown=0.0)
-    return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync))
+                      token_s=per_token / (lrn.bf16_flops * lrn.efficiency.train_mfu))
+    # each role on its own GPUs: neither slows the other (Sharing's zeros), whatever a calibration said
+    return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync),
+                               sharing=Sharing())
 
 
 def kv_limited_seqs(cfg: RunConfig, m: ModelShape, gpu: Gpu, base: Costs, memory_fraction: float = 0.9) -> int:

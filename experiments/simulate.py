@@ -23,8 +23,11 @@ It runs the loop the driver runs (cluster/driver.py), with time taken from the s
 With --hardware the costs come from GPU formulas (experiments/sim_gpu.py), and --sweep runs a grid of
 generator:learner splits and staleness bounds (experiments/sim_sweep.py).
 
-What it does not model yet: the two cores that generation and training share here (a calibration
-carries their average effect in its numbers), the verifiers' round-robin queues (one shared queue
+Where roles share cores (costs.sharing, one CPU machine), the learner's steps and the engines' decode
+steps are Work: each runs at its alone rate, slowed by its factor while the other role is busy,
+re-rated at every start and end (processor sharing).
+
+What it does not model yet: the verifiers' share of the cores, the verifiers' round-robin queues (one shared queue
 here), prompts' lengths, and preemption in the engine. Settings it does not model are refused by
 name (`unmodelled`). Every random draw is a pure function
 of (seed, task index), so a run is the same for a seed whatever the order events happen in.
@@ -34,13 +37,13 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import simpy
 
 from jury.cluster.feeder import draw_staleness
-from jury.experiments.sim_costs import Costs
+from jury.experiments.sim_costs import Costs, Sharing, calibrate, calibration_run
 from jury.protocol.config import ConfigError, RunConfig
 from jury.protocol.plan import RunPlan, make_plan
 
@@ -81,6 +84,49 @@ class Group:
     @property
     def tokens(self) -> int:
         return sum(self.lengths)
+
+
+class Work:
+    """A stretch of one role's work, `amount` seconds as it takes alone, advancing at the rate the
+    roles busy beside it leave it (Simulation.rate): processor sharing of the cores. It counts as
+    busy from creation to its end; each start and end re-rates every other Work in progress, which
+    is interrupted, banks what it did at its old rate, and goes on at the new one."""
+
+    def __init__(self, sim: "Simulation", role: str, amount: float):
+        self.sim, self.role, self.amount, self.created = sim, role, amount, sim.env.now
+        self.done, self.since, self.rate = 0.0, sim.env.now, 1.0
+        self.waiting = False  # in its timeout: only then can it take an interrupt
+        self.nudged = False   # an interrupt is on its way: one is enough, it reads the rate when it lands
+        sim.busy(self)
+        self.rate = sim.rate(role)
+        self.process = sim.env.process(self._run())
+
+    def progress(self) -> float:
+        """Seconds of alone work done by now."""
+        return self.done + (self.sim.env.now - self.since) * self.rate if self.waiting else self.done
+
+    def nudge(self):
+        if self.waiting and not self.nudged:
+            self.nudged = True
+            self.process.interrupt()
+
+    def shorten(self, amount: float):
+        """End once `amount` is done (an engine stopping after the step in flight)."""
+        self.amount = amount
+        self.nudge()
+
+    def _run(self):
+        env = self.sim.env
+        while self.amount - self.done > 1e-12 * max(1.0, self.amount):
+            self.rate, self.since, self.waiting = self.sim.rate(self.role), env.now, True
+            try:
+                yield env.timeout((self.amount - self.done) / self.rate)
+                self.done = self.amount
+            except simpy.Interrupt:
+                self.done += (env.now - self.since) * self.rate
+                self.nudged = False
+            self.waiting = False
+        self.sim.idle(self)
 
 
 class Engine:
@@ -150,17 +196,19 @@ class Engine:
             first = dt + costs.prefill_s * started  # the step that starts new groups prefills them too
             steps = min(r for grp in self.running for r in grp.remaining if r > 0)  # until one finishes
             start = env.now
+            work = Work(self.sim, "generator", first + (steps - 1) * dt)
             self.stepping = True
             try:
-                yield env.timeout(first + (steps - 1) * dt)
+                yield work.process
                 done = steps
-            except simpy.Interrupt:  # finish the step in flight, then look at the change
-                elapsed = env.now - start
+            except simpy.Interrupt:  # finish the step in flight (its work, alone), then look at the change
+                elapsed = work.progress()
                 done = steps if dt <= 0 else min(steps, 1 + (max(0, math.floor((elapsed - first) / dt) + 1)
                                                             if elapsed >= first else 0))
-                yield env.timeout(max(0.0, start + first + (done - 1) * dt - env.now))
+                work.shorten(first + (done - 1) * dt)
+                yield work.process
             self.stepping = False
-            self.busy_s += first + (done - 1) * dt
+            self.busy_s += env.now - start
             for grp in list(self.running):
                 grp.remaining = [max(0, r - done) for r in grp.remaining]
                 if not any(grp.remaining):
@@ -204,6 +252,31 @@ class Simulation:
         self.engines = [Engine(self, f"generator{i}") for i in range(cfg.num_generators)]
         self.trained: list[Group] = []
         self.steps: list[dict] = []  # per step: end time, wait_s, train_s, sync_s
+        self.working: set[Work] = set()  # the roles' work in progress, sharing the cores
+        self.wall_s = {"learner": 0.0, "generator": 0.0}   # each role's finished work: as it ran,
+        self.alone_s = {"learner": 0.0, "generator": 0.0}  # and as it would have run alone
+
+    # ── the cores the roles share ──
+    def rate(self, role: str) -> float:
+        """A role's speed relative to alone: slowed by its sharing factor while the other role works."""
+        other = "generator" if role == "learner" else "learner"
+        factor = getattr(self.costs.sharing, role)
+        return 1 / (1 + factor) if factor and any(w.role == other for w in self.working) else 1.0
+
+    def busy(self, work: Work):
+        self.working.add(work)
+        self._rerate()
+
+    def idle(self, work: Work):
+        self.working.discard(work)
+        self.wall_s[work.role] += self.env.now - work.created
+        self.alone_s[work.role] += work.amount
+        self._rerate()
+
+    def _rerate(self):
+        for w in self.working:
+            if w.rate != self.rate(w.role):
+                w.nudge()
 
     # ── feeder ──
     def limit(self) -> int:
@@ -274,10 +347,9 @@ class Simulation:
         return [self.inbox.pop(i)[1] for i in first], dropped
 
     def train_s(self, batch: list[Group]) -> float:
+        """The step's seconds alone (beside a generator it runs slower: Work, rate)."""
         c, lc = self.costs.learner, self.cfg.learner
-        alone = c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s / lc.num_ranks
-        shared = any(e.running and not e.pausing for e in self.engines)
-        return alone * (1 + c.shared_slowdown) if shared else alone
+        return c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s / lc.num_ranks
 
     def sync(self):
         """Every engine stops as its mode says, then the weights move; the version is bumped after."""
@@ -292,7 +364,7 @@ class Simulation:
             t0 = self.env.now
             batch, dropped = yield from self.take_batch(step)
             t1 = self.env.now
-            yield self.env.timeout(self.train_s(batch))
+            yield Work(self, "learner", self.train_s(batch)).process
             for g in batch:
                 g.step = step
                 self.pending.pop(g.index, None)
@@ -348,6 +420,10 @@ class Simulation:
                                      for s, e in self.verify_spans) / (wall * cfg.num_verifiers),
             "queue/feeder": mean("queue/feeder"), "queue/learner": mean("queue/learner"),
             "dropped_stale": sum(s["dropped"] for s in steps),
+            # how much longer each role's work took than alone, over the run (sharing cores)
+            "slowdown/learner": self.wall_s["learner"] / self.alone_s["learner"] if self.alone_s["learner"] else 1.0,
+            "slowdown/generator": (self.wall_s["generator"] / self.alone_s["generator"]
+                                   if self.alone_s["generator"] else 1.0),
             "wall_s": steps[-1]["end"],
         }
 
@@ -362,6 +438,38 @@ def table(report: dict) -> str:
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v:.4g}" if isinstance(v, float) and math.isfinite(v)
                      else f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def calibrated(bench_dir: str, base: Costs | None = None) -> Costs:
+    """sim_costs.calibrate's costs, with the sharing factors fitted to the calibration run."""
+    from jury.protocol.config_load import load_run_config
+
+    costs = calibrate(bench_dir, base)
+    cfg = load_run_config(str(calibration_run(bench_dir)))
+    return replace(costs, sharing=fit_sharing(cfg, costs, 1 + costs.sharing.learner,
+                                                          1 + costs.sharing.generator))
+
+
+MAX_SHARING = 20.0  # a role overlapping the other a sliver of its time would otherwise fit any factor
+
+
+def fit_sharing(cfg: RunConfig, costs: Costs, learner_ratio: float, generator_ratio: float,
+                rounds: int = 8) -> Sharing:
+    """The sharing factors with which a simulation of `cfg` runs each role `ratio` times as long as
+    alone (its report's slowdown/learner and slowdown/generator). A role that does a share φ of its
+    work beside the other role takes 1 + factor·φ times as long as alone; φ moves with the factors
+    (a slower learner overlaps more of the generator's time), so each round simulates and sets
+    factor = (ratio - 1) / φ, from φ = 1 (overlapping throughout). A role that never overlaps the
+    other in that run keeps ratio - 1: the run says nothing of it."""
+    factors = {"learner": learner_ratio - 1, "generator": generator_ratio - 1}
+    targets = dict(factors)
+    for _ in range(rounds if any(factors.values()) else 0):
+        report = simulate(cfg, replace(costs, sharing=Sharing(**factors)))
+        for role, target in targets.items():
+            overlap = (report[f"slowdown/{role}"] - 1) / factors[role] if factors[role] else 0.0
+            if overlap > 1e-3:
+                factors[role] = min(target / overlap, MAX_SHARING)
+    return Sharing(**factors)
 
 
 COMPARED = ("completions_per_s", "tokens_per_s", "step_s", "staleness_mean", "idle/generator", "idle/learner")
@@ -458,7 +566,7 @@ def _main(args) -> int:
     import sys
     import time
 
-    from jury.experiments.sim_costs import calibrate, load_costs, with_overrides
+    from jury.experiments.sim_costs import load_costs, with_overrides
     from jury.protocol.config_load import load_config
 
     hw_prefixes = ("model.", "efficiency.")
@@ -471,11 +579,13 @@ def _main(args) -> int:
         cfg = load_config(args.config, run_overrides)
         costs = load_costs(args.costs or None)
         if args.calibration:
-            costs = calibrate(args.calibration, costs)
+            costs = calibrated(args.calibration, costs)
         costs = with_overrides(costs, cost_overrides)
         if args.compare and not args.calibration:
             raise ValueError("--compare needs --calibration BENCH_DIR")
         if args.compare:
+            print(f"fitted sharing factors: learner {costs.sharing.learner:.3g}, generator "
+                  f"{costs.sharing.generator:.3g} (each at 1/(1+factor) of its alone rate while the other works)")
             print(comparison_table(against_bench(args.calibration, costs)))
             return 0
         prepare = _preparer(args.hardware, cfg, costs, hw_overrides)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from jury.experiments.sim_costs import Costs, Generation, Lengths
+from jury.experiments.sim_costs import Costs, Generation, Lengths, Sharing
 from jury.experiments.sim_gpu import (ModelShape, collective_bytes, decode_step_s, hardware_costs,
                                       kv_limited_seqs, learner_step_s, load_hardware, load_model, prefill_s,
                                       train_flops_per_token)
@@ -90,8 +90,11 @@ def test_the_learners_step_by_hand(qwen):
 def test_hardware_costs_put_the_formulas_into_the_simulators_costs(qwen):
     gpus = load_hardware("generator=l40s,learner=h100-sxm")
     cfg = load_config(None, ["learner.num_ranks=8", "generator.max_new_tokens=4096", "max_model_len=4352"])
-    base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1000)))
+    # a CPU calibration's sharing factors in the base: on GPUs each role has its own, none slows another
+    base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1000)),
+                 sharing=Sharing(learner=0.6, generator=0.5))
     c = hardware_costs(cfg, qwen, gpus, base)
+    assert c.sharing == Sharing(learner=0.0, generator=0.0)
     context = 100 + 1000 / 2
     for n in (1, 64, 256):  # the simulator's step, at the mean context, is the formula's
         assert c.generation.decode_step_s(n) == pytest.approx(decode_step_s(qwen, gpus["generator"], 1, n, context))

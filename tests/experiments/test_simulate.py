@@ -8,9 +8,9 @@ from dataclasses import replace
 import pytest
 
 from jury.cluster.feeder import draw_staleness
-from jury.experiments.sim_costs import (Costs, Generation, Learner, Lengths, Sync, Verifier, calibrate,
+from jury.experiments.sim_costs import (Costs, Generation, Learner, Lengths, Sharing, Sync, Verifier, calibrate,
                                         load_costs)
-from jury.experiments.simulate import Simulation, simulate
+from jury.experiments.simulate import Simulation, Work, calibrated, simulate
 from jury.protocol.config import ConfigError
 from jury.protocol.config_load import load_config
 
@@ -19,10 +19,11 @@ def config(**overrides):
     return load_config(None, [f"{k}={v}" for k, v in overrides.items()])
 
 
-def costs(gen_step=0.0, tokens=10, check=0.0, learner_step=0.0, token_s=0.0, sync=0.0, lengths=None, shared=0.0):
+def costs(gen_step=0.0, tokens=10, check=0.0, learner_step=0.0, token_s=0.0, sync=0.0, lengths=None, shared=0.0,
+          gen_shared=0.0):
     return Costs(generation=Generation(step_s=gen_step, lengths=lengths or Lengths(kind="fixed", tokens=tokens)),
                  verifier=Verifier(check_s=check),
-                 learner=Learner(step_s=learner_step, token_s=token_s, shared_slowdown=shared),
+                 learner=Learner(step_s=learner_step, token_s=token_s), sharing=Sharing(shared, gen_shared),
                  sync=Sync(fixed_s=sync))
 
 
@@ -46,7 +47,8 @@ def test_synchronous_is_the_sum_of_the_stages(mode):
     cfg = config(steps=6, batch_groups=2, max_staleness=0, num_verifiers=1,
                  **{"generator.group_size": 2, "generator.sync_mode": mode})
     # nothing generates while a synchronous learner trains: a slowdown from sharing never applies
-    r = simulate(cfg, costs(gen_step=0.01, check=0.05, learner_step=0.01, token_s=0.001, sync=0.03, shared=1.0))
+    r = simulate(cfg, costs(gen_step=0.01, check=0.05, learner_step=0.01, token_s=0.001, sync=0.03, shared=1.0,
+                            gen_shared=3.0))
     assert r["wall_s"] == pytest.approx(6 * (0.1 + 0.2 + 0.05) + 5 * 0.03)
     assert r["step_s"] == pytest.approx((3 * 0.38 + 0.35) / 4)  # the timed steps 2..5
     assert r["learner_wait_s"] == pytest.approx(0.3)
@@ -71,7 +73,7 @@ def test_inflight_is_bounded_by_generation_when_it_is_the_slowest():
                  **{"generator.group_size": 4, "generator.sync_mode": "inflight", "generator.max_tasks_in_flight": 1})
     r = simulate(cfg, costs(gen_step=0.01, learner_step=0.05, sync=0.01, shared=1.0))
     assert r["step_s"] == pytest.approx(0.41, rel=0.03)  # the last step, nothing left to generate, is quicker
-    # generation runs beside the learner (shared_slowdown 1: twice as long) but for the last step
+    # generation runs beside the learner (sharing.learner 1: half speed) but for the last step
     assert r["learner_train_s"] == pytest.approx((7 * 0.1 + 0.05) / 8)
     assert r["idle/generator"] < 0.05  # paused 0.01 s a sync, and the last step's training
     assert r["idle/learner"] > 0.65  # it waits about 0.41 - 0.1 - 0.01 s of each 0.41 s step
@@ -171,14 +173,13 @@ def bench_folder(tmp_path):
 def test_calibration_reads_a_bench_folder(tmp_path):
     """Two end-to-end runs, each a point (sequences running while busy, seconds per decode step):
     10 over a busy half is 20, at 10/1000 = 0.01 s; 30 over a busy 3/4 is 40, at 30/2000 = 0.015 s.
-    So a decode step is 0.005 + 0.00025·n. The synchronous run trains 1000 tokens/s x 0.5 s = 500
-    tokens a step in 0.25 s: 0.0005 s a token; the other run 2000 x 0.5 = 1000 in 0.8 s, 0.0008 s a
-    token, 1.6 times as long with its generator running beside it."""
+    So a decode step is 0.005 + 0.00025·n. The calibration run (max_staleness 0) trains 1000
+    tokens/s x 0.5 s = 500 tokens a step in 0.25 s: 0.0005 s a token."""
     c = calibrate(str(bench_folder(tmp_path)))
     assert c.generation.step_s == pytest.approx(0.005)
     assert c.generation.seq_s == pytest.approx(0.00025)
     assert c.learner.token_s == pytest.approx(0.0005)
-    assert c.learner.shared_slowdown == pytest.approx(0.6)
+    assert c.sharing == Sharing()  # no alone arm in this bench.json: the pipeline's costs are taken as alone
     assert c.verifier.check_s == pytest.approx(0.005)
     assert c.sync.fixed_s == pytest.approx(0.1)
     assert c.generation.lengths == Lengths(kind="empirical", values=(30.0, 50.0))
@@ -221,3 +222,91 @@ def test_a_verifier_busy_through_the_timed_window_is_never_idle():
     r = simulate(cfg, c)
     assert r["step_s"] == pytest.approx(1.0, abs=1e-4)
     assert r["idle/verifier"] == pytest.approx(0.0, abs=1e-4)
+
+
+def sharing_sim(learner: float, generator: float) -> Simulation:
+    """A simulation whose driver never starts (steps are not run): its clock and Work alone."""
+    c = replace(costs(), sharing=Sharing(learner, generator))
+    return Simulation(config(steps=1, batch_groups=1), c)
+
+
+def ends(sim: Simulation, works: list[tuple[float, str, float]]) -> dict[str, float]:
+    """Start each (start time, role, alone seconds) as Work; role -> the time its work ended."""
+    out = {}
+
+    def one(start, role, amount):
+        yield sim.env.timeout(start)
+        yield Work(sim, role, amount).process
+        out[role] = sim.env.now
+
+    for w in works:
+        sim.env.process(one(*w))
+    sim.env.run()
+    return out
+
+
+def test_two_roles_busy_together_each_run_slower_by_their_factor():
+    # 1 s of learner work at half speed (learner factor 1) and 1.5 s of generator work at 1/1.5
+    # (generator factor 0.5), both from t=0: the learner ends at 2 s (1 s at 0.5), the generator
+    # has done 2/1.5 = 4/3 s of its 1.5 s by then and does the last 1/6 s alone: 2 + 1/6
+    assert ends(sharing_sim(1.0, 0.5), [(0, "learner", 1.0), (0, "generator", 1.5)]) == \
+        pytest.approx({"learner": 2.0, "generator": 2 + 1 / 6})
+    # equal work, both busy to the end: each takes (1 + its factor) times as long
+    assert ends(sharing_sim(0.6, 0.6), [(0, "learner", 1.0), (0, "generator", 1.0)]) == \
+        pytest.approx({"learner": 1.6, "generator": 1.6})
+
+
+def test_a_step_is_slowed_only_while_the_other_role_runs():
+    # a 1 s learner step (factor 1) with a generator busy for its first 0.5 s (generator factor 0,
+    # so 0.5 s of work ends at 0.5 s): 0.25 s of the step is done by then, the other 0.75 s alone
+    assert ends(sharing_sim(1.0, 0.0), [(0, "learner", 1.0), (0, "generator", 0.5)]) == \
+        pytest.approx({"learner": 1.25, "generator": 0.5})
+    # the generator starts at 0.5 s, halfway, and runs on past the step: the first half is alone,
+    # the second 0.5 s of work at half speed, 1 s: the step ends at 1.5 s
+    assert ends(sharing_sim(1.0, 0.0), [(0, "learner", 1.0), (0.5, "generator", 5.0)])["learner"] == \
+        pytest.approx(1.5)
+    # factors 0: each as alone, whatever overlaps
+    assert ends(sharing_sim(0.0, 0.0), [(0, "learner", 1.0), (0.5, "generator", 5.0)]) == \
+        pytest.approx({"learner": 1.0, "generator": 5.5})
+
+
+def test_sharing_slows_an_asynchronous_pipeline_by_its_overlap():
+    cfg = config(steps=8, batch_groups=4, max_staleness=2, **{"generator.group_size": 4,
+                                                              "generator.sync_mode": "inflight"})
+    alone = simulate(cfg, costs(gen_step=0.002, token_s=0.001, sync=0.01))
+    shared = simulate(cfg, costs(gen_step=0.002, token_s=0.001, sync=0.01, shared=0.6, gen_shared=0.6))
+    assert (alone["slowdown/learner"], alone["slowdown/generator"]) == pytest.approx((1.0, 1.0))
+    # each role slowed, by at most its factor (only while the other is busy)
+    assert 1.0 < shared["slowdown/learner"] <= 1.6 + 1e-9
+    assert 1.0 < shared["slowdown/generator"] <= 1.6 + 1e-9
+    assert shared["completions_per_s"] < alone["completions_per_s"]
+
+
+def test_calibration_fits_the_factors_that_reproduce_the_measured_slowdowns(tmp_path):
+    """With the alone arms: learner_only trains 4000 tokens/s, 0.00025 s a token, and the
+    calibration run 0.0005 (test above), twice as long; generator_only decodes 3000 tokens/s and
+    the calibration run 1000 tokens/s over a busy half, 2000: 1.5 times as long. The decode line
+    alone is the pipeline's over 1.5. A synchronous calibration run never overlaps the roles, so it
+    says nothing of how much they slow each other: the factors stay those of full overlap."""
+    folder = bench_folder(tmp_path)
+    report = json.loads((folder / "bench.json").read_text())
+    report["learner_only"] = {"tokens_per_s": 4000.0}
+    report["generator_only"] = {"tokens_per_s": 3000.0}
+    (folder / "bench.json").write_text(json.dumps(report))
+    c = calibrated(str(folder))
+    assert c.learner.token_s == pytest.approx(0.00025)
+    assert (c.generation.step_s, c.generation.seq_s) == pytest.approx((0.005 / 1.5, 0.00025 / 1.5))
+    assert (c.sharing.learner, c.sharing.generator) == pytest.approx((1.0, 0.5))
+    # calibrated on the max_staleness 2 run instead, where the roles overlap part of the time: the
+    # factors are larger than full overlap's, and a simulation of that run is slowed as measured
+    report["config"]["staleness"] = [2]
+    run = report["end_to_end/max_staleness=2"]
+    # 1.4 times alone (a learner slowed only while the generator runs cannot be slowed by more
+    # than the generator's busy time, whatever its factor: this run's generator is a small part)
+    run["learner_train_s"] = 1.4 * 0.00025 * run["tokens_per_s"] * run["step_s"]
+    report["generator_only"] = {"tokens_per_s": 1.5 * run["tokens_per_s"] / (1 - run["idle/generator"])}
+    (folder / "bench.json").write_text(json.dumps(report))
+    c = calibrated(str(folder))
+    assert c.sharing.learner > 0.4 and c.sharing.generator > 0.5
+    r = simulate(load_config(str(folder / "staleness-2" / "config.yaml")), c)
+    assert (r["slowdown/learner"], r["slowdown/generator"]) == pytest.approx((1.4, 1.5), rel=0.01)
