@@ -100,3 +100,35 @@ def test_continuous_admission_keeps_the_bound_loses_nothing_and_resumes(tiny_mod
     ledger, _ = check(summary, 5)
     assert [r["step"] for r in read_metrics(run)] == list(range(5))
     assert all(r["index"] in pending or r["index"] >= state["next_index"] for r in ledger if r["step"] == 4)
+
+
+def test_continuous_admission_with_dynamic_sampling_trains_groups_with_signal_only(tiny_model_path, tmp_path):
+    """admission=continuous with dynamic_sampling on real processes, with the label reward: the tiny
+    model's groups of 2 are often flat (both right or both wrong). Each flat group is filtered and its
+    place goes to a new task under the same budget: every trained group has signal, none is past
+    max_staleness, none is trained twice, and the feeder's admissions add up to what was trained,
+    filtered, dropped and is still pending. `jury replay` of the run reproduces its losses."""
+    from jury.cluster.driver import train
+    from jury.experiments.replay import replay
+
+    run = tmp_path / "run"
+    summary = train(load_config(None, [
+        f"model={tiny_model_path}", "batch_groups=2", "generator.group_size=2", "max_staleness=1",
+        "admission=continuous", "dynamic_sampling=true", "max_refills=32", "verifier.reward=ground_truth",
+        "steps=3", "record_groups=true", "progress=false", f"run_dir={run}"]))
+    ledger = [json.loads(line) for line in open(run / "ledger.jsonl")]
+    indices = [r["index"] for r in ledger]
+    assert len(indices) == len(set(indices)) == 3 * 2, "a step trained a short batch or a group twice"
+    assert all(r["staleness"] <= 1 for r in ledger), [r["staleness"] for r in ledger]
+    from jury.protocol.record import read_record
+
+    recorded = [g for f in sorted((run / "record").glob("step-*.msgpack")) for g in read_record(str(f))]
+    assert sorted(g.group.task.index for g in recorded) == sorted(indices)
+    assert all(len(set(g.rewards.tolist())) > 1 for g in recorded), [g.rewards for g in recorded]
+    rows = read_metrics(run)
+    filtered = sum(r["dynamic/refills"] for r in rows)
+    assert filtered >= 1, "no flat group in 3 steps: the refill path did not run"
+    assert summary["feeder/admitted"] >= 6 + filtered + summary["feeder/dropped_stale"]
+    assert max(indices) < summary["feeder/admitted"]
+    result = replay(run)
+    assert result["loss_max_abs_diff"] == 0.0, result
