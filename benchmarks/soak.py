@@ -10,7 +10,10 @@ learner ranks, the generator actors, their vLLM engine cores and the engine work
 them, the verifier workers and their check processes, the LLM servers, and Ray's own
 processes. It prints each role's slope in MiB/min over the whole run and over its last half
 (a leak that levels off shows a smaller second number; one that does not, the same or a
-larger), and writes soak.json and soak.png to --out.
+larger), and the same per 1,000 learner steps (a leak per sync or per step shows as the same
+number whatever else loads the machine; per minute it shrinks when the steps slow down), and writes
+soak.json and soak.png to --out. `--report OUT` prints the table of a soak already run (one from
+before the per-step figures gets its steps from the run's metrics.jsonl).
 """
 from __future__ import annotations
 
@@ -74,7 +77,10 @@ def slope(t_min: list[float], mib: list[float]) -> float:
 
 
 def slopes(samples: list[dict]) -> dict[str, dict[str, float]]:
+    """Per role: first and last MiB, and the least-squares slope over the whole soak and over its
+    last half, per minute and (where the samples carry the step count) per 1,000 steps."""
     t = [s["t_min"] for s in samples]
+    k = [s["steps"] / 1000 for s in samples] if all("steps" in s for s in samples) else None
     half = len(samples) // 2
     out = {}
     for role in ROLES:
@@ -83,15 +89,40 @@ def slopes(samples: list[dict]) -> dict[str, dict[str, float]]:
             continue
         out[role] = {"first_mib": mib[0], "last_mib": mib[-1], "slope_mib_per_min": slope(t, mib),
                      "last_half_slope_mib_per_min": slope(t[half:], mib[half:])}
+        if k:
+            out[role].update({"slope_mib_per_1k_steps": slope(k, mib),
+                              "last_half_slope_mib_per_1k_steps": slope(k[half:], mib[half:])})
     return out
 
 
 def table(result: dict[str, dict[str, float]]) -> str:
-    rows = [f"{'role':<14}{'first MiB':>11}{'last MiB':>11}{'MiB/min':>10}{'last half':>11}"]
+    per_step = all("slope_mib_per_1k_steps" in r for r in result.values())
+    rows = [f"{'role':<14}{'first MiB':>11}{'last MiB':>11}{'MiB/min':>10}{'last half':>11}"
+            + (f"{'MiB/1k steps':>14}{'last half':>11}" if per_step else "")]
     for role, r in result.items():
         rows.append(f"{role:<14}{r['first_mib']:>11.0f}{r['last_mib']:>11.0f}{r['slope_mib_per_min']:>10.2f}"
-                    f"{r['last_half_slope_mib_per_min']:>11.2f}")
+                    f"{r['last_half_slope_mib_per_min']:>11.2f}"
+                    + (f"{r['slope_mib_per_1k_steps']:>14.2f}{r['last_half_slope_mib_per_1k_steps']:>11.2f}"
+                       if per_step else ""))
     return "\n".join(rows)
+
+
+def steps_done(run_dir: Path) -> int:
+    """Learner steps written to the run's metrics.jsonl so far."""
+    try:
+        with open(run_dir / "metrics.jsonl", "rb") as f:
+            return sum(1 for _ in f)
+    except FileNotFoundError:
+        return 0
+
+
+def steps_from_metrics(samples: list[dict], run_dir: Path) -> list[dict]:
+    """Samples of a soak that did not count steps, each given the steps done by its time: the rows
+    whose `time_s` is within `t_min` of the first row's (the soak's clock starts at the first step)."""
+    from jury.cluster.metrics import read_metrics
+
+    times = [r["time_s"] for r in read_metrics(run_dir)]
+    return [{**s, "steps": sum(1 for t in times if t - times[0] <= s["t_min"] * 60)} for s in samples]
 
 
 def plot(samples: list[dict], path: Path):
@@ -137,7 +168,7 @@ def soak(minutes: float, every_s: float, out: Path, config: str | None, override
         t0, samples = time.monotonic(), []
         while True:
             now = time.monotonic() - t0
-            samples.append({"t_min": now / 60, "rss_mib": sample(proc.pid)})
+            samples.append({"t_min": now / 60, "rss_mib": sample(proc.pid), "steps": steps_done(run_dir)})
             if now >= minutes * 60 or proc.poll() is not None:
                 break
             time.sleep(min(every_s, max(0.0, minutes * 60 - now)))
@@ -151,7 +182,7 @@ def soak(minutes: float, every_s: float, out: Path, config: str | None, override
                 proc.wait()
         log.close()
     result = slopes(samples)
-    steps = sum(1 for _ in open(run_dir / "metrics.jsonl"))
+    steps = steps_done(run_dir)
     (out / "soak.json").write_text(json.dumps({"minutes": minutes, "every_s": every_s, "command": cmd,
                                                "steps": steps, "slopes": result, "samples": samples}, indent=1))
     plot(samples, out / "soak.png")
@@ -164,10 +195,19 @@ def main(argv: list[str] | None = None):
     ap.add_argument("--every", type=float, default=30.0, help="seconds between two samples")
     ap.add_argument("--config", default=None)
     ap.add_argument("--out", default="runs/soak")
+    ap.add_argument("--report", default=None, metavar="OUT", help="print the table of a soak already in OUT")
     ap.add_argument("overrides", nargs="*", help="key=value for `jury train` (after --)")
     args = ap.parse_args(argv)
+    if args.report:
+        done = json.loads((Path(args.report) / "soak.json").read_text())
+        samples = done["samples"]
+        if not all("steps" in s for s in samples):
+            samples = steps_from_metrics(samples, Path(args.report) / "run")
+        print(f"{done['steps']} steps in {samples[-1]['t_min']:.1f} min; RSS slopes since the first step:")
+        print(table(slopes(samples)))
+        return
     res = soak(args.minutes, args.every, Path(args.out), args.config, args.overrides)
-    print(f"{res['steps']} steps; RSS slopes since the first step (MiB/min):")
+    print(f"{res['steps']} steps; RSS slopes since the first step:")
     print(table(res["slopes"]))
     print(f"soak.json and soak.png in {args.out}")
 
