@@ -6,7 +6,7 @@
 # 2. benchmarks/kernels.py at 16k tokens x 151,936 vocabulary, hidden 4096 and 2048
 # 3. benchmarks/learner_gpu.py: a learner bf16 step, ZeRO-1 and ZeRO-2 with fp32 accumulation,
 #    ZeRO-0 with bf16 accumulation (DeepSpeed refuses fp32 accumulation there)
-# 4. benchmarks/decode_roofline.py: decode steps and a prefill of Qwen3-1.7B's shape against
+# 4. benchmarks/decode_roofline.py --fuse: decode steps and a prefill of Qwen3-1.7B's shape against
 #    jury simulate's generation formula (HARDWARE: the card's entry in configs/simulate/hardware.yaml)
 # Each stage has its own time limit and a failure in one does not stop the others.
 # STAGES picks some: STAGES="learner decode" LEARNER_ZERO="1" bash scripts/gpu-measure.sh
@@ -44,7 +44,7 @@ done
 done
 if [[ $stages == *" decode "* ]]; then
   stage "decode roofline against jury simulate, ${HARDWARE:-h100-sxm} figures"
-  timeout ${DECODE_S:-150} python3 benchmarks/decode_roofline.py --hardware "${HARDWARE:-h100-sxm}" \
+  timeout ${DECODE_S:-150} python3 benchmarks/decode_roofline.py --fuse --profile --hardware "${HARDWARE:-h100-sxm}" \
     --json "$out/decode.json" 2>&1 | grep -v '^{' | tee -a "$log"
 fi
 stage done
