@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 ROLES = ["driver", "learner", "generator", "engine_core", "engine_worker", "verifier", "check_pool", "llm_server",
-         "ray", "other"]
+         "ray_gcs", "raylet", "ray", "other"]
 
 
 def role_of(cmd: str, parent_cmd: str) -> str:
@@ -43,6 +43,11 @@ def role_of(cmd: str, parent_cmd: str) -> str:
         return "other"
     if "EngineCore" in parent_cmd:
         return "engine_worker"
+    # Ray's own processes, the two that hold state apart (a 70-minute soak saw "ray" grow steadily)
+    if "gcs_server" in cmd:
+        return "ray_gcs"
+    if "/raylet" in cmd:
+        return "raylet"
     if "ray::VerifierWorker" in parent_cmd:
         return "check_pool"
     return "ray" if "ray" in cmd else "other"

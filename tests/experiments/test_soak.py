@@ -33,3 +33,10 @@ def test_steps_come_from_the_metrics_rows_time_for_an_older_soak(tmp_path):
             f.write(json.dumps({"step": step, "time_s": 5.0 + 30 * step}) + "\n")
     samples = [{"t_min": t, "rss_mib": {}} for t in (0.0, 1.0, 4.5)]
     assert [s["steps"] for s in soak.steps_from_metrics(samples, run)] == [1, 3, 10]
+
+
+def test_rays_state_holders_are_counted_apart_from_its_other_processes():
+    assert soak.role_of("/site/ray/core/src/ray/gcs/gcs_server --log_dir=/tmp/ray", "python") == "ray_gcs"
+    assert soak.role_of("/site/ray/core/src/ray/raylet/raylet --raylet_socket_name=x", "python") == "raylet"
+    assert soak.role_of("python -u /site/ray/dashboard/agent.py", "raylet") == "ray"
+    assert soak.role_of("ray::Learner.step", "raylet") == "learner"
