@@ -106,10 +106,11 @@ def test_continuous_admission_with_dynamic_sampling_trains_groups_with_signal_on
     """admission=continuous with dynamic_sampling on real processes, with the label reward: the tiny
     model's groups of 2 are often flat (both right or both wrong). Each flat group is filtered and its
     place goes to a new task under the same budget: every trained group has signal, none is past
-    max_staleness, none is trained twice, and the feeder's admissions add up to what was trained,
-    filtered, dropped and is still pending. `jury replay` of the run reproduces its losses."""
+    max_staleness, none is trained twice, and the feeder admitted at least what was trained, refilled
+    and dropped (the rest is still pending). `jury replay` of the run reproduces its losses."""
     from jury.cluster.driver import train
     from jury.experiments.replay import replay
+    from jury.protocol.record import read_record
 
     run = tmp_path / "run"
     summary = train(load_config(None, [
@@ -120,15 +121,13 @@ def test_continuous_admission_with_dynamic_sampling_trains_groups_with_signal_on
     indices = [r["index"] for r in ledger]
     assert len(indices) == len(set(indices)) == 3 * 2, "a step trained a short batch or a group twice"
     assert all(r["staleness"] <= 1 for r in ledger), [r["staleness"] for r in ledger]
-    from jury.protocol.record import read_record
-
     recorded = [g for f in sorted((run / "record").glob("step-*.msgpack")) for g in read_record(str(f))]
     assert sorted(g.group.task.index for g in recorded) == sorted(indices)
     assert all(len(set(g.rewards.tolist())) > 1 for g in recorded), [g.rewards for g in recorded]
     rows = read_metrics(run)
-    filtered = sum(r["dynamic/refills"] for r in rows)
-    assert filtered >= 1, "no flat group in 3 steps: the refill path did not run"
-    assert summary["feeder/admitted"] >= 6 + filtered + summary["feeder/dropped_stale"]
+    refills = sum(r["dynamic/refills"] for r in rows)
+    assert refills >= 1, "no flat group in 3 steps: the refill path did not run"
+    assert summary["feeder/admitted"] >= 6 + refills + summary["feeder/dropped_stale"]
     assert max(indices) < summary["feeder/admitted"]
     result = replay(run)
     assert result["loss_max_abs_diff"] == 0.0, result

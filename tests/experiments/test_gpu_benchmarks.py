@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
@@ -45,15 +47,28 @@ def test_learner_step_benchmark_compares_bf16_gradient_with_fp32(tmp_path):
 
 
 def test_decode_roofline_benchmark_prices_each_step_as_jury_simulate_does(tmp_path):
-    """Every decode row has jury simulate's prediction beside the measured time, and the bytes a step
-    moves are the weights plus n·c KV entries."""
+    """Every decode row carries jury simulate's own price of that step (sim_gpu.decode_step_s, the
+    engine overhead set to 0) beside the measured time, and the bytes a step moves are the decoder's
+    weights plus n·c KV entries."""
+    import dataclasses
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from decode_roofline import TINY
+    from jury.experiments.sim_gpu import ModelShape, decode_step_s, load_hardware
+
     run([str(ROOT / "benchmarks/decode_roofline.py"), "--tiny", "--iters", "1", "--batches", "1,4",
          "--contexts", "8", "--prompt", "8", "--prefill-rows", "2", "--json", "d.json"], tmp_path)
     result = json.loads((tmp_path / "d.json").read_text())
     decode = [r for r in result["rows"] if r["phase"] == "decode"]
     assert [(r["n"], r["context"]) for r in decode] == [(1, 8), (4, 8)]
     assert [r["phase"] for r in result["rows"]].count("prefill") == 1
+    m = ModelShape(**TINY)
+    h100 = load_hardware("h100-sxm")["generator"]
+    h100 = dataclasses.replace(h100, efficiency=dataclasses.replace(h100.efficiency, decode_step_overhead_s=0.0))
+    # the decoder holds the model's weights and its norms' (2 per layer, 2 per head dim, 1 final), bf16
+    norms = m.layers * (2 * m.hidden + 2 * m.head_dim) + m.hidden
+    assert result["weight_bytes"] == 2 * (m.total_params() + norms)
     for r in decode:
         assert r["bytes"] == result["weight_bytes"] + r["n"] * r["context"] * result["kv_bytes_per_token"]
-        assert r["measured_s"] > 0 and r["predicted_s"] > 0
-        assert r["measured_over_predicted"] == r["measured_s"] / r["predicted_s"]
+        assert r["predicted_s"] == pytest.approx(decode_step_s(m, h100, 1, r["n"], r["context"]))
+        assert r["measured_s"] > 0
