@@ -1,0 +1,98 @@
+"""`jury simulate` against measured runs on this machine: calibrate on one arm of a `jury bench`,
+predict every arm of it, and check issue 28's bounds.
+
+    python benchmarks/sim_predict.py --run [--out runs/sim-predict] [--only toy,chain]
+    python benchmarks/sim_predict.py DIR [DIR ...]      # benches already run (each a `jury bench` folder)
+
+`--run` runs each bench of BENCHES whose folder has no bench.json yet (about 45 minutes alone on two
+cores; a bench shares the cores with nothing else or its throughput says little), then reports. The
+benches: the embedded default's toy task and the chain task (configs/chain.yaml), each at
+max_staleness 0, 1, 2 and 4 under drain and at 4 under interrupt and inflight, and the toy task again
+with two torch threads in the learner (the cost ratio between generation and training moves).
+
+Each bench is calibrated on itself (`jury simulate --calibration DIR`: the alone arms and its first
+end-to-end run, experiments/sim_costs.py), and each of its end-to-end runs is simulated from its own
+config.yaml. A row is within bounds when the predicted completions/s is within 15% of the measured
+and the mean staleness within 0.3 versions (the issue allows the run-to-run spread instead where it
+is wider; a second bench of the same task measures it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+STALENESS = ["--staleness", "0,1,2,4", "--sync-modes", "drain,interrupt,inflight"]
+BENCHES = {
+    "toy": ["--steps", "30", *STALENESS],
+    "chain": ["--config", "configs/chain.yaml", "--steps", "20", *STALENESS],
+    "toy-learner2threads": ["--steps", "30", *STALENESS, "learner.threads=2"],
+}
+THROUGHPUT_BOUND = 0.15  # predicted completions/s within 15% of the measured
+STALENESS_BOUND = 0.3    # mean staleness within 0.3 versions
+
+
+def verdicts(rows: dict[str, dict]) -> list[dict]:
+    """against_bench's rows -> one verdict per run: the ratio of predicted to measured completions/s,
+    the staleness difference, and whether both are within bounds."""
+    out = []
+    for name, values in rows.items():
+        (p_cps, m_cps), (p_st, m_st) = values["completions_per_s"], values["staleness_mean"]
+        ratio = p_cps / m_cps if m_cps else float("inf")
+        out.append({"run": name, "predicted": p_cps, "measured": m_cps, "ratio": ratio,
+                    "staleness": (p_st, m_st), "within": abs(ratio - 1) <= THROUGHPUT_BOUND
+                    and abs(p_st - m_st) <= STALENESS_BOUND})
+    return out
+
+
+def table(bench: str, factors: tuple[float, float], rows: list[dict]) -> str:
+    lines = [f"\n### {bench} (sharing factors fitted: learner {factors[0]:.3g}, generator {factors[1]:.3g})\n",
+             "| run | completions/s, predicted / measured | ratio | mean staleness, predicted / measured | within bounds |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['run']} | {r['predicted']:.3g} / {r['measured']:.3g} | {r['ratio']:.2f} | "
+                     f"{r['staleness'][0]:.2f} / {r['staleness'][1]:.2f} | {'yes' if r['within'] else 'no'} |")
+    inside = sum(r["within"] for r in rows)
+    lines.append(f"\n{inside} of {len(rows)} runs within {THROUGHPUT_BOUND:.0%} and {STALENESS_BOUND} versions")
+    return "\n".join(lines)
+
+
+def report(folders: list[Path]) -> str:
+    from jury.experiments.simulate import against_bench, calibrated
+
+    parts = []
+    for folder in folders:
+        costs = calibrated(str(folder))
+        parts.append(table(folder.name, (costs.sharing.learner, costs.sharing.generator),
+                           verdicts(against_bench(str(folder), costs))))
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dirs", nargs="*", type=Path, help="`jury bench` folders already run")
+    ap.add_argument("--run", action="store_true", help="run the benches missing under --out, then report")
+    ap.add_argument("--out", type=Path, default=Path("runs/sim-predict"))
+    ap.add_argument("--only", default="", help=f"comma-separated bench names (of {', '.join(BENCHES)})")
+    args = ap.parse_args(argv)
+    if args.run:
+        names = [n for n in args.only.split(",") if n] or list(BENCHES)
+        for name in names:
+            folder = args.out / name
+            if not (folder / "bench.json").is_file():
+                cmd = [sys.executable, "-m", "jury.experiments.cli", "bench", *BENCHES[name], "--out", str(folder)]
+                print(" ".join(cmd), flush=True)
+                subprocess.run(cmd, check=False)
+        folders = [args.out / n for n in names if (args.out / n / "bench.json").is_file()]
+    else:
+        folders = args.dirs
+    if not folders:
+        ap.error("no bench folder to report (give DIRs, or --run)")
+    print(report(folders))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

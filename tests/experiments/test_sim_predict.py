@@ -1,0 +1,34 @@
+"""benchmarks/sim_predict.py: its benches are `jury bench` command lines whose settings load, and its
+verdict applies issue 28's bounds (15% on completions/s, 0.3 versions of mean staleness)."""
+import argparse
+import pathlib
+import sys
+
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+import sim_predict  # noqa: E402
+
+from jury.experiments import bench  # noqa: E402
+from jury.protocol.config_load import load_config  # noqa: E402
+
+
+@pytest.mark.parametrize("name", list(sim_predict.BENCHES))
+def test_each_bench_is_a_jury_bench_command_whose_settings_load(name):
+    parser = argparse.ArgumentParser()
+    bench.add_command(parser.add_subparsers(dest="command"))
+    args, extra = parser.parse_known_args(["bench", *sim_predict.BENCHES[name], "--out", "x"])
+    assert not extra and args.staleness == "0,1,2,4" and args.sync_modes == "drain,interrupt,inflight"
+    cfg = load_config(args.config, args.overrides)
+    assert cfg.learner.threads == (2 if "threads" in name else 1)
+
+
+def test_a_row_is_within_bounds_only_when_throughput_and_staleness_both_are():
+    rows = {"a": {"completions_per_s": (11.4, 10.0), "staleness_mean": (1.2, 1.0)},   # 14%, 0.2
+            "b": {"completions_per_s": (11.6, 10.0), "staleness_mean": (1.0, 1.0)},   # 16%
+            "c": {"completions_per_s": (9.0, 10.0), "staleness_mean": (1.0, 1.35)},   # -10%, 0.35
+            "d": {"completions_per_s": (8.6, 10.0), "staleness_mean": (0.0, 0.0)}}    # -14%
+    got = {v["run"]: (round(v["ratio"], 2), v["within"]) for v in sim_predict.verdicts(rows)}
+    assert got == {"a": (1.14, True), "b": (1.16, False), "c": (0.9, False), "d": (0.86, True)}
+    text = sim_predict.table("toy", (0.3, 1.9), sim_predict.verdicts(rows))
+    assert "2 of 4 runs within 15% and 0.3 versions" in text and "| b | 11.6 / 10 | 1.16 |" in text
