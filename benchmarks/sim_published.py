@@ -45,6 +45,9 @@ class Peer:
     # the synchronous arm's published breakdown, seconds per step: generation, training (0: none)
     sync_generate_s: float = 0.0
     sync_train_s: float = 0.0
+    # the asynchronous arm's engines drop each running sequence's KV at a weight update and prefill
+    # it again (costs.generation.rebuild_kv_after_sync): AReaL's interruptible generation
+    rebuild_kv: bool = False
 
 
 AREAL = ("batch_groups=512", "generator.group_size=16", "max_prompt_tokens=1024", "generator.max_new_tokens=31744",
@@ -58,10 +61,10 @@ PEERS = {
     # Batch 512 prompts x 16, 31K generation, 3/4 of the GPUs for SGLang, max_head_offpolicyness 4,
     # recomputed log-probs, interruptible generation: benchmark/verl_v0_3_0_post1_76084d3/ at 820ca49.
     "areal-1.5b": Peer("AReaL v0.3, Table 2", "h800", "DeepSeek-R1-Distill-Qwen-1.5B", 128, 96, 4,
-                       41.0 * 3600 / 1000, 14.8 * 3600 / 1000, AREAL),
+                       41.0 * 3600 / 1000, 14.8 * 3600 / 1000, AREAL, rebuild_kv=True),
     # the same table: R1-Distill-Qwen-7B on 24 nodes, 57.7 h against 25.4 h (2.27x)
     "areal-7b": Peer("AReaL v0.3, Table 2", "h800", "DeepSeek-R1-Distill-Qwen-7B", 192, 144, 4,
-                     57.7 * 3600 / 1000, 25.4 * 3600 / 1000, AREAL),
+                     57.7 * 3600 / 1000, 25.4 * 3600 / 1000, AREAL, rebuild_kv=True),
     # verl recipe/fully_async_policy README (volcengine/verl, 10/17/2025): Qwen2.5-Math-7B, 128 H20,
     # DAPO, 28K responses, n 16, 512 prompts a step; colocated sync 356.30 s a step (generation 177.85,
     # old log-probs 53.92, update 113.81) against fully async 64:64 at 150.63 s (2.35x over 400 steps,
@@ -97,7 +100,7 @@ def arm(peer: Peer, steps: int, synchronous: bool, efficiency: list[str]) -> dic
     base = with_overrides(load_costs(None), [
         "generation.lengths.kind=lognormal", f"generation.lengths.median={peer.lengths[0]}",
         f"generation.lengths.sigma={peer.lengths[1]}", f"generation.prompt_tokens={peer.prompt_tokens}",
-        "verifier.check_s=0.0001"])
+        f"generation.rebuild_kv_after_sync={str(peer.rebuild_kv).lower()}", "verifier.check_s=0.0001"])
     gpus, model = load_hardware(peer.hardware, overrides=efficiency), load_model(cfg.model)
     return simulate(with_kv_limit(cfg, model, gpus, base), hardware_costs(cfg, model, gpus, base))
 

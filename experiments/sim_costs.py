@@ -8,7 +8,8 @@ Each stage is a few numbers, so a user can read what the model assumes and chang
 
     generation   a decode step of an engine takes step_s + seq_s·n seconds with n sequences
                  running (one token for each of them), or flop_seq_s·n where that is longer (the
-                 FLOP-bound side, at large n), plus prefill_s for each group it starts;
+                 FLOP-bound side, at large n), plus prefill_s for each group it starts (and, with
+                 rebuild_kv_after_sync, the running sequences' KV again after an inflight sync);
                  completion lengths from `lengths` (fixed, lognormal, or a ledger's values)
     verifier     check_s per sample, plus gate_s per group (the gate's latency)
     learner      step_s per step plus token_s per trained token, per epoch, over num_ranks ranks
@@ -63,6 +64,11 @@ class Generation:
     flop_seq_s: float = 0.0   # a step takes at least this per running sequence (FLOP-bound decode)
     prefill_s: float = 0.0    # per group started
     prompt_tokens: int = 128  # a prompt's tokens: the hardware formulas' prefill and context (sim_gpu.py)
+    # after an inflight weight update: false, each running sequence keeps its KV cache (vLLM's
+    # pause and reload, ours); true, the engine drops it and rebuilds it, a prefill of the prompt and
+    # the tokens so far at prefill_s / prompt_tokens a token (AReaL's interruptible generation; the
+    # attention over the longer context is not charged beyond the prompt's)
+    rebuild_kv_after_sync: bool = False
     lengths: Lengths = field(default_factory=Lengths)
 
     def decode_step_s(self, running: int) -> float:

@@ -148,6 +148,7 @@ class Engine:
         self.wake: simpy.Event | None = None
         self.stepping = False  # waiting out decode steps: an outside change interrupts it
         self.stopped: simpy.Event | None = None  # triggered when a drain/abort/pause has taken hold
+        self.rebuild_tokens = 0  # KV to prefill again before the next step (rebuild_kv_after_sync)
         self.process = sim.env.process(self.loop())
 
     def poke(self):
@@ -193,7 +194,9 @@ class Engine:
             running = self.sequences()
             self.trace.append((env.now, running))
             dt = costs.decode_step_s(running)
-            first = dt + costs.prefill_s * started  # the step that starts new groups prefills them too
+            # the step that starts new groups prefills them too, and after a sync any KV to rebuild
+            first = dt + costs.prefill_s * started + costs.prefill_s / costs.prompt_tokens * self.rebuild_tokens
+            self.rebuild_tokens = 0
             steps = min(r for grp in self.running for r in grp.remaining if r > 0)  # until one finishes
             start = env.now
             work = Work(self.sim, "generator", first + (steps - 1) * dt)
@@ -226,6 +229,10 @@ class Engine:
         return self.stopped
 
     def resume(self, version: int):
+        gen = self.sim.costs.generation
+        if self.pausing and gen.rebuild_kv_after_sync:  # each running sequence: its prompt and tokens so far
+            self.rebuild_tokens = sum(gen.prompt_tokens + length - left for grp in self.running
+                                      for length, left in zip(grp.lengths, grp.remaining) if left > 0)
         self.version, self.open, self.pausing, self.aborting = version, True, False, False
         self.stopped = None
         self.poke()

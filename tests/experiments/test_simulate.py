@@ -310,3 +310,21 @@ def test_calibration_fits_the_factors_that_reproduce_the_measured_slowdowns(tmp_
     assert c.sharing.learner > 0.4 and c.sharing.generator > 0.5
     r = simulate(load_config(str(folder / "staleness-2" / "config.yaml")), c)
     assert (r["slowdown/learner"], r["slowdown/generator"]) == pytest.approx((1.4, 1.5), rel=0.01)
+
+
+@pytest.mark.parametrize("mode", ["inflight", "drain"])
+def test_rebuilding_the_kv_after_an_inflight_sync_costs_a_prefill_of_what_is_running(mode):
+    # one group of two 100-token samples at a time: group 0 takes 0.11 s (its first step prefills the
+    # 100-token prompt at 0.001 s a token) + 99 x 0.01 = 1.10 s; the learner trains it until 1.405,
+    # while group 1 runs; the inflight sync pauses it after its step in flight, the 21st token (at
+    # 0.11 + 20 x 0.01 = 0.31 s into it), and with the rebuild its next step first prefills 100 + 21
+    # tokens again for each of its 2 samples: 0.242 s later to the end. drain waits for group 1 to
+    # finish: nothing to rebuild.
+    cfg = config(steps=2, batch_groups=1, max_staleness=1, **{"generator.group_size": 2,
+                 "generator.max_new_tokens": 128, "generator.max_tasks_in_flight": 1,
+                 "generator.sync_mode": mode})
+    base = costs(gen_step=0.01, tokens=100, learner_step=0.305)
+    base = replace(base, generation=replace(base.generation, prefill_s=0.1, prompt_tokens=100))
+    rebuild = replace(base, generation=replace(base.generation, rebuild_kv_after_sync=True))
+    kept, rebuilt = simulate(cfg, base)["wall_s"], simulate(cfg, rebuild)["wall_s"]
+    assert rebuilt - kept == pytest.approx(0.242 if mode == "inflight" else 0.0)
