@@ -10,6 +10,13 @@ benches: the embedded default's toy task and the chain task (configs/chain.yaml)
 max_staleness 0, 1, 2 and 4 under drain and at 4 under interrupt and inflight, and the toy task again
 with two torch threads in the learner (the cost ratio between generation and training moves).
 
+Across machines (`--cross BASE,OTHER`, and after `--run` the toy bench against the two-thread one):
+OTHER's arms predicted from BASE's calibration with only the learner's alone speed taken from OTHER
+(its `learner_only` arm, the learner replayed alone), so the changed generator-to-learner cost ratio
+is predicted without looking at OTHER's end-to-end runs; the sharing factors stay BASE's (an
+assumption: two learner threads may contend more). It prints the async-over-sync ratio predicted
+and measured.
+
 Each bench is calibrated on itself (`jury simulate --calibration DIR`: the alone arms and its first
 end-to-end run, experiments/sim_costs.py), and each of its end-to-end runs is simulated from its own
 config.yaml. A row is within bounds when the predicted completions/s is within 15% of the measured
@@ -59,6 +66,29 @@ def table(bench: str, factors: tuple[float, float], rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def speedup(rows: list[dict], which: str) -> float:
+    """The fastest asynchronous run's completions/s over the synchronous run's (max_staleness=0)."""
+    sync = next(r[which] for r in rows if r["run"] == "max_staleness=0")
+    return max(r[which] for r in rows if r["run"] != "max_staleness=0") / sync
+
+
+def cross(base: Path, other: Path) -> str:
+    from dataclasses import replace
+
+    from jury.experiments.simulate import against_bench, calibrated
+
+    costs = calibrated(str(base))
+    alone = json.loads((other / "bench.json").read_text())["learner_only"]["tokens_per_s"]
+    costs = replace(costs, learner=replace(costs.learner, token_s=1 / alone))
+    rows = verdicts(against_bench(str(other), costs))
+    text = table(f"{other.name} predicted from {base.name}'s calibration and its own learner alone",
+                 (costs.sharing.learner, costs.sharing.generator), rows)
+    if any(r["run"] == "max_staleness=0" for r in rows):
+        text += (f"\nasync over sync, completions/s: predicted {speedup(rows, 'predicted'):.2f}x, "
+                 f"measured {speedup(rows, 'measured'):.2f}x")
+    return text
+
+
 def report(folders: list[Path]) -> str:
     from jury.experiments.simulate import against_bench, calibrated
 
@@ -76,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true", help="run the benches missing under --out, then report")
     ap.add_argument("--out", type=Path, default=Path("runs/sim-predict"))
     ap.add_argument("--only", default="", help=f"comma-separated bench names (of {', '.join(BENCHES)})")
+    ap.add_argument("--cross", default="", metavar="BASE,OTHER", help="predict OTHER from BASE's calibration")
     args = ap.parse_args(argv)
     if args.run:
         names = [n for n in args.only.split(",") if n] or list(BENCHES)
@@ -86,11 +117,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(" ".join(cmd), flush=True)
                 subprocess.run(cmd, check=False)
         folders = [args.out / n for n in names if (args.out / n / "bench.json").is_file()]
+        if {"toy", "toy-learner2threads"} <= {f.name for f in folders} and not args.cross:
+            args.cross = f"{args.out / 'toy'},{args.out / 'toy-learner2threads'}"
     else:
         folders = args.dirs
-    if not folders:
-        ap.error("no bench folder to report (give DIRs, or --run)")
-    print(report(folders))
+    if not folders and not args.cross:
+        ap.error("no bench folder to report (give DIRs, --cross or --run)")
+    if folders:
+        print(report(folders))
+    if args.cross:
+        base, other = (Path(x) for x in args.cross.split(","))
+        print(cross(base, other))
     return 0
 
 

@@ -32,3 +32,11 @@ def test_a_row_is_within_bounds_only_when_throughput_and_staleness_both_are():
     assert got == {"a": (1.14, True), "b": (1.16, False), "c": (0.9, False), "d": (0.86, True)}
     text = sim_predict.table("toy", (0.3, 1.9), sim_predict.verdicts(rows))
     assert "2 of 4 runs within 15% and 0.3 versions" in text and "| b | 11.6 / 10 | 1.16 |" in text
+
+
+def test_the_speedup_is_the_fastest_asynchronous_run_over_the_synchronous_one():
+    rows = [{"run": "max_staleness=0", "predicted": 10.0, "measured": 8.0},
+            {"run": "max_staleness=1", "predicted": 15.0, "measured": 12.0},
+            {"run": "max_staleness=4,inflight", "predicted": 22.0, "measured": 20.0}]
+    assert sim_predict.speedup(rows, "predicted") == pytest.approx(2.2)
+    assert sim_predict.speedup(rows, "measured") == pytest.approx(2.5)
