@@ -23,7 +23,7 @@ from jury.models.registry import model_folder, model_positions
 from jury.cluster.diversify import Diversifier
 from jury.cluster.rewrite import Rewriter
 from jury.data.prompts import resolve_template
-from jury.cluster.errors import RunFailed, SyncTimeout
+from jury.cluster.errors import RunFailed, SyncTimeout, ray_start_failed
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
 from jury.cluster.metrics import stage
@@ -34,6 +34,33 @@ log = logging.getLogger(__name__)
 RESEND_DRAIN_S = 1.0  # at recovery, the learner takes in its queue this long before saying what it lacks
 # verifier.reward -> the LLM role its scheme asks on the verifier workers
 SCHEME_ROLES: dict[str, LLMRole] = {"tinyv": "tinyv", "llm_judge": "judge", "llm_kd": "teacher"}
+
+
+def end_failed_ray_node(driver_pid: int, grace_s: float = 3.0) -> int:
+    """End what a Ray node that failed to start in process `driver_pid` left running; returns how
+    many. Its session folder is named after that process (session_DATE_TIME_MICROS_PID) and every
+    process of the node names the folder on its command line; the dashboard agent, slow to start,
+    outlives the raylet that started it (Ray does not end it: its parent is gone)."""
+    import re
+
+    import psutil
+
+    session = re.compile(rf"session_\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_{driver_pid}(/|$|\s)")
+    left = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.pid != driver_pid and session.search(" ".join(proc.info["cmdline"] or [])):
+                proc.terminate()
+                left.append(proc)
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(left, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    return len(left)
 
 
 class Pipeline:
@@ -130,8 +157,14 @@ class Pipeline:
         address = os.environ.get("RAY_ADDRESS")
         need = (cfg.learner.num_ranks * cfg.learner.num_cpus + cfg.num_generators * cfg.generator.num_cpus
                 + cfg.num_verifiers * cfg.verifier.num_cpus)
-        ray.init(address=address, include_dashboard=False, log_to_driver=True,
-                 **({} if address else {"num_cpus": max(os.cpu_count() or 1, int(need + 1))}))
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=True,
+                     **({} if address else {"num_cpus": max(os.cpu_count() or 1, int(need + 1))}))
+        except Exception as e:
+            if "timed out during startup" not in str(e):
+                raise
+            end_failed_ray_node(os.getpid())
+            raise RunFailed(ray_start_failed(address, os.getloadavg()[0], os.cpu_count() or 1)) from e
         self.started_ray = not address
         stop_on_sigterm()
 
