@@ -36,10 +36,11 @@ def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch, max_stale
     # the generator killed; a verifier's check process killed: the pool replaces it, nothing is unchecked
     ("kill:generator0@1,kill_pool:verifier0@2", []),
     # the engine core killed with a weight sync every 4 steps (the driver used to wait forever), the
-    # generator slowed so that it still holds tasks of steps 2 and 3 when it dies; resend_after_s so
-    # long that the run would wait it out once per lost batch: everything it held is re-sent when
+    # generator slowed so that it still holds tasks of later steps when it dies (killed at step 1: at
+    # step 2 it had finished them in the runs of 2026-11-26, and the test tested nothing); resend_after_s
+    # so long that the run would wait it out once per lost batch: everything it held is re-sent when
     # the restarted generator is wired back in (before, one batch per resend_after_s)
-    ("slow:generator0@0:3,kill_engine:generator0@2", ["sync_every=4", "max_staleness=3", "steps=6",
+    ("slow:generator0@0:3,kill_engine:generator0@1", ["sync_every=4", "max_staleness=3", "steps=6",
                                                        "resend_after_s=300"]),
 ])
 def test_dead_workers_lose_no_group_and_count_none_twice(tiny_model_path, tmp_path, faults, extra):
