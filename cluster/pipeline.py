@@ -19,6 +19,7 @@ import time
 
 from jury.protocol.config import ConfigError, Fault, RunConfig
 from jury.protocol.plan import LLMRole, RunPlan, make_plan
+from jury.protocol.reaper import end as end_processes
 from jury.models.registry import model_folder, model_positions
 from jury.cluster.diversify import Diversifier
 from jury.cluster.rewrite import Rewriter
@@ -48,19 +49,9 @@ def end_failed_ray_node(driver_pid: int, grace_s: float = 3.0) -> int:
     session = re.compile(rf"session_\d{{4}}-\d\d-\d\d_\d\d-\d\d-\d\d_\d+_{driver_pid}(/|$|\s)")
     left = []
     for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if proc.pid != driver_pid and session.search(" ".join(proc.info["cmdline"] or [])):
-                proc.terminate()
-                left.append(proc)
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(left, timeout=grace_s)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    return len(left)
+        if proc.pid != driver_pid and session.search(" ".join(proc.info["cmdline"] or [])):
+            left.append(proc)
+    return len(end_processes(left, grace_s))
 
 
 class Pipeline:
