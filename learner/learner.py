@@ -274,7 +274,7 @@ class Learner:
         watched = {}  # the monitor's KL to the first policy, before the update: the rows as they were sampled
         if self.first_policy is not None:
             watched["learner/initial_kl"] = initial_kl(self.first_policy, shard.batch, self.monitor.initial_kl_rows,
-                                                       self.sampling)
+                                                       self.sampling, self.cfg.micro_batch)
         if shard.scoring is not None:  # self-rewards: scored in one forward with the proximal log-probs
             prox, scored = self._score_on_learner(shard, groups)
         targets = None

@@ -5,7 +5,7 @@ driver's monitor (cluster/monitor.py) watches these over steps and warns.
 
     shadow = Shadow(cfg.monitor)                   # rank 0; keeps the run's completion lengths
     metrics.update(shadow.step(groups, step))      # shadow/* of batch `step`
-    metrics["learner/initial_kl"] = initial_kl(first_policy, batch, rows, sampling)
+    metrics["learner/initial_kl"] = initial_kl(first_policy, batch, rows, sampling, micro_batch)
 
 A sample is *paid* when its reward is above its group's mean: then its advantage is positive under
 every estimator here (GRPO, Dr.GRPO and RLOO all subtract the group's mean), so paid is what the
@@ -109,11 +109,14 @@ class Shadow:
         return out
 
 
-def initial_kl(model, batch, rows: int, sampling) -> float:
+def initial_kl(model, batch, rows: int, sampling, micro_batch: int) -> float:
     """The k3 estimate of KL(π_behav ‖ π_0) per token, π_0 the run's first policy (`model`, frozen),
     over `rows` of the batch's samples, evenly spaced: exp(d) - d - 1 with d = log π_0 - log π_behav
     of each sampled token (never negative). Scored under the generators' sampling (temperature,
-    nucleus) as the behaviour log-probs were; one no-grad forward of those rows."""
+    nucleus) as the behaviour log-probs were; no-grad forwards of `micro_batch` rows at a time,
+    similar lengths together, each cut to its own longest row (as the update's micro-batches: one
+    forward of all the rows padded to the longest took more time than the update itself on the
+    chain task, and its activations grow with rows x the longest row)."""
     import torch
 
     from jury.learner.grpo import token_logprobs
@@ -122,14 +125,18 @@ def initial_kl(model, batch, rows: int, sampling) -> float:
     if rows <= 0 or n == 0:
         return math.nan
     idx = torch.linspace(0, n - 1, min(rows, n)).round().long().unique().to(batch.input_ids.device)
-    width = int(batch.attention[idx].sum(1).max())
-    mask = batch.completion[idx][:, : width - 1]
-    with torch.no_grad():
-        logp = token_logprobs(model, batch.input_ids[idx][:, :width], batch.attention[idx][:, :width], mask,
-                              sampling.temperature, top_p=sampling.top_p)[0]
-    d = torch.where(mask != 0, logp.double() - batch.behav_logp[idx][:, : width - 1].double(), 0.0)
-    tokens = float(mask.sum())
-    return float(((d.exp() - d - 1) * mask).sum()) / tokens if tokens else math.nan
+    idx = idx[torch.argsort(batch.attention[idx].sum(1), stable=True)]
+    k3, tokens = 0.0, 0.0
+    for chunk in idx.split(micro_batch):
+        width = int(batch.attention[chunk].sum(1).max())
+        mask = batch.completion[chunk][:, : width - 1]
+        with torch.no_grad():
+            logp = token_logprobs(model, batch.input_ids[chunk][:, :width], batch.attention[chunk][:, :width], mask,
+                                  sampling.temperature, top_p=sampling.top_p)[0]
+        d = torch.where(mask != 0, logp.double() - batch.behav_logp[chunk][:, : width - 1].double(), 0.0)
+        k3 += float(((d.exp() - d - 1) * mask).sum())
+        tokens += float(mask.sum())
+    return k3 / tokens if tokens else math.nan
 
 
 def _scored(groups: list[ScoredGroup]) -> list[ScoredGroup]:

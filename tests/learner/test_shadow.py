@@ -91,7 +91,55 @@ def test_kl_to_the_first_policy_by_hand():
     ids = torch.tensor([[0, 0], [0, 1]])
     batch = Batch(ids, torch.ones_like(ids), torch.ones(2, 1), torch.full((2, 1), math.log(0.25)),
                   torch.zeros(2), torch.zeros(2), 2)
-    assert initial_kl(LogitsAreWeights(), batch, 16, Sampling(1.0, 1.0, 1)) == pytest.approx(1 - math.log(2))
+    assert initial_kl(LogitsAreWeights(), batch, 16, Sampling(1.0, 1.0, 1), 8) == pytest.approx(1 - math.log(2))
     same = Batch(ids, torch.ones_like(ids), torch.ones(2, 1), torch.full((2, 1), math.log(0.5)),
                  torch.zeros(2), torch.zeros(2), 2)
-    assert initial_kl(LogitsAreWeights(), same, 1, Sampling(1.0, 1.0, 1)) == pytest.approx(0.0, abs=1e-7)
+    assert initial_kl(LogitsAreWeights(), same, 1, Sampling(1.0, 1.0, 1), 8) == pytest.approx(0.0, abs=1e-7)
+
+
+class Shapes(torch.nn.Module):
+    """A Hugging Face model whose decoder notes the shape of every input it is given."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.shapes = model, []
+
+    def get_decoder(self):
+        def decoder(input_ids, attention_mask, use_cache=True):
+            self.shapes.append(tuple(input_ids.shape))
+            return self.model.get_decoder()(input_ids=input_ids, attention_mask=attention_mask, use_cache=use_cache)
+        return decoder
+
+    def get_output_embeddings(self):
+        return self.model.get_output_embeddings()
+
+
+def test_kl_to_the_first_policy_in_micro_batches_cut_to_their_rows(tiny_model_path):
+    """Rows of 5 to 60 tokens: the estimate is the same in micro-batches of 1, 3 or all rows, and
+    with micro-batches of 3 no forward pads a short row to the longest (the one forward of every
+    row at the longest's width took more time than the update on the chain task)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
+    lengths = [60, 5, 9, 33, 6, 14, 7]  # prompt 2 tokens + completion
+    n, width = len(lengths), max(lengths)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, model.config.vocab_size, (n, width), generator=gen)
+    attention = (torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]).long()
+    completion = attention[:, 1:].float()
+    completion[:, 0] = 0.0  # position 0 predicts the prompt's second token
+    behav = torch.where(completion > 0, -torch.rand(n, width - 1, generator=gen) * 8, 0.0)
+    batch = Batch(ids, attention, completion, behav, torch.zeros(n), torch.zeros(n), 1)
+    sampling = Sampling(1.0, 1.0, 1)
+    one_forward = initial_kl(model, batch, n, sampling, n)
+    assert one_forward > 0
+    for micro_batch in (1, 3):
+        assert initial_kl(model, batch, n, sampling, micro_batch) == pytest.approx(one_forward, rel=1e-5)
+    watched = Shapes(model)
+    initial_kl(watched, batch, n, sampling, 3)
+    # sorted 5 6 7 | 9 14 33 | 60: each forward as wide as its own longest row
+    assert watched.shapes == [(3, 7), (3, 33), (1, 60)]
+    # rows: 4 of the 7, evenly spaced (0, 2, 4, 6: lengths 60, 9, 6, 7), in one micro-batch of 3 and one of 1
+    watched.shapes.clear()
+    initial_kl(watched, batch, 4, sampling, 3)
+    assert watched.shapes == [(3, 9), (1, 60)]
