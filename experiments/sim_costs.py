@@ -10,7 +10,8 @@ Each stage is a few numbers, so a user can read what the model assumes and chang
                  running (one token for each of them), or flop_seq_s·n where that is longer (the
                  FLOP-bound side, at large n), plus prefill_s for each group it starts (and, with
                  rebuild_kv_after_sync, the running sequences' KV again after an inflight sync);
-                 completion lengths from `lengths` (fixed, lognormal, or a ledger's values)
+                 completion lengths from `lengths` (fixed, lognormal, a ledger's values, or a run's
+                 recorded groups by task index: trace)
     verifier     check_s per sample, plus gate_s per group (the gate's latency)
     learner      step_s per step plus token_s per trained token, per epoch, over num_ranks ranks
     sync         fixed_s + weight_bytes / bandwidth + one bucket_latency_s per bucket
@@ -39,21 +40,31 @@ from jury.protocol.config import ConfigError
 @dataclass(frozen=True)
 class Lengths:
     """Completion tokens of one sample. `empirical` draws from `values` (a ledger's group means:
-    each sample draws its own, so a group's spread is that of the groups, a stand-in)."""
+    each sample draws its own, so a group's spread is that of the groups, a stand-in). `trace`
+    replays a run's groups: task index i gets the per-sample lengths recorded for index i (the
+    same prompt in every arm of a bench, which the seed fixes), a task past the trace a recorded
+    group drawn at random; a recorded group of another size gives its samples drawn with
+    replacement. The trace keeps what the group means lose: the spread within a group, and the
+    few samples that run to max_new_tokens, which set how long a drain waits."""
 
-    kind: Literal["fixed", "lognormal", "empirical"] = "lognormal"
+    kind: Literal["fixed", "lognormal", "empirical", "trace"] = "lognormal"
     tokens: int = 64          # fixed
     median: float = 40.0      # lognormal
     sigma: float = 0.8        # lognormal: the log's standard deviation (the tail)
     values: tuple[float, ...] = ()  # empirical
+    groups: tuple[tuple[int, ...], ...] = ()  # trace: groups[i], the samples' lengths of task index i
 
-    def draw(self, rng: random.Random, n: int, max_new_tokens: int) -> list[int]:
+    def draw(self, rng: random.Random, n: int, max_new_tokens: int, index: int = 0) -> list[int]:
         if self.kind == "fixed":
             raw = [self.tokens] * n
         elif self.kind == "lognormal":
             raw = [rng.lognormvariate(math.log(self.median), self.sigma) for _ in range(n)]
-        else:
+        elif self.kind == "empirical":
             raw = [rng.choice(self.values) for _ in range(n)]
+        else:
+            group = self.groups[index] if index < len(self.groups) and self.groups[index] else \
+                rng.choice([g for g in self.groups if g])
+            raw = list(group) if len(group) == n else [rng.choice(group) for _ in range(n)]
         return [min(max_new_tokens, max(1, round(x))) for x in raw]
 
 
@@ -132,7 +143,8 @@ def costs_from_dict(d: dict) -> Costs:
         for k, v in data.items():
             sub = {"generation": Generation, "verifier": Verifier, "learner": Learner, "sync": Sync,
                    "sharing": Sharing, "lengths": Lengths}.get(k) if isinstance(v, dict) or v is None else None
-            kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else (tuple(v) if k == "values" else v)
+            kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else \
+                tuple(v) if k == "values" else tuple(tuple(g) for g in v) if k == "groups" else v
         return cls(**kwargs)
 
     costs = build(Costs, d, "")
@@ -153,10 +165,15 @@ def _check(costs: Costs):
 
     walk(costs, "")
     lengths = costs.generation.lengths
-    if lengths.kind not in ("fixed", "lognormal", "empirical"):
-        raise ConfigError(f"costs: generation.lengths.kind must be fixed, lognormal or empirical, got {lengths.kind!r}")
+    if lengths.kind not in ("fixed", "lognormal", "empirical", "trace"):
+        raise ConfigError("costs: generation.lengths.kind must be fixed, lognormal, empirical or trace, "
+                          f"got {lengths.kind!r}")
     if lengths.kind == "empirical" and not lengths.values:
         raise ConfigError("costs: generation.lengths.values is empty (kind empirical draws from it)")
+    if lengths.kind == "trace" and not any(lengths.groups):
+        raise ConfigError("costs: generation.lengths.groups is empty (kind trace replays it)")
+    if any(n < 0 for g in lengths.groups for n in g):
+        raise ConfigError("costs: generation.lengths.groups holds a negative length")
     if costs.sync.bandwidth_bytes_per_s <= 0:
         raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
 
@@ -201,12 +218,29 @@ def _ledger_lengths(run_dir: Path) -> tuple[float, ...]:
     return tuple(values)
 
 
+def _recorded_lengths(run_dir: Path) -> Lengths | None:
+    """The run's recorded groups (record/, what `jury bench` runs write) as a trace by task index;
+    None without a record. Only trained groups are recorded: an index never trained (dropped, or
+    past the last step) stays empty and draws a recorded group instead."""
+    from jury.protocol.record import read_record
+
+    files = sorted((run_dir / "record").glob("step-*.msgpack"))
+    by_index: dict[int, tuple[int, ...]] = {}
+    for f in files:
+        for scored in read_record(str(f)):
+            by_index[scored.group.task.index] = tuple(len(s.token_ids) for s in scored.group.samples)
+    if not by_index:
+        return None
+    return Lengths(kind="trace", groups=tuple(by_index.get(i, ()) for i in range(max(by_index) + 1)))
+
+
 def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     """Fit the costs to a `jury bench` folder: each role alone, and how much the roles slow each
     other where they share cores, from the calibration run (the bench's first max_staleness, its
     default settings) and the alone arms.
 
-    Decode: each end-to-end run gives one point, n the sequences running while the engine is busy
+    Decode: each end-to-end run that threw no generation away (_discarded_work) gives one point, n
+    the sequences running while the engine is busy
     (occupancy_mean over its busy share, 1 - idle) and the seconds per decode step, occupancy_mean /
     its tokens/s per generator (tokens/s is busy share · n / step(n)); two or more fit step_s +
     seq_s·n by least squares, one gives step_s alone. That is decode in the pipeline; alone it is
@@ -217,15 +251,17 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     them to the calibration run's actual overlap. Without an alone arm in bench.json, that role's
     pipeline cost is taken as its alone cost (factor 0).
     Verifier: the verifier-only samples/s. Sync: the run with the least sync time (inflight's, when
-    run: no drain in it). Lengths: the calibration run's ledger."""
+    run: no drain in it). Lengths: the calibration run's recorded groups as a trace by task index
+    (Lengths); a run without a record, its ledger's group means."""
     base = base or Costs()
     folder = Path(bench_dir)
     report = json.loads((folder / "bench.json").read_text())
     runs = _fitted_runs(folder, report)
     sync_run = runs[_calibration_key(runs, report)]
     gens = _num_generators(run_folder(folder, sync_run["run_dir"]))
+    kept = {k: r for k, r in runs.items() if not _discarded_work(run_folder(folder, r["run_dir"]))}
     points = [(r["occupancy_mean"] / max(1e-9, 1 - r.get("idle/generator", 0.0)),
-               r["occupancy_mean"] * gens / r["tokens_per_s"]) for r in runs.values()
+               r["occupancy_mean"] * gens / r["tokens_per_s"]) for r in (kept or runs).values()
               if r.get("occupancy_mean", 0) > 0 and r.get("tokens_per_s", 0) > 0]
     step_s, seq_s = _fit_line(points) if points else (base.generation.step_s, base.generation.seq_s)
     busy_tokens_per_s = sync_run["tokens_per_s"] / (gens * max(1e-9, 1 - sync_run.get("idle/generator", 0.0)))
@@ -238,10 +274,24 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     verifier_only = report.get("verifier_only", {})
     check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
     sync_s = min(r["sync_total_s"] for r in runs.values())
-    lengths = Lengths(kind="empirical", values=_ledger_lengths(run_folder(folder, sync_run["run_dir"])))
+    calibration_dir = run_folder(folder, sync_run["run_dir"])
+    lengths = _recorded_lengths(calibration_dir) or Lengths(kind="empirical", values=_ledger_lengths(calibration_dir))
     return Costs(generation=Generation(step_s / generator_ratio, seq_s / generator_ratio, lengths=lengths),
                  verifier=Verifier(check_s, base.verifier.gate_s), learner=Learner(step_s=0.0, token_s=token_s),
                  sync=Sync(fixed_s=sync_s), sharing=Sharing(learner_ratio - 1, generator_ratio - 1))
+
+
+def _discarded_work(run_dir: Path) -> int:
+    """Groups whose generation the run threw away: interrupted at a sync (sync_mode interrupt), or
+    dropped past max_staleness. bench's tokens/s counts trained tokens only, so such a run's
+    seconds per decode step would come out too long; the decode line is fitted without them (with
+    all runs where every run discarded some)."""
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        return 0
+    lines = path.read_text().splitlines()
+    last = json.loads(lines[-1]) if lines else {}
+    return int(sum(v for k, v in last.items() if k.endswith("/interrupted")) + last.get("feeder/dropped_stale", 0))
 
 
 def _fitted_runs(folder: Path, report: dict) -> dict[str, dict]:

@@ -295,7 +295,7 @@ class Simulation:
         while self.admitted < min(self.limit(), total):
             i = self.admitted
             rng = random.Random(f"{self.cfg.seed}/lengths/{i}")
-            group = Group(i, self.costs.generation.lengths.draw(rng, g.group_size, g.max_new_tokens))
+            group = Group(i, self.costs.generation.lengths.draw(rng, g.group_size, g.max_new_tokens, i))
             self.pending[i] = group
             if self.plan.forced:
                 self.held[i] = group
@@ -415,7 +415,9 @@ class Simulation:
             "groups_per_s": len(timed) / wall,
             "step_s": wall / n,
             "learner_wait_s": mean("wait_s"), "learner_train_s": mean("train_s"), "sync_total_s": mean("sync_s"),
-            "staleness_mean": sum(k * c for k, c in stale.items()) / len(self.trained),
+            # over the timed steps, as `jury bench` means it (the warm-up steps cannot be as stale);
+            # the distribution below counts every step
+            "staleness_mean": sum(g.step - g.version_start for g in timed) / len(timed),
             "staleness": {str(k): stale[k] for k in sorted(stale)},
             # idle as `jury bench` counts it, over the same steps: the learner waiting for groups,
             # a generator with no sequence running, a verifier with no group

@@ -9,7 +9,7 @@ import pytest
 
 from jury.cluster.feeder import draw_staleness
 from jury.experiments.sim_costs import (Costs, Generation, Learner, Lengths, Sharing, Sync, Verifier, calibrate,
-                                        load_costs)
+                                        costs_from_dict, load_costs)
 from jury.experiments.simulate import Simulation, Work, calibrated, simulate
 from jury.protocol.config import ConfigError
 from jury.protocol.config_load import load_config
@@ -183,6 +183,62 @@ def test_calibration_reads_a_bench_folder(tmp_path):
     assert c.verifier.check_s == pytest.approx(0.005)
     assert c.sync.fixed_s == pytest.approx(0.1)
     assert c.generation.lengths == Lengths(kind="empirical", values=(30.0, 50.0))
+
+
+def _record(run_dir, step: int, groups: dict[int, list[int]]):
+    """record/step-N.msgpack holding a group for each task index, its samples of these lengths."""
+    import numpy as np
+
+    from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup, Verdict
+    from jury.protocol.record import write_record
+
+    scored = []
+    for index, lengths in groups.items():
+        task = PromptTask(task_id=f"t{index}", index=index, prompt="p", label="1", source="s")
+        samples = [Sample(np.zeros(n, np.int32), np.zeros(n, np.float32), "", "stop") for n in lengths]
+        group = RolloutGroup(task, np.array([1], np.int32), samples, 0, 0, "g", 0.0)
+        scored.append(ScoredGroup(group, [Verdict("incorrect", "math", 0.0)] * len(lengths),
+                                  np.zeros(len(lengths), np.float32), "s", "a", 0.5, None, 1, 0.0))
+    (run_dir / "record").mkdir(exist_ok=True)
+    write_record(str(run_dir / "record" / f"step-{step:06d}.msgpack"), scored)
+
+
+def test_calibration_replays_the_recorded_groups_and_fits_decode_on_runs_that_threw_nothing_away(tmp_path):
+    """With the calibration run's record, lengths are a trace by task index (each sample's own
+    length, not its group's mean); a run that interrupted groups (its tokens/s counts only the
+    trained ones) gives no decode point: the max_staleness=2 point alone, 30 over a busy 3/4 at
+    30/2000 = 0.015 s, is the line's step_s."""
+    folder = bench_folder(tmp_path)
+    _record(folder / "staleness-0", 0, {0: [3, 300], 1: [40, 40]})
+    _record(folder / "staleness-0", 1, {3: [7, 8]})  # index 2 never trained (dropped): empty in the trace
+    (folder / "staleness-0" / "metrics.jsonl").write_text(
+        json.dumps({"step": 0, "generator0/interrupted": 2}) + "\n" + json.dumps({"step": 1, "generator0/interrupted": 5}) + "\n")
+    c = calibrate(str(folder))
+    assert c.generation.lengths == Lengths(kind="trace", groups=((3, 300), (40, 40), (), (7, 8)))
+    assert (c.generation.step_s, c.generation.seq_s) == (pytest.approx(0.015), 0.0)
+
+
+def test_a_trace_gives_each_task_its_recorded_group():
+    import random
+
+    trace = Lengths(kind="trace", groups=((3, 300), (), (7, 8)))
+    draw = lambda index, n=2: trace.draw(random.Random(index), n, 256, index)  # noqa: E731
+    assert draw(0) == [3, 256] and draw(2) == [7, 8]  # clipped to max_new_tokens
+    assert all(draw(i) in ([3, 256], [7, 8]) for i in (1, 5, 9))  # never trained, or past the trace: a recorded group
+    assert set(draw(0, n=6)) <= {3, 256}  # another group size: its own samples, drawn again
+    assert costs_from_dict({"generation": {"lengths": {"kind": "trace", "groups": [[3, 300], [], [7, 8]]}}}
+                           ).generation.lengths == trace
+    with pytest.raises(ConfigError, match="groups is empty"):
+        costs_from_dict({"generation": {"lengths": {"kind": "trace", "groups": [[]]}}})
+
+
+def test_mean_staleness_is_over_the_timed_steps_as_bench_measures_it():
+    # an instant generator, a 1 s learner step, max_staleness 2: batch s is generated at version
+    # max(0, s - 2), so the steps are 0, 1, 2, 2, 2... stale; bench times from step 2 on: mean 2
+    cfg = config(steps=8, batch_groups=2, max_staleness=2, **{"generator.group_size": 2})
+    r = simulate(cfg, costs(learner_step=1.0))
+    assert r["staleness_mean"] == 2.0
+    assert r["staleness"] == {"0": 2, "1": 2, "2": 12}  # the distribution counts every step
 
 
 def test_the_command_writes_a_table_a_json_and_a_timeline(tmp_path, capsys):
