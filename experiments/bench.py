@@ -332,6 +332,7 @@ def plot_bench(report: dict, out: Path) -> list[Path]:
         vals = [v[key] for _, v in e2e]
         ax.bar([k for k, _ in e2e], vals, bottom=bottom, label=label)
         bottom = [b + x for b, x in zip(bottom, vals)]
+    plt.setp(ax.get_xticklabels(), rotation=20, ha="right")  # run names overlap side by side
     ax.set_ylabel("seconds per learner step")
     ax.set_title("where a step's time goes")
     ax.legend(fontsize=8)
