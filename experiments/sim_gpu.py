@@ -239,8 +239,13 @@ def sync_costs(m: ModelShape, gpus: dict[str, Gpu], base: Sync) -> Sync:
 
 
 def mean_length(costs: Costs, max_new_tokens: int) -> float:
-    """The completion lengths' mean as the simulator draws them (a fixed sample: a pure function)."""
-    draws = costs.generation.lengths.draw(random.Random(0), 4000, max_new_tokens)
+    """The completion lengths' mean as the simulator draws them (a fixed sample: a pure function;
+    a trace's own samples, each task's group being its own)."""
+    lengths = costs.generation.lengths
+    if lengths.kind == "trace":
+        draws = [min(max_new_tokens, max(1, n)) for group in lengths.groups for n in group]
+    else:
+        draws = lengths.draw(random.Random(0), 4000, max_new_tokens)
     return sum(draws) / len(draws)
 
 

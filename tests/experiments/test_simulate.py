@@ -228,6 +228,8 @@ def test_a_trace_gives_each_task_its_recorded_group():
     assert set(draw(0, n=6)) <= {3, 256}  # another group size: its own samples, drawn again
     assert costs_from_dict({"generation": {"lengths": {"kind": "trace", "groups": [[3, 300], [], [7, 8]]}}}
                            ).generation.lengths == trace
+    from jury.experiments.sim_gpu import mean_length
+    assert mean_length(Costs(generation=Generation(lengths=trace)), 256) == (3 + 256 + 7 + 8) / 4
     with pytest.raises(ConfigError, match="groups is empty"):
         costs_from_dict({"generation": {"lengths": {"kind": "trace", "groups": [[]]}}})
 
