@@ -239,8 +239,15 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     other where they share cores, from the calibration run (the bench's first max_staleness, its
     default settings) and the alone arms.
 
-    Decode: each end-to-end run that threw no generation away (_discarded_work) gives one point, n
-    the sequences running while the engine is busy
+    Decode, from a synchronous calibration run (max_staleness 0) with its record: the learner
+    waits, each step, for its batch generated and checked alone on the machine, all of the
+    batch's sequences decoding from the start, so the wait is step_s·(longest completion) +
+    seq_s·(all its tokens); least squares over the timed steps (_sync_decode_line) gives the
+    engine's alone costs with every per-step cost of the pipeline in them, and the generator's
+    sharing factor is 0 (a synchronous run says nothing of contention; generator_only, which runs
+    every task at once, priced a token 2x cheaper on the chain task). Otherwise: each end-to-end
+    run that threw no generation away (_discarded_work) gives one point, n the sequences running
+    while the engine is busy
     (occupancy_mean over its busy share, 1 - idle) and the seconds per decode step, occupancy_mean /
     its tokens/s per generator (tokens/s is busy share · n / step(n)); two or more fit step_s +
     seq_s·n by least squares, one gives step_s alone. That is decode in the pipeline; alone it is
@@ -267,6 +274,9 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     busy_tokens_per_s = sync_run["tokens_per_s"] / (gens * max(1e-9, 1 - sync_run.get("idle/generator", 0.0)))
     alone = report.get("generator_only", {}).get("tokens_per_s")
     generator_ratio = max(1.0, alone / busy_tokens_per_s) if alone and points else 1.0
+    line = _sync_decode_line(run_folder(folder, sync_run["run_dir"]))
+    if line:  # the engine alone, measured: no ratio to divide by
+        (step_s, seq_s), generator_ratio = line, 1.0
     train_token_s = sync_run["learner_train_s"] / (sync_run["tokens_per_s"] * sync_run["step_s"])
     alone = report.get("learner_only", {}).get("tokens_per_s")
     token_s = 1 / alone if alone else train_token_s
@@ -279,6 +289,39 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     return Costs(generation=Generation(step_s / generator_ratio, seq_s / generator_ratio, lengths=lengths),
                  verifier=Verifier(check_s, base.verifier.gate_s), learner=Learner(step_s=0.0, token_s=token_s),
                  sync=Sync(fixed_s=sync_s), sharing=Sharing(learner_ratio - 1, generator_ratio - 1))
+
+
+def _sync_decode_line(run_dir: Path, warmup: int = 2) -> tuple[float, float] | None:
+    """(step_s, seq_s) from a synchronous run: each timed step's learner/wait_s against its recorded
+    batch's longest completion and total completion tokens, least squares through the origin,
+    each coefficient kept >= 0; None unless the run is synchronous, has a record and 3 timed steps."""
+    from jury.protocol.record import read_record
+
+    config, metrics = run_dir / "config.yaml", run_dir / "metrics.jsonl"
+    if not (config.exists() and metrics.exists()) or (yaml.safe_load(config.read_text()) or {}).get("max_staleness", 0):
+        return None
+    waits = {r["step"]: r["learner/wait_s"] for r in map(json.loads, metrics.read_text().splitlines())
+             if r.get("step", -1) >= warmup and "learner/wait_s" in r}
+    points = []
+    for step, wait in sorted(waits.items()):
+        path = run_dir / "record" / f"step-{step:06d}.msgpack"
+        if path.exists():
+            lengths = [len(s.token_ids) for g in read_record(str(path)) for s in g.group.samples]
+            points.append((max(lengths), sum(lengths), wait))
+    if len(points) < 3:
+        return None
+    sxx = sum(x * x for x, _, _ in points)
+    syy = sum(y * y for _, y, _ in points)
+    sxy = sum(x * y for x, y, _ in points)
+    sxw = sum(x * w for x, _, w in points)
+    syw = sum(y * w for _, y, w in points)
+    det = sxx * syy - sxy * sxy
+    a, b = ((sxw * syy - syw * sxy) / det, (syw * sxx - sxw * sxy) / det) if det > 1e-12 else (-1.0, -1.0)
+    if a < 0 or b < 0:  # one term alone, the better of the two
+        a_only, b_only = (sxw / sxx, 0.0), (0.0, syw / syy)
+        sse = lambda ab: sum((w - ab[0] * x - ab[1] * y) ** 2 for x, y, w in points)  # noqa: E731
+        a, b = min(a_only, b_only, key=sse)
+    return a, b
 
 
 def _discarded_work(run_dir: Path) -> int:

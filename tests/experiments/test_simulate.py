@@ -218,6 +218,33 @@ def test_calibration_replays_the_recorded_groups_and_fits_decode_on_runs_that_th
     assert (c.generation.step_s, c.generation.seq_s) == (pytest.approx(0.015), 0.0)
 
 
+def test_a_synchronous_calibration_run_gives_the_engines_alone_costs(tmp_path):
+    """In a synchronous run the learner waits for its whole batch, generated alone: wait = step_s ·
+    (longest completion) + seq_s · (all its tokens). Waits made so with 0.01 and 0.001 over the
+    timed steps (2 to 5: the warm-up steps' waits are off the line) give back the line; the
+    generator's sharing factor is then 0, the alone arm's ratio unused."""
+    folder = bench_folder(tmp_path)
+    run = folder / "staleness-0"
+    batches = {0: [[5, 9]], 1: [[40, 2]], 2: [[10, 10], [3, 30]], 3: [[100, 1]], 4: [[7, 7], [7, 7]], 5: [[60, 50]]}
+    rows = []
+    for step, groups in batches.items():
+        _record(run, step, {2 * step + i: g for i, g in enumerate(groups)})
+        flat = [n for g in groups for n in g]
+        rows.append({"step": step, "learner/wait_s": 0.01 * max(flat) + 0.001 * sum(flat) + (5.0 if step < 2 else 0)})
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = json.loads((folder / "bench.json").read_text())
+    report["generator_only"] = {"tokens_per_s": 3000.0}
+    (folder / "bench.json").write_text(json.dumps(report))
+    c = calibrate(str(folder))
+    assert (c.generation.step_s, c.generation.seq_s) == pytest.approx((0.01, 0.001))
+    assert c.sharing.generator == 0.0
+    # the wait made of longest completions alone: the line keeps step_s >= 0 and seq_s >= 0
+    rows = [dict(r, **{"learner/wait_s": 0.02 * max(n for g in batches[r["step"]] for n in g)}) for r in rows]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert (calibrate(str(folder)).generation.step_s, calibrate(str(folder)).generation.seq_s) == \
+        pytest.approx((0.02, 0.0), abs=1e-9)
+
+
 def test_a_trace_gives_each_task_its_recorded_group():
     import random
 
