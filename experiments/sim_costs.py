@@ -295,12 +295,13 @@ def _sync_decode_line(run_dir: Path, warmup: int = 2) -> tuple[float, float] | N
     """(step_s, seq_s) from a synchronous run: each timed step's learner/wait_s against its recorded
     batch's longest completion and total completion tokens, least squares through the origin,
     each coefficient kept >= 0; None unless the run is synchronous, has a record and 3 timed steps."""
+    from jury.cluster.metrics import read_metrics
     from jury.protocol.record import read_record
 
     config, metrics = run_dir / "config.yaml", run_dir / "metrics.jsonl"
     if not (config.exists() and metrics.exists()) or (yaml.safe_load(config.read_text()) or {}).get("max_staleness", 0):
         return None
-    waits = {r["step"]: r["learner/wait_s"] for r in map(json.loads, metrics.read_text().splitlines())
+    waits = {r["step"]: r["learner/wait_s"] for r in read_metrics(run_dir)
              if r.get("step", -1) >= warmup and "learner/wait_s" in r}
     points = []
     for step, wait in sorted(waits.items()):
@@ -329,11 +330,10 @@ def _discarded_work(run_dir: Path) -> int:
     dropped past max_staleness. bench's tokens/s counts trained tokens only, so such a run's
     seconds per decode step would come out too long; the decode line is fitted without them (with
     all runs where every run discarded some)."""
-    path = run_dir / "metrics.jsonl"
-    if not path.exists():
-        return 0
-    lines = path.read_text().splitlines()
-    last = json.loads(lines[-1]) if lines else {}
+    from jury.cluster.metrics import read_metrics
+
+    rows = read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
+    last = rows[-1] if rows else {}
     return int(sum(v for k, v in last.items() if k.endswith("/interrupted")) + last.get("feeder/dropped_stale", 0))
 
 
