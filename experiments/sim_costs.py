@@ -172,8 +172,10 @@ def _check(costs: Costs):
         raise ConfigError("costs: generation.lengths.values is empty (kind empirical draws from it)")
     if lengths.kind == "trace" and not any(lengths.groups):
         raise ConfigError("costs: generation.lengths.groups is empty (kind trace replays it)")
-    if any(n < 0 for g in lengths.groups for n in g):
-        raise ConfigError("costs: generation.lengths.groups holds a negative length")
+    bad = [n for g in lengths.groups for n in g
+           if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 <= n < math.inf]
+    if bad:
+        raise ConfigError(f"costs: generation.lengths.groups holds {bad[0]!r}: each length is a number of tokens >= 0")
     if costs.sync.bandwidth_bytes_per_s <= 0:
         raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
 

@@ -259,6 +259,9 @@ def test_a_trace_gives_each_task_its_recorded_group():
     assert mean_length(Costs(generation=Generation(lengths=trace)), 256) == (3 + 256 + 7 + 8) / 4
     with pytest.raises(ConfigError, match="groups is empty"):
         costs_from_dict({"generation": {"lengths": {"kind": "trace", "groups": [[]]}}})
+    for bad in ("long", -3, None):
+        with pytest.raises(ConfigError, match="each length is a number of tokens"):
+            costs_from_dict({"generation": {"lengths": {"kind": "trace", "groups": [[3, bad]]}}})
 
 
 def test_mean_staleness_is_over_the_timed_steps_as_bench_measures_it():
