@@ -169,11 +169,14 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
         if monitor and state:  # a resumed run's monitor starts from the steps its folder holds
             for old in read_metrics(run_dir):
                 monitor.observe(old["step"], dict(old))
+        for f in plan.faults:  # the first step's faults hit before its tasks go out: slow@0 slows every task
+            if f.step == first:
+                pipe.inject(f)
         pipe.feeder.admit(pipe.version, stop_at=total)
         last, checkpoint_failed = time.perf_counter(), None
         for step in range(first, cfg.steps):
             for f in plan.faults:
-                if f.step == step:
+                if f.step == step and step > first:
                     pipe.inject(f)
             result = _learner_step(pipe, step)
             row = result.row()

@@ -753,7 +753,8 @@ class RunConfig:
     # generator's vLLM engine core), kill_pool (-9 of a verifier's check process), freeze (SIGSTOP of a
     # generator's or verifier's process: the run must fail naming it, leaving no process behind),
     # slow (seconds per item), raise (the worker's own loop raises on its next item),
-    # e.g. "kill:verifier0@3,slow:generator0@2:5"
+    # e.g. "kill:verifier0@3,slow:generator0@2:5"; a fault at the run's first step hits before its first
+    # tasks are sent (slow:generator0@0:3 slows every task)
     faults: str = ""
     run_dir: str = ""              # default: runs/<timestamp>
     # the learner gives up waiting for a batch after this; a worker that answers nothing this long

@@ -36,8 +36,10 @@ def _assert_nothing_lost_nothing_twice(run_dir, summary, steps, batch, max_stale
     # the generator killed; a verifier's check process killed: the pool replaces it, nothing is unchecked
     ("kill:generator0@1,kill_pool:verifier0@2", []),
     # the engine core killed with a weight sync every 4 steps (the driver used to wait forever), the
-    # generator slowed so that it still holds tasks of later steps when it dies (killed at step 1: at
-    # step 2 it had finished them in the runs of 2026-11-26, and the test tested nothing); resend_after_s
+    # generator slowed (3 s a task, one task after another, from before the first is sent) so that it
+    # still holds tasks of later steps when it dies at step 1. Before, slow@0 came after the first
+    # window's 8 tasks were handed out, slowed none of them, and in CI of 2026-11-26 the generator
+    # had finished all 8 before step 1: the test tested nothing and failed on that; resend_after_s
     # so long that the run would wait it out once per lost batch: everything it held is re-sent when
     # the restarted generator is wired back in (before, one batch per resend_after_s)
     ("slow:generator0@0:3,kill_engine:generator0@1", ["sync_every=4", "max_staleness=3", "steps=6",
