@@ -40,3 +40,35 @@ def test_the_speedup_is_the_fastest_asynchronous_run_over_the_synchronous_one():
             {"run": "max_staleness=4,inflight", "predicted": 22.0, "measured": 20.0}]
     assert sim_predict.speedup(rows, "predicted") == pytest.approx(2.2)
     assert sim_predict.speedup(rows, "measured") == pytest.approx(2.5)
+
+
+def test_the_bound_widens_to_the_run_to_run_spread_of_repeats(tmp_path):
+    """Repeats NAME.r2 ... of a bench NAME: an arm's spread is its largest completions/s over its
+    smallest, less 1, and the staleness range; a prediction outside 15% but inside that spread is within."""
+    import json
+
+    def bench(name, arms):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "bench.json").write_text(json.dumps(
+            {f"end_to_end/{run}": {"completions_per_s": c, "staleness_mean": s} for run, (c, s) in arms.items()}))
+        return folder
+
+    toy = bench("toy", {"max_staleness=1": (100.0, 1.0), "max_staleness=4": (120.0, 3.8)})
+    r2 = bench("toy.r2", {"max_staleness=1": (130.0, 1.0), "max_staleness=4": (121.0, 3.2)})
+    other = bench("chain", {"max_staleness=1": (10.0, 1.0)})
+    assert sim_predict.repeats_of([toy, other, r2]) == {toy: [toy, r2], other: [other]}
+    assert sim_predict.repeats_of([r2]) == {r2: [r2]}  # a repeat without its bench stands alone
+    spread, each = sim_predict.spreads([toy, r2])
+    assert spread["max_staleness=1"] == pytest.approx((0.3, 0.0))
+    assert spread["max_staleness=4"] == pytest.approx((1 / 120, 0.6))
+    assert each["max_staleness=1"] == [100.0, 130.0]
+    rows = {"max_staleness=1": {"completions_per_s": (125.0, 100.0), "staleness_mean": (1.0, 1.0)},  # 25% < 30%
+            "max_staleness=4": {"completions_per_s": (140.0, 120.0), "staleness_mean": (3.3, 3.8)}}  # 17% > 15%
+    got = {v["run"]: v["within"] for v in sim_predict.verdicts(rows, spread)}
+    assert got == {"max_staleness=1": True, "max_staleness=4": False}
+    assert {v["run"]: v["within"] for v in sim_predict.verdicts(rows)} == {"max_staleness=1": False,
+                                                                           "max_staleness=4": False}
+    text = sim_predict.table("toy", (0.1, 0.0), sim_predict.verdicts(rows, spread), each)
+    assert "| max_staleness=1 | 125 / 100 | 1.25 | 100, 130 | 30% |" in text
+    assert "1 of 2 runs within 15% and 0.3 versions (or the run-to-run spread, where wider)" in text
