@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cross", default="", metavar="BASE,OTHER", help="predict OTHER from BASE's calibration")
     ap.add_argument("--repeat", type=int, default=1, help="run each bench this many times (NAME, NAME.r2, ...)")
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error(f"--repeat {args.repeat}: each bench runs at least once (--repeat >= 1)")
     if args.run:
         names = [n for n in args.only.split(",") if n] or list(BENCHES)
         runs = [(n, n if k == 1 else f"{n}.r{k}") for n in names for k in range(1, args.repeat + 1)]

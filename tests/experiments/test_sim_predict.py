@@ -72,3 +72,9 @@ def test_the_bound_widens_to_the_run_to_run_spread_of_repeats(tmp_path):
     text = sim_predict.table("toy", (0.1, 0.0), sim_predict.verdicts(rows, spread), each)
     assert "| max_staleness=1 | 125 / 100 | 1.25 | 100, 130 | 30% |" in text
     assert "1 of 2 runs within 15% and 0.3 versions (or the run-to-run spread, where wider)" in text
+
+
+def test_a_repeat_count_below_one_is_refused_before_any_bench_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        sim_predict.main(["--run", "--repeat", "0", "--out", str(tmp_path)])
+    assert "--repeat >= 1" in capsys.readouterr().err and not any(tmp_path.iterdir())
