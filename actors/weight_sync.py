@@ -23,9 +23,10 @@ import time
 import weakref
 from datetime import timedelta
 
-from jury.protocol.messages import bucket_ready_key, sync_abort_key
+from jury.protocol.messages import bucket_ready_key, poll_sleeps, sync_abort_key
 
-POLL_S = 0.001
+POLL_S = 0.001  # the longest sleep between looks at a broadcast's completion (from FIRST_POLL_S, doubling)
+FIRST_POLL_S = 0.0001
 STORE_POLL_S = 0.01  # between looks at the sync's abort key (a store round trip each)
 # vLLM's layerwise reload logs "<Layer>: Failed to load weights" for a layer that took no weights
 # on a reload. Rotary embeddings hold only buffers and warn on every sync; every other layer is
@@ -61,6 +62,7 @@ class WeightGroup:
         work = self.pg.broadcast([tensor], opts)
         deadline = time.monotonic() + self.timeout.total_seconds()
         next_check = time.monotonic() + STORE_POLL_S
+        sleeps = poll_sleeps(FIRST_POLL_S, POLL_S)
         while not work.is_completed():  # under NCCL wait() would only order the stream
             now = time.monotonic()
             if now > deadline:
@@ -73,7 +75,7 @@ class WeightGroup:
                     self.abort()
                     raise RuntimeError(f"weight plane, rank {self.rank}: {what} aborted by the driver (another "
                                        f"member failed during the sync); the group was aborted")
-            time.sleep(POLL_S)
+            time.sleep(next(sleeps))
         work.wait()
 
     def abort(self):

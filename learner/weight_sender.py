@@ -30,10 +30,13 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from jury.protocol.messages import WeightUpdate, bucket_ready_key, sync_abort_key
+from jury.protocol.messages import WeightUpdate, bucket_ready_key, poll_sleeps, sync_abort_key
 
-POLL_S = 0.001  # between looks at a broadcast's completion: a bucket takes milliseconds at least
-STORE_POLL_S = 0.01  # between looks at the store (receivers ready, the sync aborted): a round trip each
+# Looks at a broadcast's completion and at the receivers' ready keys back off from FIRST_POLL_S
+# (doubling) to these: a bucket on NVLink completes in a fraction of a millisecond
+POLL_S = 0.001  # the longest sleep between looks at a broadcast's completion
+STORE_POLL_S = 0.01  # the longest between looks at the store (receivers ready, the sync aborted): a round trip each
+FIRST_POLL_S = 0.0001
 
 
 class SyncAborted(RuntimeError):
@@ -134,13 +137,14 @@ class WeightSender:
         at once when the driver aborts the sync (a member died: it will never be ready)."""
         keys = [bucket_ready_key(version, bucket, r) for r in range(1, self.world_size)]
         deadline = time.monotonic() + self.timeout.total_seconds()
+        sleeps = poll_sleeps(FIRST_POLL_S, STORE_POLL_S)
         while not self.store.check(keys):
             self._raise_if_aborted(version)
             if time.monotonic() > deadline:  # say which ranks are missing: a timeout names none
                 missing = [r for r, k in enumerate(keys, 1) if not self.store.check([k])]
                 raise TimeoutError(f"weight sync to version {version}: receiver rank(s) {missing} not ready for "
                                    f"bucket {bucket} within {self.timeout.total_seconds():.0f}s (dead, or stuck)")
-            time.sleep(STORE_POLL_S)
+            time.sleep(next(sleeps))
         for key in keys:
             self.store.delete_key(key)
 
@@ -162,6 +166,7 @@ def complete(work, timeout: timedelta, what: str, abort, check=None):
     so is it when `check()`, called every STORE_POLL_S, raises (the driver aborted the sync)."""
     deadline = time.monotonic() + timeout.total_seconds()
     next_check = time.monotonic() + STORE_POLL_S
+    sleeps = poll_sleeps(FIRST_POLL_S, POLL_S)
     while not work.is_completed():
         now = time.monotonic()
         if now > deadline:
@@ -175,7 +180,7 @@ def complete(work, timeout: timedelta, what: str, abort, check=None):
             except Exception:
                 abort()
                 raise
-        time.sleep(POLL_S)
+        time.sleep(next(sleeps))
     work.wait()  # raises the collective's own error, if it failed
 
 

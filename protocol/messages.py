@@ -148,6 +148,17 @@ def bucket_ready_key(version: int, bucket: int, rank: int) -> str:
     return f"jury/v{version}/b{bucket}/r{rank}"
 
 
+def poll_sleeps(first_s: float, most_s: float):
+    """The weight plane's sleeps between looks at something about to happen (a receiver's ready key,
+    a broadcast's completion): `first_s`, doubling, up to `most_s`. A bucket's wait is often under a
+    millisecond; a fixed 10 ms sleep made each of a sync's buckets cost 10 ms (benchmarks/
+    weight_sync_gpu.py), which this bounds at about twice the wait."""
+    pause = first_s
+    while True:
+        yield pause
+        pause = min(most_s, 2 * pause)
+
+
 def sync_abort_key(version: int) -> str:
     """The weight group's store key the driver sets when a member failed during the sync to
     `version` (a generator, or its engine, died): the sender and every live receiver stop waiting
