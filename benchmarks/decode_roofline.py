@@ -15,7 +15,8 @@ does on the same work:
   KV cache of context c, a gated MLP, the LM head over the whole vocabulary and a greedy pick;
 - one decode step for n sequences captured in a CUDA graph (vLLM's decode runs in CUDA graphs),
   replayed --iters times; the median replay is the step time;
-- a prefill of --prefill-rows prompts of --prompt tokens (causal attention, no graph).
+- a prefill of --prefill-rows prompts of each --prompt length (causal attention, grouped-query SDPA
+  without copying K and V per query head, no graph).
 
 For each it prints the time, jury simulate's prediction (with the step overhead, which a graph
 replay does not pay, set to 0), the bytes moved over the time as a fraction of the datasheet's HBM
@@ -45,7 +46,7 @@ def parse_args():
     p.add_argument("--batches", default="1,8,32,64,128,256", help="running sequences n")
     p.add_argument("--contexts", default="512,2048", help="context c of every sequence")
     p.add_argument("--max-cache-tokens", type=int, default=300_000, help="skip n·c above this (KV memory)")
-    p.add_argument("--prompt", type=int, default=1024)
+    p.add_argument("--prompt", default="1024", help="prompt lengths of the prefills, comma-separated")
     p.add_argument("--prefill-rows", type=int, default=16)
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--compile", action="store_true",
@@ -157,8 +158,7 @@ class Decoder:
             q = self._rotate(self._rms(q.view(rows, t, m.heads, m.head_dim), layer["qn"]).transpose(1, 2), pos)
             k = self._rotate(self._rms(k.view(rows, t, m.kv_heads, m.head_dim), layer["kn"]).transpose(1, 2), pos)
             v = v.view(rows, t, m.kv_heads, m.head_dim).transpose(1, 2)
-            k, v = (z.repeat_interleave(self.q_per_kv, 1) for z in (k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)  # K, V not copied
             x = x + a.transpose(1, 2).reshape(rows, t, m.heads * m.head_dim) @ layer["wo"].t()
             gate, up = (self._rms(x, layer["ln2"]) @ layer["wgu"].t()).chunk(2, -1)
             x = x + (F.silu(gate) * up) @ layer["wd"].t()
@@ -264,12 +264,13 @@ def main():
             if cuda:
                 del graph
                 torch.cuda.empty_cache()
-    prompts = torch.randint(0, m.vocab, (args.prefill_rows, args.prompt), device=device)
-    t = timed(lambda: dec.prefill(prompts), max(3, args.iters // 5), cuda)
-    flops = args.prefill_rows * args.prompt * m.forward_flops(args.prompt / 2)
-    rows.append({"phase": "prefill", "n": args.prefill_rows, "context": args.prompt, "measured_s": t,
-                 "predicted_s": args.prefill_rows * prefill_s(m, gpu, 1, args.prompt),
-                 "tokens_per_s": args.prefill_rows * args.prompt / t, "flop_fraction": flops / t / gpu.bf16_flops})
+    for length in (int(x) for x in args.prompt.split(",")):
+        prompts = torch.randint(0, m.vocab, (args.prefill_rows, length), device=device)
+        t = timed(lambda: dec.prefill(prompts), max(3, args.iters // 5), cuda)
+        flops = args.prefill_rows * length * m.forward_flops(length / 2)
+        rows.append({"phase": "prefill", "n": args.prefill_rows, "context": length, "measured_s": t,
+                     "predicted_s": args.prefill_rows * prefill_s(m, gpu, 1, length),
+                     "tokens_per_s": args.prefill_rows * length / t, "flop_fraction": flops / t / gpu.bf16_flops})
     for r in rows:
         r["measured_over_predicted"] = r["measured_s"] / r["predicted_s"]
     result = {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,

@@ -7,7 +7,9 @@
 # 3. benchmarks/learner_gpu.py: a learner bf16 step, ZeRO-1 and ZeRO-2 with fp32 accumulation,
 #    ZeRO-0 with bf16 accumulation (DeepSpeed refuses fp32 accumulation there)
 # 4. benchmarks/decode_roofline.py --fuse: decode steps and a prefill of Qwen3-1.7B's shape against
-#    jury simulate's generation formula (HARDWARE: the card's entry in configs/simulate/hardware.yaml)
+#    jury simulate's generation formula (HARDWARE: the card's entry in configs/simulate/hardware.yaml;
+#    DECODE_ARGS: more of its options, e.g. "--batches 64,256,512 --prompt 256,1024,4096")
+# 5. benchmarks/weight_sync_gpu.py: the learner's WeightSender over NCCL, per-bucket cost and recovery
 # Each stage has its own time limit and a failure in one does not stop the others.
 # STAGES picks some: STAGES="learner decode" LEARNER_ZERO="1" bash scripts/gpu-measure.sh
 set -u
@@ -25,7 +27,7 @@ stage versions
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__, 'transformers', transformers.__version__)"
   python3 -c "import deepspeed; print('deepspeed', deepspeed.__version__)"; } 2>&1 | grep -v WARNING | tee -a "$log"
-stages=" ${STAGES:-tests kernels learner decode} "
+stages=" ${STAGES:-tests kernels learner decode sync} "
 if [[ $stages == *" tests "* ]]; then
 stage "pytest -m gpu tests/kernels"
 timeout ${PYTEST_S:-200} python3 -m pytest -q -rs -m gpu -p no:cacheprovider tests/kernels 2>&1 | tee -a "$log"
@@ -45,6 +47,10 @@ done
 if [[ $stages == *" decode "* ]]; then
   stage "decode roofline against jury simulate, ${HARDWARE:-h100-sxm} figures"
   timeout ${DECODE_S:-150} python3 benchmarks/decode_roofline.py --fuse --profile --hardware "${HARDWARE:-h100-sxm}" \
-    --json "$out/decode.json" 2>&1 | grep -v '^{' | tee -a "$log"
+    ${DECODE_ARGS:-} --json "$out/decode.json" 2>&1 | grep -v '^{' | tee -a "$log"
+fi
+if [[ $stages == *" sync "* ]]; then
+  stage "weight sync: the learner's sender over NCCL, one rank"
+  timeout ${SYNC_S:-120} python3 benchmarks/weight_sync_gpu.py --json "$out/weight_sync.json" 2>&1 | grep -v '^{' | tee -a "$log"
 fi
 stage done

@@ -57,11 +57,11 @@ def test_decode_roofline_benchmark_prices_each_step_as_jury_simulate_does(tmp_pa
     from jury.experiments.sim_gpu import ModelShape, decode_step_s, load_hardware
 
     run([str(ROOT / "benchmarks/decode_roofline.py"), "--tiny", "--iters", "1", "--batches", "1,4",
-         "--contexts", "8", "--prompt", "8", "--prefill-rows", "2", "--json", "d.json"], tmp_path)
+         "--contexts", "8", "--prompt", "8,16", "--prefill-rows", "2", "--json", "d.json"], tmp_path)
     result = json.loads((tmp_path / "d.json").read_text())
     decode = [r for r in result["rows"] if r["phase"] == "decode"]
     assert [(r["n"], r["context"]) for r in decode] == [(1, 8), (4, 8)]
-    assert [r["phase"] for r in result["rows"]].count("prefill") == 1
+    assert [(r["n"], r["context"]) for r in result["rows"] if r["phase"] == "prefill"] == [(2, 8), (2, 16)]
     m = ModelShape(**TINY)
     h100 = load_hardware("h100-sxm")["generator"]
     h100 = dataclasses.replace(h100, efficiency=dataclasses.replace(h100.efficiency, decode_step_overhead_s=0.0))
@@ -72,3 +72,20 @@ def test_decode_roofline_benchmark_prices_each_step_as_jury_simulate_does(tmp_pa
         assert r["bytes"] == result["weight_bytes"] + r["n"] * r["context"] * result["kv_bytes_per_token"]
         assert r["predicted_s"] == pytest.approx(decode_step_s(m, h100, 1, r["n"], r["context"]))
         assert r["measured_s"] > 0
+
+
+def test_weight_sync_benchmark_times_the_learners_sender_and_recovers_after_an_abort(tmp_path):
+    """The learner's WeightSender with one receiving process over gloo: every timed sync of every
+    bucket size reaches the receiver, the per-bucket fit has a positive latency, and after the group
+    is aborted a new sender, store and group carry one more whole sync (as cluster/pipeline.py's
+    recovery does)."""
+    run([str(ROOT / "benchmarks/weight_sync_gpu.py"), "--tiny", "--backend", "gloo", "--receivers", "1",
+         "--bucket-mb", "0.01,0.05,1", "--repeats", "2", "--json", "w.json"], tmp_path)
+    result = json.loads((tmp_path / "w.json").read_text())
+    assert result["received_by"] == [1]
+    assert [r["bucket_mb"] for r in result["table"]] == [0.01, 0.05, 1]
+    buckets = [r["buckets"] for r in result["table"]]
+    assert buckets[0] > buckets[1] > buckets[2] == 1, buckets
+    assert len(result["rows"]) == 6 and all(r["bytes"] == result["bytes"] for r in result["rows"])
+    assert result["recovered_after_abort"]["bytes"] == result["bytes"]
+    assert result["fit"]["bucket_latency_s"] > 0
