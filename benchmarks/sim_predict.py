@@ -17,9 +17,11 @@ is predicted without looking at OTHER's end-to-end runs; the sharing factors sta
 assumption: two learner threads may contend more). It prints the async-over-sync ratio predicted
 and measured.
 
-Each bench is calibrated on itself (`jury simulate --calibration DIR`: the alone arms and its first
-end-to-end run, experiments/sim_costs.py), and each of its end-to-end runs is simulated from its own
-config.yaml. A row is within bounds when the predicted completions/s is within 15% of the measured
+Each bench is calibrated on itself (`jury simulate --calibration DIR --sharing-from max_staleness=1`:
+the alone arms and its first end-to-end run give each role's alone costs, experiments/sim_costs.py,
+and its max_staleness=1 run how much the roles slow each other when they overlap), and each of its
+end-to-end runs is simulated from its own config.yaml. The two runs calibrated on are marked
+"(fitted)" and not counted among the predictions. A row is within bounds when the predicted completions/s is within 15% of the measured
 and the mean staleness within 0.3 versions, or within the run-to-run spread where that is wider (the
 issue allows it). `--repeat N` runs each bench N times (folders NAME, NAME.r2, ...); a folder NAME.rK
 given beside NAME is a repeat of it. An arm's spread is the largest of its repeats' completions/s over
@@ -42,6 +44,8 @@ BENCHES = {
 }
 THROUGHPUT_BOUND = 0.15  # predicted completions/s within 15% of the measured
 STALENESS_BOUND = 0.3    # mean staleness within 0.3 versions
+# the run the sharing factors are fitted to: asynchronous, so generation and training overlap in it
+SHARING_FROM = "max_staleness=1"
 
 
 def verdicts(rows: dict[str, dict], spreads: dict[str, tuple[float, float]] | None = None) -> list[dict]:
@@ -94,7 +98,9 @@ def repeats_of(folders: list[Path]) -> dict[Path, list[Path]]:
 
 
 def table(bench: str, factors: tuple[float, float], rows: list[dict],
-          repeats: dict[str, list[float]] | None = None) -> str:
+          repeats: dict[str, list[float]] | None = None, fitted: tuple[str, ...] = ()) -> str:
+    """The rows as a markdown table; runs named in `fitted` were calibrated on (their verdict says
+    so) and are not counted among the predictions."""
     spread = any(r.get("spread") for r in rows)
     lines = [f"\n### {bench} (sharing factors fitted: learner {factors[0]:.3g}, generator {factors[1]:.3g})\n",
              "| run | completions/s, predicted / measured | ratio |"
@@ -106,11 +112,15 @@ def table(bench: str, factors: tuple[float, float], rows: list[dict],
         if spread:
             each = ", ".join(f"{c:.3g}" for c in (repeats or {}).get(r["run"], []))
             extra = f" {each} | {r['spread'][0]:.0%} |" if r.get("spread") else " | |"
+        verdict = ("yes" if r["within"] else "no") + (" (fitted)" if r["run"] in fitted else "")
         lines.append(f"| {r['run']} | {r['predicted']:.3g} / {r['measured']:.3g} | {r['ratio']:.2f} |{extra} "
-                     f"{r['staleness'][0]:.2f} / {r['staleness'][1]:.2f} | {'yes' if r['within'] else 'no'} |")
-    inside = sum(r["within"] for r in rows)
+                     f"{r['staleness'][0]:.2f} / {r['staleness'][1]:.2f} | {verdict} |")
+    predicted = [r for r in rows if r["run"] not in fitted]
+    inside = sum(r["within"] for r in predicted)
     wider = " (or the run-to-run spread, where wider)" if spread else ""
-    lines.append(f"\n{inside} of {len(rows)} runs within {THROUGHPUT_BOUND:.0%} and {STALENESS_BOUND} versions{wider}")
+    also = f"; calibrated on {', '.join(f for f in fitted if any(r['run'] == f for r in rows))}" if fitted else ""
+    lines.append(f"\n{inside} of {len(predicted)} predicted runs within {THROUGHPUT_BOUND:.0%} and {STALENESS_BOUND} "
+                 f"versions{wider}{also}")
     return "\n".join(lines)
 
 
@@ -120,12 +130,19 @@ def speedup(rows: list[dict], which: str) -> float:
     return max(r[which] for r in rows if r["run"] != "max_staleness=0") / sync
 
 
-def cross(base: Path, other: Path) -> str:
+def fitted_runs(folder: Path, sharing_from: str) -> tuple[str, ...]:
+    """The runs of a bench that its calibration fits to: its first max_staleness (the alone costs)
+    and, when given, the run the sharing factors are fitted to."""
+    first = json.loads((folder / "bench.json").read_text())["config"]["staleness"][0]
+    return (f"max_staleness={first}",) + ((sharing_from,) if sharing_from else ())
+
+
+def cross(base: Path, other: Path, sharing_from: str = "") -> str:
     from dataclasses import replace
 
     from jury.experiments.simulate import against_bench, calibrated
 
-    costs = calibrated(str(base))
+    costs = calibrated(str(base), sharing_from=sharing_from)
     alone = json.loads((other / "bench.json").read_text())["learner_only"]["tokens_per_s"]
     costs = replace(costs, learner=replace(costs.learner, token_s=1 / alone))
     beside = sorted(f for f in other.parent.glob(f"{other.name}.r*") if (f / "bench.json").is_file())
@@ -139,16 +156,17 @@ def cross(base: Path, other: Path) -> str:
     return text
 
 
-def report(folders: list[Path]) -> str:
+def report(folders: list[Path], sharing_from: str = "") -> str:
     from jury.experiments.simulate import against_bench, calibrated
 
     parts = []
     for folder, group in repeats_of(folders).items():
-        costs = calibrated(str(folder))
+        costs = calibrated(str(folder), sharing_from=sharing_from)
         spread, each = spreads(group)
         name = folder.name + (f", {len(group)} repeats" if len(group) > 1 else "")
         parts.append(table(name, (costs.sharing.learner, costs.sharing.generator),
-                           verdicts(against_bench(str(folder), costs), spread), each))
+                           verdicts(against_bench(str(folder), costs), spread), each,
+                           fitted_runs(folder, sharing_from)))
     return "\n".join(parts)
 
 
@@ -160,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help=f"comma-separated bench names (of {', '.join(BENCHES)})")
     ap.add_argument("--cross", default="", metavar="BASE,OTHER", help="predict OTHER from BASE's calibration")
     ap.add_argument("--repeat", type=int, default=1, help="run each bench this many times (NAME, NAME.r2, ...)")
+    ap.add_argument("--sharing-from", default=SHARING_FROM, metavar="RUN",
+                    help=f"the run of each bench the sharing factors are fitted to ({SHARING_FROM}; '' for the "
+                         "calibration run, max_staleness=0, as before 2026-11-27)")
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: each bench runs at least once (--repeat >= 1)")
@@ -180,10 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     if not folders and not args.cross:
         ap.error("no bench folder to report (give DIRs, --cross or --run)")
     if folders:
-        print(report(folders))
+        print(report(folders, args.sharing_from))
     if args.cross:
         base, other = (Path(x) for x in args.cross.split(","))
-        print(cross(base, other))
+        print(cross(base, other, args.sharing_from))
     return 0
 
 

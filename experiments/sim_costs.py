@@ -347,6 +347,34 @@ def _fitted_runs(folder: Path, report: dict) -> dict[str, dict]:
     return runs
 
 
+def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, float]:
+    """The bench run `name` (as `jury bench` names it, "max_staleness=1") to fit the sharing factors
+    to, and how much slower than alone each role ran in it: (its folder, learner ratio, generator
+    ratio). Learner: its train seconds per token over `costs`' alone token_s. Generator: the decode
+    line's alone tokens/s at the sequences the run kept running while busy (occupancy over its busy
+    share), over the tokens/s it made per busy generator. Each ratio is at least 1.
+
+    The synchronous calibration run hardly overlaps the roles, so factors fitted to it say little of
+    an asynchronous run, where generation and training share the cores throughout (docs/results.md,
+    the sim_predict tables): an asynchronous run of the same bench is the one to fit them to."""
+    folder = Path(bench_dir)
+    report = json.loads((folder / "bench.json").read_text())
+    runs = _fitted_runs(folder, report)
+    key = f"end_to_end/{name}"
+    if key not in runs:
+        raise ValueError(f"{folder / 'bench.json'}: no end-to-end run {name!r} to fit the sharing to "
+                         f"(it has {', '.join(k.removeprefix('end_to_end/') for k in runs)})")
+    run = runs[key]
+    run_dir = run_folder(folder, run["run_dir"])
+    busy = max(1e-9, 1 - run.get("idle/generator", 0.0))
+    n = run["occupancy_mean"] / busy
+    g = costs.generation
+    alone_tokens_per_s = n / (g.step_s + g.seq_s * n)
+    generator_ratio = alone_tokens_per_s / (run["tokens_per_s"] / (_num_generators(run_dir) * busy))
+    learner_ratio = run["learner_train_s"] / (run["tokens_per_s"] * run["step_s"]) / costs.learner.token_s
+    return run_dir, max(1.0, learner_ratio), max(1.0, generator_ratio)
+
+
 def _calibration_key(runs: dict[str, dict], report: dict) -> str:
     """The bench's first max_staleness with its default settings (else its first run)."""
     key = f"end_to_end/max_staleness={report['config']['staleness'][0]}"

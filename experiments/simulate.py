@@ -3,6 +3,7 @@
     jury simulate --config configs/chain.yaml [--costs configs/simulate/costs.yaml]
                   [--calibration runs/bench-DIR] [--out DIR] [key=value ...] [costs.a.b=value ...]
     jury simulate --calibration runs/bench-DIR --compare     # each bench run: predicted / measured
+    jury simulate --calibration runs/bench-DIR --sharing-from max_staleness=1 --compare
 
 It runs the loop the driver runs (cluster/driver.py), with time taken from the stage costs
 (experiments/sim_costs.py) instead of from engines:
@@ -25,7 +26,8 @@ generator:learner splits and staleness bounds (experiments/sim_sweep.py).
 
 Where roles share cores (costs.sharing, one CPU machine), the learner's steps and the engines' decode
 steps are Work: each runs at its alone rate, slowed by its factor while the other role is busy,
-re-rated at every start and end (processor sharing).
+re-rated at every start and end (processor sharing). The factors are fitted to one run of the
+calibration bench (--sharing-from: an asynchronous run, where the roles overlap throughout).
 
 What it does not model yet: the verifiers' share of the cores, the verifiers' round-robin queues (one shared queue
 here), prompts' lengths, and preemption in the engine. Settings it does not model are refused by
@@ -43,7 +45,7 @@ from pathlib import Path
 import simpy
 
 from jury.cluster.feeder import draw_staleness
-from jury.experiments.sim_costs import Costs, Sharing, calibrate, calibration_run
+from jury.experiments.sim_costs import Costs, Sharing, calibrate, calibration_run, sharing_run
 from jury.protocol.config import ConfigError, RunConfig
 from jury.protocol.plan import RunPlan, make_plan
 
@@ -449,14 +451,20 @@ def table(report: dict) -> str:
                      else f"{k:<{width}}  {v}" for k, v in rows)
 
 
-def calibrated(bench_dir: str, base: Costs | None = None) -> Costs:
-    """sim_costs.calibrate's costs, with the sharing factors fitted to the calibration run."""
+def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = "") -> Costs:
+    """sim_costs.calibrate's costs, with the sharing factors fitted to the calibration run, or to
+    the bench's run `sharing_from` ("max_staleness=1"; sim_costs.sharing_run): a simulation of that
+    run then slows each role as much as the run measured."""
     from jury.protocol.config_load import load_run_config
 
     costs = calibrate(bench_dir, base)
-    cfg = load_run_config(str(calibration_run(bench_dir)))
-    return replace(costs, sharing=fit_sharing(cfg, costs, 1 + costs.sharing.learner,
-                                                          1 + costs.sharing.generator))
+    if sharing_from:
+        run_dir, learner_ratio, generator_ratio = sharing_run(bench_dir, sharing_from, costs)
+    else:
+        run_dir = calibration_run(bench_dir)
+        learner_ratio, generator_ratio = 1 + costs.sharing.learner, 1 + costs.sharing.generator
+    cfg = load_run_config(str(run_dir))
+    return replace(costs, sharing=fit_sharing(cfg, costs, learner_ratio, generator_ratio))
 
 
 MAX_SHARING = 20.0  # a role overlapping the other a sliver of its time would otherwise fit any factor
@@ -552,6 +560,10 @@ def add_command(sub):
     p.add_argument("--costs", default="", help="stage costs YAML (default: configs/simulate/costs.yaml's values)")
     p.add_argument("--calibration", default="", metavar="BENCH_DIR",
                    help="fit the costs to a jury bench output folder (bench.json and its runs) instead")
+    p.add_argument("--sharing-from", default="", metavar="RUN",
+                   help="with --calibration: fit the sharing factors to this run of the bench (max_staleness=1, as "
+                        "jury bench names it) instead of the calibration run; on a machine where generation and "
+                        "training share cores, an asynchronous run is the one that shows how much they slow each other")
     p.add_argument("--compare", action="store_true",
                    help="with --calibration: simulate each end-to-end run of that bench folder from its own config "
                         "and print predicted against measured (--config and key=value are then not used)")
@@ -588,8 +600,10 @@ def _main(args) -> int:
         cfg = load_config(args.config, run_overrides)
         costs = load_costs(args.costs or None)
         if args.calibration:
-            costs = calibrated(args.calibration, costs)
+            costs = calibrated(args.calibration, costs, args.sharing_from)
         costs = with_overrides(costs, cost_overrides)
+        if args.sharing_from and not args.calibration:
+            raise ValueError("--sharing-from needs --calibration BENCH_DIR")
         if args.compare and not args.calibration:
             raise ValueError("--compare needs --calibration BENCH_DIR")
         if args.compare:

@@ -1,6 +1,7 @@
 """benchmarks/sim_predict.py: its benches are `jury bench` command lines whose settings load, and its
 verdict applies issue 28's bounds (15% on completions/s, 0.3 versions of mean staleness)."""
 import argparse
+import json
 import pathlib
 import sys
 
@@ -31,7 +32,11 @@ def test_a_row_is_within_bounds_only_when_throughput_and_staleness_both_are():
     got = {v["run"]: (round(v["ratio"], 2), v["within"]) for v in sim_predict.verdicts(rows)}
     assert got == {"a": (1.14, True), "b": (1.16, False), "c": (0.9, False), "d": (0.86, True)}
     text = sim_predict.table("toy", (0.3, 1.9), sim_predict.verdicts(rows))
-    assert "2 of 4 runs within 15% and 0.3 versions" in text and "| b | 11.6 / 10 | 1.16 |" in text
+    assert "2 of 4 predicted runs within 15% and 0.3 versions" in text and "| b | 11.6 / 10 | 1.16 |" in text
+    # runs the calibration fitted to are marked and not counted: a within bounds was fitted, so 1 of 3
+    text = sim_predict.table("toy", (0.3, 1.9), sim_predict.verdicts(rows), fitted=("a", "e"))
+    assert "| a | 11.4 / 10 | 1.14 | 1.20 / 1.00 | yes (fitted) |" in text and "| d | 8.6 / 10 | 0.86 |" in text
+    assert "1 of 3 predicted runs within 15% and 0.3 versions; calibrated on a" in text
 
 
 def test_the_speedup_is_the_fastest_asynchronous_run_over_the_synchronous_one():
@@ -71,10 +76,16 @@ def test_the_bound_widens_to_the_run_to_run_spread_of_repeats(tmp_path):
                                                                            "max_staleness=4": False}
     text = sim_predict.table("toy", (0.1, 0.0), sim_predict.verdicts(rows, spread), each)
     assert "| max_staleness=1 | 125 / 100 | 1.25 | 100, 130 | 30% |" in text
-    assert "1 of 2 runs within 15% and 0.3 versions (or the run-to-run spread, where wider)" in text
+    assert "1 of 2 predicted runs within 15% and 0.3 versions (or the run-to-run spread, where wider)" in text
 
 
 def test_a_repeat_count_below_one_is_refused_before_any_bench_runs(tmp_path, capsys):
     with pytest.raises(SystemExit):
         sim_predict.main(["--run", "--repeat", "0", "--out", str(tmp_path)])
     assert "--repeat >= 1" in capsys.readouterr().err and not any(tmp_path.iterdir())
+
+
+def test_the_runs_calibrated_on_are_the_first_staleness_and_the_sharing_run(tmp_path):
+    (tmp_path / "bench.json").write_text(json.dumps({"config": {"staleness": [0, 1, 2]}}))
+    assert sim_predict.fitted_runs(tmp_path, "max_staleness=1") == ("max_staleness=0", "max_staleness=1")
+    assert sim_predict.fitted_runs(tmp_path, "") == ("max_staleness=0",)

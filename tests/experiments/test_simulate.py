@@ -9,7 +9,7 @@ import pytest
 
 from jury.cluster.feeder import draw_staleness
 from jury.experiments.sim_costs import (Costs, Generation, Learner, Lengths, Sharing, Sync, Verifier, calibrate,
-                                        costs_from_dict, load_costs)
+                                        costs_from_dict, load_costs, sharing_run)
 from jury.experiments.simulate import Simulation, Work, calibrated, simulate
 from jury.protocol.config import ConfigError
 from jury.protocol.config_load import load_config
@@ -398,6 +398,42 @@ def test_calibration_fits_the_factors_that_reproduce_the_measured_slowdowns(tmp_
     assert c.sharing.learner > 0.4 and c.sharing.generator > 0.5
     r = simulate(load_config(str(folder / "staleness-2" / "config.yaml")), c)
     assert (r["slowdown/learner"], r["slowdown/generator"]) == pytest.approx((1.4, 1.5), rel=0.01)
+
+
+def test_the_sharing_factors_can_be_fitted_to_an_asynchronous_run(tmp_path):
+    """--sharing-from max_staleness=2: the alone costs still come from the calibration run and the
+    alone arms, the slowdowns from that run. Its learner trains 1000 tokens a step (2000 tokens/s x
+    0.5 s) in 0.8 s against 0.25 s alone (learner_only, 4000 tokens/s): 3.2 times as long. Its
+    generator ran 40 sequences while busy (30 over a busy 3/4) at 2000/0.75 tokens/s, which is what
+    the decode line 0.005 + 0.00025·40 gives alone: ratio 1, factor 0."""
+    folder = bench_folder(tmp_path)
+    report = json.loads((folder / "bench.json").read_text())
+    report["learner_only"] = {"tokens_per_s": 4000.0}
+    (folder / "bench.json").write_text(json.dumps(report))
+    run_dir, learner_ratio, generator_ratio = sharing_run(str(folder), "max_staleness=2", calibrate(str(folder)))
+    assert run_dir == folder / "staleness-2"
+    assert (learner_ratio, generator_ratio) == pytest.approx((3.2, 1.0))
+    # a slowdown the overlap can carry: 1.3 times alone; a simulation of that run is slowed as measured
+    run = report["end_to_end/max_staleness=2"]
+    run["learner_train_s"] = 1.3 * 0.00025 * run["tokens_per_s"] * run["step_s"]
+    (folder / "bench.json").write_text(json.dumps(report))
+    c = calibrated(str(folder), sharing_from="max_staleness=2")
+    assert c.learner.token_s == pytest.approx(0.00025) and c.sharing.generator == pytest.approx(0, abs=1e-9)
+    r = simulate(load_config(str(folder / "staleness-2" / "config.yaml")), c)
+    assert r["slowdown/learner"] == pytest.approx(1.3, rel=0.01)
+    assert c.sharing.learner != calibrated(str(folder)).sharing.learner
+    # a run the bench does not have, or an arm of other settings (never fitted to), is refused by name
+    for name in ("max_staleness=1", "max_staleness=2,slow"):
+        with pytest.raises(ValueError, match=rf"no end-to-end run '{name}' to fit the sharing to \(it has "
+                                             r"max_staleness=0, max_staleness=2\)"):
+            calibrated(str(folder), sharing_from=name)
+
+
+def test_sharing_from_needs_a_calibration(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    assert main(["simulate", "--sharing-from", "max_staleness=1", "--out", str(tmp_path)]) == 2
+    assert "--sharing-from needs --calibration" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("mode", ["inflight", "drain"])
