@@ -28,7 +28,7 @@ from jury.cluster.errors import RunFailed, SyncTimeout, ray_start_failed
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
 from jury.cluster.metrics import stage
-from jury.cluster.placement import generator_placement, server_placement, server_tensor_parallel
+from jury.cluster.placement import engine_cpu_binds, generator_placement, server_placement, server_tensor_parallel
 from jury.protocol.transport import CurveKeys
 
 log = logging.getLogger(__name__)
@@ -191,6 +191,8 @@ class Pipeline:
 
         cfg = self.cfg
         env = {**self.env, "VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib)}
+        if cfg.generator.num_gpus == 0 and cfg.num_generators > 1 and "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = engine_cpu_binds(cfg.num_generators, sorted(os.sched_getaffinity(0)))[i]
         placement = generator_placement(cfg.generator, i)
         return ray.remote(Generator).options(
             **placement, max_restarts=cfg.max_restarts, runtime_env={"env_vars": env},

@@ -14,6 +14,19 @@ def generator_placement(g, i: int) -> dict:
     return _engine_placement(g.num_cpus, g.num_gpus, g.tensor_parallel_size, g.resources, f"jury-generator{i}")
 
 
+def engine_cpu_binds(engines: int, cores: list[int]) -> list[str]:
+    """VLLM_CPU_OMP_THREADS_BIND for each of `engines` CPU engines on one machine with these cores.
+
+    Left to itself ("auto"), every vLLM CPU engine pins its worker to the same cores, all of the
+    machine's but the last (kept for its scheduler process): two engines on two cores both decode
+    on core 0 while core 1 has only the schedulers and the learner (seen here with
+    num_generators=2). Split instead: engine i gets k = max(1, (C - E) // E) cores of its own,
+    taken in turn from the start (wrapping round when the cores are fewer than the engines), and
+    E cores are left over for the schedulers and the learner where there are enough."""
+    k = max(1, (len(cores) - engines) // engines)
+    return [",".join(str(cores[(i * k + j) % len(cores)]) for j in range(k)) for i in range(engines)]
+
+
 def generator_bundles(g) -> list[dict]:
     """Placement-group bundles for one tensor-parallel GPU engine: the actor's CPUs and custom
     resources, then one GPU per tensor-parallel rank. [] when no group is needed (TP 1, or CPU)."""

@@ -87,3 +87,19 @@ def test_a_tensor_parallel_engine_gets_its_gpus_together_on_one_node():
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_several_cpu_engines_on_one_machine_decode_on_cores_of_their_own():
+    """vLLM's "auto" binding pins every CPU engine's worker to the same cores (two engines on two
+    cores both on core 0): each engine gets a slice of its own instead, and E cores stay free for
+    the schedulers and the learner where the machine has enough."""
+    from jury.cluster.placement import engine_cpu_binds
+
+    assert engine_cpu_binds(2, [0, 1]) == ["0", "1"]
+    assert engine_cpu_binds(2, list(range(16))) == ["0,1,2,3,4,5,6", "7,8,9,10,11,12,13"]
+    assert engine_cpu_binds(2, [4, 5, 6, 7]) == ["4", "5"]  # the ids allowed, not 0..C-1
+    assert engine_cpu_binds(3, [0, 1]) == ["0", "1", "0"]    # fewer cores than engines: in turn
+    for engines, cores in ((2, list(range(16))), (4, list(range(8))), (3, list(range(12)))):
+        binds = [set(map(int, b.split(","))) for b in engine_cpu_binds(engines, cores)]
+        assert all(binds[i].isdisjoint(binds[j]) for i in range(engines) for j in range(i))
+        assert len(set(cores) - set().union(*binds)) >= engines
