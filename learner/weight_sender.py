@@ -72,7 +72,9 @@ class WeightSender:
 
     def abort(self):
         """Abort the group (a sync failed, or the plane is re-formed): frees a broadcast that waits
-        on a dead peer. The next `connect` forms a new group on the same store."""
+        on a dead peer. A new group needs a new WeightSender, with its own store, as cluster/pipeline.py's
+        recovery makes: a group formed again on this store was seen to time out in its connect over
+        gloo (while writing benchmarks/weight_sync_gpu.py)."""
         if self.pg is not None:
             self.pg.abort()
             self.pg = None
