@@ -27,7 +27,11 @@ def parse_args():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--json", default="")
     p.add_argument("overrides", nargs="*", help="key=value run settings (the embedded default's otherwise)")
-    return p.parse_args()
+    args = p.parse_args()
+    for name in ("engines", "tasks", "rounds"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name} {getattr(args, name)}: at least 1")
+    return args
 
 
 def one_arm(cfg, model_path: str, engines: int, tasks: int, binds: list[str] | None) -> dict:

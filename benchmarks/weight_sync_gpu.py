@@ -41,7 +41,16 @@ def parse_args():
     p.add_argument("--receivers", type=int, default=0, help="receiving processes (gloo only: one GPU)")
     p.add_argument("--tiny", action="store_true", help="a two-layer model's tensors")
     p.add_argument("--json", default="")
-    return p.parse_args()
+    args = p.parse_args()
+    if args.repeats < 1 or args.receivers < 0:
+        p.error("--repeats is at least 1 (each size needs a timed sync) and --receivers at least 0")
+    try:
+        sizes = [float(x) for x in args.bucket_mb.split(",")]
+    except ValueError:
+        p.error(f"--bucket-mb {args.bucket_mb!r}: comma-separated sizes in MB, e.g. 16,64,256")
+    if not sizes or min(sizes) <= 0:
+        p.error(f"--bucket-mb {args.bucket_mb!r}: every size above 0")
+    return args
 
 
 def shapes(m: dict) -> list[tuple[str, list[int]]]:
