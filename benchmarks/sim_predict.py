@@ -4,18 +4,22 @@ predict every arm of it, and check issue 28's bounds.
     python benchmarks/sim_predict.py --run [--out runs/sim-predict] [--only toy,chain] [--repeat 2]
     python benchmarks/sim_predict.py DIR [DIR ...]      # benches already run (each a `jury bench` folder)
 
-`--run` runs each bench of BENCHES whose folder has no bench.json yet (about 45 minutes alone on two
+`--run` runs each bench of BENCHES whose folder has no bench.json yet (about an hour alone on two
 cores; a bench shares the cores with nothing else or its throughput says little), then reports. The
 benches: the embedded default's toy task and the chain task (configs/chain.yaml), each at
 max_staleness 0, 1, 2 and 4 under drain and at 4 under interrupt and inflight, and the toy task again
-with two torch threads in the learner (the cost ratio between generation and training moves).
+with two torch threads in the learner and with two epochs a step (the cost ratio between generation
+and training moves).
 
 Across machines (`--cross BASE,OTHER`, and after `--run` the toy bench against the two-thread one):
 OTHER's arms predicted from BASE's calibration with only the learner's alone speed taken from OTHER
 (its `learner_only` arm, the learner replayed alone), so the changed generator-to-learner cost ratio
-is predicted without looking at OTHER's end-to-end runs; the sharing factors stay BASE's (an
-assumption: two learner threads may contend more). It prints the async-over-sync ratio predicted
-and measured.
+is predicted without looking at OTHER's end-to-end runs; the sharing factors stay BASE's. A run whose
+learner threads or engines differ from the run the factors were fitted to is outside the
+calibration, and the model says so (Sharing.outside): the table says it under the rows.
+`--predict BASE,OTHER` (after `--run` the toy bench against the two-epoch one) takes nothing of
+OTHER's: a change the model prices itself (learner.epochs doubles the learner's work a step),
+predicted before it is measured. Both print the async-over-sync ratio predicted and measured.
 
 Each bench is calibrated on itself (`jury simulate --calibration DIR --sharing-from max_staleness=1`:
 the alone arms and its first end-to-end run give each role's alone costs, experiments/sim_costs.py,
@@ -41,6 +45,7 @@ BENCHES = {
     "toy": ["--steps", "30", *STALENESS],
     "chain": ["--config", "configs/chain.yaml", "--steps", "20", *STALENESS],
     "toy-learner2threads": ["--steps", "30", *STALENESS, "learner.threads=2"],
+    "toy-epochs2": ["--steps", "30", *STALENESS, "learner.epochs=2"],
 }
 THROUGHPUT_BOUND = 0.15  # predicted completions/s within 15% of the measured
 STALENESS_BOUND = 0.3    # mean staleness within 0.3 versions
@@ -61,7 +66,8 @@ def verdicts(rows: dict[str, dict], spreads: dict[str, tuple[float, float]] | No
             else (THROUGHPUT_BOUND, STALENESS_BOUND)
         out.append({"run": name, "predicted": p_cps, "measured": m_cps, "ratio": ratio,
                     "staleness": (p_st, m_st), "spread": spread, "bound": cps_bound,
-                    "within": abs(ratio - 1) <= cps_bound + 1e-12 and abs(p_st - m_st) <= st_bound + 1e-12})
+                    "within": abs(ratio - 1) <= cps_bound + 1e-12 and abs(p_st - m_st) <= st_bound + 1e-12,
+                    "outside_calibration": values.get("outside_calibration", [])})
     return out
 
 
@@ -115,6 +121,9 @@ def table(bench: str, factors: tuple[float, float], rows: list[dict],
         verdict = ("yes" if r["within"] else "no") + (" (fitted)" if r["run"] in fitted else "")
         lines.append(f"| {r['run']} | {r['predicted']:.3g} / {r['measured']:.3g} | {r['ratio']:.2f} |{extra} "
                      f"{r['staleness'][0]:.2f} / {r['staleness'][1]:.2f} | {verdict} |")
+    outside = sorted({why for r in rows for why in r.get("outside_calibration", [])})
+    if outside:
+        lines.append(f"\nOutside the calibration (the model warns so): {'; '.join(outside)}")
     predicted = [r for r in rows if r["run"] not in fitted]
     inside = sum(r["within"] for r in predicted)
     wider = " (or the run-to-run spread, where wider)" if spread else ""
@@ -156,6 +165,22 @@ def cross(base: Path, other: Path, sharing_from: str = "") -> str:
     return text
 
 
+def predict(base: Path, other: Path, sharing_from: str = "") -> str:
+    """OTHER's runs predicted from BASE's calibration alone, nothing of OTHER measured first: for a
+    change the model prices itself (learner.epochs, batch_groups, group_size), a prediction made
+    before the measurement."""
+    from jury.experiments.simulate import against_bench, calibrated
+
+    costs = calibrated(str(base), sharing_from=sharing_from)
+    rows = verdicts(against_bench(str(other), costs))
+    text = table(f"{other.name} predicted from {base.name}'s calibration alone",
+                 (costs.sharing.learner, costs.sharing.generator), rows)
+    if any(r["run"] == "max_staleness=0" for r in rows):
+        text += (f"\nasync over sync, completions/s: predicted {speedup(rows, 'predicted'):.2f}x, "
+                 f"measured {speedup(rows, 'measured'):.2f}x")
+    return text
+
+
 def report(folders: list[Path], sharing_from: str = "") -> str:
     from jury.experiments.simulate import against_bench, calibrated
 
@@ -176,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", action="store_true", help="run the benches missing under --out, then report")
     ap.add_argument("--out", type=Path, default=Path("runs/sim-predict"))
     ap.add_argument("--only", default="", help=f"comma-separated bench names (of {', '.join(BENCHES)})")
-    ap.add_argument("--cross", default="", metavar="BASE,OTHER", help="predict OTHER from BASE's calibration")
+    ap.add_argument("--cross", default="", metavar="BASE,OTHER",
+                    help="predict OTHER from BASE's calibration and OTHER's learner alone")
+    ap.add_argument("--predict", default="", metavar="BASE,OTHER",
+                    help="predict OTHER from BASE's calibration alone (a change the model prices: learner.epochs)")
     ap.add_argument("--repeat", type=int, default=1, help="run each bench this many times (NAME, NAME.r2, ...)")
     ap.add_argument("--sharing-from", default=SHARING_FROM, metavar="RUN",
                     help=f"the run of each bench the sharing factors are fitted to ({SHARING_FROM}; '' for the "
@@ -196,15 +224,20 @@ def main(argv: list[str] | None = None) -> int:
         folders = [args.out / f for _, f in runs if (args.out / f / "bench.json").is_file()]
         if {"toy", "toy-learner2threads"} <= {f.name for f in folders} and not args.cross:
             args.cross = f"{args.out / 'toy'},{args.out / 'toy-learner2threads'}"
+        if {"toy", "toy-epochs2"} <= {f.name for f in folders} and not args.predict:
+            args.predict = f"{args.out / 'toy'},{args.out / 'toy-epochs2'}"
     else:
         folders = args.dirs
-    if not folders and not args.cross:
-        ap.error("no bench folder to report (give DIRs, --cross or --run)")
+    if not folders and not args.cross and not args.predict:
+        ap.error("no bench folder to report (give DIRs, --cross, --predict or --run)")
     if folders:
         print(report(folders, args.sharing_from))
     if args.cross:
         base, other = (Path(x) for x in args.cross.split(","))
         print(cross(base, other, args.sharing_from))
+    if args.predict:
+        base, other = (Path(x) for x in args.predict.split(","))
+        print(predict(base, other, args.sharing_from))
     return 0
 
 

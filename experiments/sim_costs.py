@@ -106,6 +106,22 @@ class Sharing:
 
     learner: float = 0.0      # the learner, while one or more generators decode
     generator: float = 0.0    # each generator, while the learner trains
+    # the layout of the run the factors were fitted to (0: not recorded): how the cores are shared
+    # moves with the threads that want them, so a run with another layout is outside the calibration
+    learner_threads: int = 0  # learner.threads
+    generators: int = 0       # num_generators
+
+    def outside(self, learner_threads: int, generators: int) -> list[str]:
+        """Why factors fitted at this layout do not carry to a run with this one (empty: they do, or
+        there are none to carry)."""
+        if not (self.learner or self.generator):
+            return []
+        out = []
+        if self.learner_threads and learner_threads != self.learner_threads:
+            out.append(f"learner.threads={learner_threads}, the sharing factors fitted at {self.learner_threads}")
+        if self.generators and generators != self.generators:
+            out.append(f"num_generators={generators}, the sharing factors fitted at {self.generators}")
+        return out
 
 
 @dataclass(frozen=True)
@@ -296,12 +312,21 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
 def _sync_decode_line(run_dir: Path, warmup: int = 2) -> tuple[float, float] | None:
     """(step_s, seq_s) from a synchronous run: each timed step's learner/wait_s against its recorded
     batch's longest completion and total completion tokens, least squares through the origin,
-    each coefficient kept >= 0; None unless the run is synchronous, has a record and 3 timed steps."""
+    each coefficient kept >= 0; None unless the run is synchronous, has a record and 3 timed steps,
+    and its one engine holds the whole batch at once (batch_groups·group_size <= max_num_seqs and
+    batch_groups <= max_tasks_in_flight): otherwise sequences wait for a place, or the batch is split
+    over engines, and the wait is not that line."""
     from jury.cluster.metrics import read_metrics
+    from jury.protocol.config_load import load_run_config
     from jury.protocol.record import read_record
 
     config, metrics = run_dir / "config.yaml", run_dir / "metrics.jsonl"
-    if not (config.exists() and metrics.exists()) or (yaml.safe_load(config.read_text()) or {}).get("max_staleness", 0):
+    if not (config.exists() and metrics.exists()):
+        return None
+    cfg = load_run_config(str(run_dir))
+    g = cfg.generator
+    if cfg.max_staleness or cfg.num_generators != 1 or cfg.batch_groups * g.group_size > g.max_num_seqs \
+            or cfg.batch_groups > g.max_tasks_in_flight:
         return None
     waits = {r["step"]: r["learner/wait_s"] for r in read_metrics(run_dir)
              if r.get("step", -1) >= warmup and "learner/wait_s" in r}

@@ -247,6 +247,8 @@ class Simulation:
         if refused:
             raise ConfigError(f"not modelled (yet): {', '.join(refused)}")
         self.cfg, self.costs = cfg, costs
+        # where the cores are shared as they were not in the run the sharing factors were fitted to
+        self.outside_calibration = costs.sharing.outside(cfg.learner.threads, cfg.num_generators)
         self.env = simpy.Environment()
         self.B = cfg.batch_groups
         self.ready: deque[Group] = deque()        # sent by the feeder, not taken by an engine yet
@@ -436,6 +438,8 @@ class Simulation:
             "slowdown/generator": (self.wall_s["generator"] / self.alone_s["generator"]
                                    if self.alone_s["generator"] else 1.0),
             "wall_s": steps[-1]["end"],
+            # the layout differences that put this prediction outside its calibration (see Sharing.outside)
+            "outside_calibration": self.outside_calibration,
         }
 
 
@@ -444,11 +448,21 @@ def simulate(cfg: RunConfig, costs: Costs) -> dict:
 
 
 def table(report: dict) -> str:
-    rows = [(k, v) for k, v in report.items() if not isinstance(v, dict)]
+    rows = [(k, v) for k, v in report.items() if not isinstance(v, (dict, list))]
     rows.append(("staleness", " ".join(f"{k}:{v}" for k, v in report["staleness"].items())))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"{k:<{width}}  {v:.4g}" if isinstance(v, float) and math.isfinite(v)
                      else f"{k:<{width}}  {v}" for k, v in rows)
+
+
+def warn_outside(report: dict):
+    """A prediction outside its calibration says so where the user reads it."""
+    if report.get("outside_calibration"):
+        import sys
+
+        print(f"warning: outside the calibration ({'; '.join(report['outside_calibration'])}): how the roles share "
+              "the cores changes with the threads and engines that want them, and the sharing factors do not carry "
+              "(docs/simulate.md, \"Where the cores are shared\")", file=sys.stderr)
 
 
 def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = "") -> Costs:
@@ -486,7 +500,7 @@ def fit_sharing(cfg: RunConfig, costs: Costs, learner_ratio: float, generator_ra
             overlap = (report[f"slowdown/{role}"] - 1) / factors[role] if factors[role] else 0.0
             if overlap > 1e-3:
                 factors[role] = min(target / overlap, MAX_SHARING)
-    return Sharing(**factors)
+    return Sharing(**factors, learner_threads=cfg.learner.threads, generators=cfg.num_generators)
 
 
 COMPARED = ("completions_per_s", "tokens_per_s", "step_s", "staleness_mean", "idle/generator", "idle/learner")
@@ -508,6 +522,8 @@ def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
             continue
         predicted = simulate(load_run_config(str(run_folder(folder, measured["run_dir"]))), costs)
         out[name.removeprefix("end_to_end/")] = {k: (predicted[k], measured[k]) for k in COMPARED if k in measured}
+        if predicted["outside_calibration"]:
+            out[name.removeprefix("end_to_end/")]["outside_calibration"] = predicted["outside_calibration"]
     return out
 
 
@@ -517,6 +533,8 @@ def comparison_table(rows: dict[str, dict]) -> str:
     for name, values in rows.items():
         cells = [f"{values[k][0]:.3g} / {values[k][1]:.3g}" if k in values else "" for k in COMPARED]
         lines.append(f"{name:<32}" + "".join(f"{c:>24}" for c in cells))
+        if values.get("outside_calibration"):
+            lines.append(f"{'':<4}outside the calibration: {'; '.join(values['outside_calibration'])}")
     return "\n".join(lines)
 
 
@@ -628,6 +646,7 @@ def _main(args) -> int:
                                                    "max_num_seqs": cfg.generator.max_num_seqs}, indent=2))
     plot_timeline(sim, out / "timeline.png")
     print(table(report))
+    warn_outside(report)
     print(f"\n{out / 'simulate.json'}\n{out / 'timeline.png'}")
     return 0
 

@@ -22,6 +22,7 @@ def test_each_bench_is_a_jury_bench_command_whose_settings_load(name):
     assert not extra and args.staleness == "0,1,2,4" and args.sync_modes == "drain,interrupt,inflight"
     cfg = load_config(args.config, args.overrides)
     assert cfg.learner.threads == (2 if "threads" in name else 1)
+    assert cfg.learner.epochs == (2 if "epochs" in name else 1)
 
 
 def test_a_row_is_within_bounds_only_when_throughput_and_staleness_both_are():
@@ -37,6 +38,10 @@ def test_a_row_is_within_bounds_only_when_throughput_and_staleness_both_are():
     text = sim_predict.table("toy", (0.3, 1.9), sim_predict.verdicts(rows), fitted=("a", "e"))
     assert "| a | 11.4 / 10 | 1.14 | 1.20 / 1.00 | yes (fitted) |" in text and "| d | 8.6 / 10 | 0.86 |" in text
     assert "1 of 3 predicted runs within 15% and 0.3 versions; calibrated on a" in text
+    # a run the model flags outside its calibration (another layout of threads) is said so under the table
+    rows["d"]["outside_calibration"] = ["learner.threads=2, the sharing factors fitted at 1"]
+    text = sim_predict.table("toy", (0.3, 1.9), sim_predict.verdicts(rows))
+    assert "Outside the calibration (the model warns so): learner.threads=2, the sharing factors fitted at 1" in text
 
 
 def test_the_speedup_is_the_fastest_asynchronous_run_over_the_synchronous_one():
@@ -89,3 +94,22 @@ def test_the_runs_calibrated_on_are_the_first_staleness_and_the_sharing_run(tmp_
     (tmp_path / "bench.json").write_text(json.dumps({"config": {"staleness": [0, 1, 2]}}))
     assert sim_predict.fitted_runs(tmp_path, "max_staleness=1") == ("max_staleness=0", "max_staleness=1")
     assert sim_predict.fitted_runs(tmp_path, "") == ("max_staleness=0",)
+
+
+def test_predict_takes_nothing_of_the_other_bench_but_its_configs(tmp_path):
+    """--predict BASE,OTHER: OTHER's runs from BASE's calibration alone. OTHER's learner_only arm
+    (were it read, as --cross does, the learner would be 100 times slower) changes nothing."""
+    import shutil
+
+    from test_simulate import bench_folder
+
+    (tmp_path / "toy").mkdir()
+    base = bench_folder(tmp_path / "toy")
+    other = tmp_path / "toy-epochs2"
+    shutil.copytree(base, other)
+    report = json.loads((other / "bench.json").read_text())
+    report["learner_only"] = {"tokens_per_s": 1.0}
+    (other / "bench.json").write_text(json.dumps(report))
+    text = sim_predict.predict(base, other, "")
+    assert "toy-epochs2 predicted from toy's calibration alone" in text and "async over sync" in text
+    assert text.replace("toy-epochs2 predicted", "toy predicted") == sim_predict.predict(base, base, "")

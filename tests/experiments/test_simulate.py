@@ -243,6 +243,15 @@ def test_a_synchronous_calibration_run_gives_the_engines_alone_costs(tmp_path):
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert (calibrate(str(folder)).generation.step_s, calibrate(str(folder)).generation.seq_s) == \
         pytest.approx((0.02, 0.0), abs=1e-9)
+    # a batch the engine cannot hold at once (4 groups of 8 over max_num_seqs 16, or over 3 tasks in
+    # flight), or split over two engines: its sequences do not all decode from the start, the waits are
+    # not that line, and the decode line comes from the end-to-end runs instead (the test above's)
+    base = (run / "config.yaml").read_text()
+    for extra in ("generator:\n  group_size: 8\n  max_num_seqs: 16\n", "generator:\n  max_tasks_in_flight: 3\n",
+                  "num_generators: 2\n"):
+        (run / "config.yaml").write_text(base.replace("num_generators: 1\n", "") + extra)
+        c = calibrate(str(folder))
+        assert (c.generation.step_s, c.generation.seq_s) != pytest.approx((0.02, 0.0), abs=1e-9), extra
 
 
 def test_a_trace_gives_each_task_its_recorded_group():
@@ -427,6 +436,40 @@ def test_the_sharing_factors_can_be_fitted_to_an_asynchronous_run(tmp_path):
         with pytest.raises(ValueError, match=rf"no end-to-end run '{name}' to fit the sharing to \(it has "
                                              r"max_staleness=0, max_staleness=2\)"):
             calibrated(str(folder), sharing_from=name)
+
+
+def test_a_run_with_other_threads_or_engines_than_the_fitted_one_is_flagged_outside_the_calibration(
+        tmp_path, capsys):
+    """The factors say how one layout of threads shared the cores (docs/results.md: fitted at one
+    learner thread they predicted a two-thread run 1.7x fast). A prediction for another learner.threads
+    or num_generators says it is outside the calibration: in the report, in --compare's table and
+    on the command's stderr. Factors of 0 (each role on its own hardware) carry anywhere."""
+    from jury.experiments.cli import main
+
+    folder = bench_folder(tmp_path)
+    report = json.loads((folder / "bench.json").read_text())
+    report["learner_only"] = {"tokens_per_s": 4000.0}
+    (folder / "bench.json").write_text(json.dumps(report))
+    # an arm of the bench with two learner threads (its config.yaml says so)
+    (folder / "staleness-2-slow" / "config.yaml").write_text(
+        "num_generators: 1\nsteps: 6\nbatch_groups: 4\nmax_staleness: 2\nlearner:\n  threads: 2\n")
+    c = calibrated(str(folder))
+    assert (c.sharing.learner_threads, c.sharing.generators) == (1, 1) and c.sharing.learner > 0
+    assert simulate(config(steps=4), c)["outside_calibration"] == []
+    assert simulate(config(steps=4, num_generators=2, **{"learner.threads": 3}), c)["outside_calibration"] == [
+        "learner.threads=3, the sharing factors fitted at 1", "num_generators=2, the sharing factors fitted at 1"]
+    zero = replace(c, sharing=replace(c.sharing, learner=0.0, generator=0.0))
+    assert simulate(config(steps=4, **{"learner.threads": 3}), zero)["outside_calibration"] == []
+
+    assert main(["simulate", "--calibration", str(folder), "--compare"]) == 0
+    table = capsys.readouterr().out.splitlines()
+    flagged = [i for i, line in enumerate(table) if "outside the calibration" in line]
+    assert len(flagged) == 1 and table[flagged[0] - 1].startswith("max_staleness=2,slow")
+    assert "learner.threads=2, the sharing factors fitted at 1" in table[flagged[0]]
+    assert main(["simulate", "--calibration", str(folder), "--out", str(tmp_path / "sim"), "steps=4",
+                 "learner.threads=2"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: outside the calibration (learner.threads=2, the sharing factors fitted at 1)" in err
 
 
 def test_sharing_from_needs_a_calibration(tmp_path, capsys):
