@@ -146,18 +146,23 @@ def fitted_runs(folder: Path, sharing_from: str) -> tuple[str, ...]:
     return (f"max_staleness={first}",) + ((sharing_from,) if sharing_from else ())
 
 
-def cross(base: Path, other: Path, sharing_from: str = "") -> str:
+def cores_note(costs) -> str:
+    sh = costs.sharing
+    return f", cores model: {sh.cores} cores, engine load {sh.engine_load:.2f}" if sh.cores else ""
+
+
+def cross(base: Path, other: Path, sharing_from: str = "", cores: bool = False) -> str:
     from dataclasses import replace
 
     from jury.experiments.simulate import against_bench, calibrated
 
-    costs = calibrated(str(base), sharing_from=sharing_from)
+    costs = calibrated(str(base), sharing_from=sharing_from, cores=cores)
     alone = json.loads((other / "bench.json").read_text())["learner_only"]["tokens_per_s"]
     costs = replace(costs, learner=replace(costs.learner, token_s=1 / alone))
     beside = sorted(f for f in other.parent.glob(f"{other.name}.r*") if (f / "bench.json").is_file())
     spread, each = spreads([other, *repeats_of([other, *beside])[other][1:]])
     rows = verdicts(against_bench(str(other), costs), spread)
-    text = table(f"{other.name} predicted from {base.name}'s calibration and its own learner alone",
+    text = table(f"{other.name} predicted from {base.name}'s calibration and its own learner alone{cores_note(costs)}",
                  (costs.sharing.learner, costs.sharing.generator), rows, each)
     if any(r["run"] == "max_staleness=0" for r in rows):
         text += (f"\nasync over sync, completions/s: predicted {speedup(rows, 'predicted'):.2f}x, "
@@ -165,15 +170,15 @@ def cross(base: Path, other: Path, sharing_from: str = "") -> str:
     return text
 
 
-def predict(base: Path, other: Path, sharing_from: str = "") -> str:
+def predict(base: Path, other: Path, sharing_from: str = "", cores: bool = False) -> str:
     """OTHER's runs predicted from BASE's calibration alone, nothing of OTHER measured first: for a
     change the model prices itself (learner.epochs, batch_groups, group_size), a prediction made
     before the measurement."""
     from jury.experiments.simulate import against_bench, calibrated
 
-    costs = calibrated(str(base), sharing_from=sharing_from)
+    costs = calibrated(str(base), sharing_from=sharing_from, cores=cores)
     rows = verdicts(against_bench(str(other), costs))
-    text = table(f"{other.name} predicted from {base.name}'s calibration alone",
+    text = table(f"{other.name} predicted from {base.name}'s calibration alone{cores_note(costs)}",
                  (costs.sharing.learner, costs.sharing.generator), rows)
     if any(r["run"] == "max_staleness=0" for r in rows):
         text += (f"\nasync over sync, completions/s: predicted {speedup(rows, 'predicted'):.2f}x, "
@@ -181,14 +186,14 @@ def predict(base: Path, other: Path, sharing_from: str = "") -> str:
     return text
 
 
-def report(folders: list[Path], sharing_from: str = "") -> str:
+def report(folders: list[Path], sharing_from: str = "", cores: bool = False) -> str:
     from jury.experiments.simulate import against_bench, calibrated
 
     parts = []
     for folder, group in repeats_of(folders).items():
-        costs = calibrated(str(folder), sharing_from=sharing_from)
+        costs = calibrated(str(folder), sharing_from=sharing_from, cores=cores)
         spread, each = spreads(group)
-        name = folder.name + (f", {len(group)} repeats" if len(group) > 1 else "")
+        name = folder.name + (f", {len(group)} repeats" if len(group) > 1 else "") + cores_note(costs)
         parts.append(table(name, (costs.sharing.learner, costs.sharing.generator),
                            verdicts(against_bench(str(folder), costs), spread), each,
                            fitted_runs(folder, sharing_from)))
@@ -209,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sharing-from", default=SHARING_FROM, metavar="RUN",
                     help=f"the run of each bench the sharing factors are fitted to ({SHARING_FROM}; '' for the "
                          "calibration run, max_staleness=0, as before 2026-11-27)")
+    ap.add_argument("--cores", action="store_true",
+                    help="the learner slowed by the cores model (Sharing.learner_rate), not by its factor")
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: each bench runs at least once (--repeat >= 1)")
@@ -231,13 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     if not folders and not args.cross and not args.predict:
         ap.error("no bench folder to report (give DIRs, --cross, --predict or --run)")
     if folders:
-        print(report(folders, args.sharing_from))
+        print(report(folders, args.sharing_from, args.cores))
     if args.cross:
         base, other = (Path(x) for x in args.cross.split(","))
-        print(cross(base, other, args.sharing_from))
+        print(cross(base, other, args.sharing_from, args.cores))
     if args.predict:
         base, other = (Path(x) for x in args.predict.split(","))
-        print(predict(base, other, args.sharing_from))
+        print(predict(base, other, args.sharing_from, args.cores))
     return 0
 
 

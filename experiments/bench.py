@@ -217,6 +217,7 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
     own overrides plus the arm's, loaded and checked by the caller)."""
     from dataclasses import replace
 
+    from jury.experiments.sim_costs import machine_cores
     from jury.models.registry import resolve_model
 
     out.mkdir(parents=True, exist_ok=True)
@@ -225,7 +226,9 @@ def bench(cfg, out: Path, staleness: list[int], with_peer: bool = False, sync_mo
     report: dict = {"config": {"steps": cfg.steps, "batch_groups": cfg.batch_groups,
                                "group_size": cfg.generator.group_size, "max_new_tokens": cfg.generator.max_new_tokens,
                                "staleness": staleness, "dataset": cfg.dataset, "sync_mode": cfg.generator.sync_mode,
-                               "sync_modes": list(sync_modes), "arms": [name for name, _ in arms]}}
+                               "sync_modes": list(sync_modes), "arms": [name for name, _ in arms],
+                               # the cores the roles shared (jury simulate's cores model reads it)
+                               "cores": machine_cores()}}
     report["generator_only"] = generator_only(cfg, model_path, (cfg.steps - WARMUP_STEPS) * cfg.batch_groups)
     for k, mode in planned_runs(staleness, sync_modes, cfg.generator.sync_mode):
         if mode is None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +103,13 @@ class Learner:
 class Sharing:
     """How much slower a role runs while the other one runs beside it on the same cores: its rate
     is 1/(1 + factor) of its alone rate for as long as the other is busy, its alone rate otherwise.
-    0 where each role has its own hardware (GPUs: experiments/sim_gpu.py)."""
+    0 where each role has its own hardware (GPUs: experiments/sim_gpu.py).
+
+    With `cores` (the machine's, > 0) the learner's rate comes from the cores instead (learner_rate):
+    each busy engine's worker holds the cores vLLM pins it to, and the learner's threads share the
+    cores left with the floating load of the busy engines (their schedulers and actors,
+    `engine_load` cores each). The learner's OpenMP team goes at the pace of its threads' share, so
+    a run with more learner threads or engines is priced by the same numbers."""
 
     learner: float = 0.0      # the learner, while one or more generators decode
     generator: float = 0.0    # each generator, while the learner trains
@@ -110,11 +117,27 @@ class Sharing:
     # moves with the threads that want them, so a run with another layout is outside the calibration
     learner_threads: int = 0  # learner.threads
     generators: int = 0       # num_generators
+    cores: int = 0            # the machine's cores; 0: no cores model, the learner's factor applies
+    engine_load: float = 0.0  # with cores: the floating cores each busy engine keeps busy beside its pinned worker
+
+    def learner_rate(self, threads: int, engines: int, busy: int) -> float:
+        """The learner's speed against alone with `busy` of `engines` engines decoding (cores model).
+        Each engine's worker is pinned to engine_cores of its own (vLLM's auto binding for one engine,
+        cluster.placement.engine_cpu_binds for several); the learner's threads and the busy engines'
+        floating load share the rest, each thread at free / demand of a core, the team at that
+        pace. Alone, the learner's threads have min(1, cores / threads) each."""
+        if not busy:
+            return 1.0
+        pinned = min(self.cores, busy * engine_cores(self.cores, engines))
+        floating = threads + busy * self.engine_load
+        free = self.cores - pinned
+        share = free / floating if free > 0 else self.cores / (pinned + floating)
+        return min(1.0, share / min(1.0, self.cores / threads))
 
     def outside(self, learner_threads: int, generators: int) -> list[str]:
         """Why factors fitted at this layout do not carry to a run with this one (empty: they do, or
-        there are none to carry)."""
-        if not (self.learner or self.generator):
+        there are none to carry, or the cores model prices the layout)."""
+        if not (self.learner or self.generator) or self.cores:
             return []
         out = []
         if self.learner_threads and learner_threads != self.learner_threads:
@@ -122,6 +145,30 @@ class Sharing:
         if self.generators and generators != self.generators:
             out.append(f"num_generators={generators}, the sharing factors fitted at {self.generators}")
         return out
+
+
+def with_cores(sharing: Sharing, cores: int, threads: int, engines: int) -> Sharing:
+    """The cores model fitted to the same run as `sharing`'s factors: the engine_load with which
+    learner_rate, all `engines` busy beside `threads` learner threads, is the learner factor's
+    1/(1 + learner). Unchanged where the engines' workers leave no core free (nothing to fit)."""
+    pinned = min(cores, engines * engine_cores(cores, engines))
+    if cores - pinned <= 0:
+        return sharing
+    share = min(1.0, cores / threads) / (1 + sharing.learner)  # each learner thread's part of a core, engines busy
+    load = max(0.0, ((cores - pinned) / share - threads) / engines)
+    return dataclasses.replace(sharing, cores=cores, engine_load=load)
+
+
+def machine_cores() -> int:
+    """The cores this process may run on (what the pipeline splits among its CPU engines)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def engine_cores(cores: int, engines: int) -> int:
+    """The cores each CPU engine's worker is pinned to on a machine of `cores`: vLLM's auto binding
+    gives one engine all but the last; several get max(1, (cores - engines) // engines) each
+    (cluster.placement.engine_cpu_binds, which leaves one core an engine to the rest)."""
+    return max(1, (cores - engines) // engines)
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,8 @@ from pathlib import Path
 import simpy
 
 from jury.cluster.feeder import draw_staleness
-from jury.experiments.sim_costs import Costs, Sharing, calibrate, calibration_run, sharing_run
+from jury.experiments.sim_costs import (Costs, Sharing, calibrate, calibration_run, machine_cores, sharing_run,
+                                        with_cores)
 from jury.protocol.config import ConfigError, RunConfig
 from jury.protocol.plan import RunPlan, make_plan
 
@@ -269,9 +270,14 @@ class Simulation:
 
     # ── the cores the roles share ──
     def rate(self, role: str) -> float:
-        """A role's speed relative to alone: slowed by its sharing factor while the other role works."""
+        """A role's speed relative to alone: slowed by its sharing factor while the other role works,
+        or (the learner, with the cores model) by its threads' share of the cores the busy engines leave."""
+        sharing = self.costs.sharing
+        if role == "learner" and sharing.cores:
+            busy = sum(1 for w in self.working if w.role == "generator")
+            return sharing.learner_rate(self.cfg.learner.threads, self.cfg.num_generators, busy)
         other = "generator" if role == "learner" else "learner"
-        factor = getattr(self.costs.sharing, role)
+        factor = getattr(sharing, role)
         return 1 / (1 + factor) if factor and any(w.role == other for w in self.working) else 1.0
 
     def busy(self, work: Work):
@@ -465,10 +471,14 @@ def warn_outside(report: dict):
               "(docs/simulate.md, \"Where the cores are shared\")", file=sys.stderr)
 
 
-def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = "") -> Costs:
+def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = "", cores: bool = False) -> Costs:
     """sim_costs.calibrate's costs, with the sharing factors fitted to the calibration run, or to
     the bench's run `sharing_from` ("max_staleness=1"; sim_costs.sharing_run): a simulation of that
-    run then slows each role as much as the run measured."""
+    run then slows each role as much as the run measured. `cores`: the learner's factor turned into
+    the cores model (Sharing.learner_rate) on the bench's machine (bench.json's config.cores, else
+    this machine's), which prices other learner threads and engine counts."""
+    import json
+
     from jury.protocol.config_load import load_run_config
 
     costs = calibrate(bench_dir, base)
@@ -478,7 +488,11 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
         run_dir = calibration_run(bench_dir)
         learner_ratio, generator_ratio = 1 + costs.sharing.learner, 1 + costs.sharing.generator
     cfg = load_run_config(str(run_dir))
-    return replace(costs, sharing=fit_sharing(cfg, costs, learner_ratio, generator_ratio))
+    sharing = fit_sharing(cfg, costs, learner_ratio, generator_ratio)
+    if cores:
+        machine = json.loads((Path(bench_dir) / "bench.json").read_text())["config"].get("cores") or machine_cores()
+        sharing = with_cores(sharing, machine, cfg.learner.threads, cfg.num_generators)
+    return replace(costs, sharing=sharing)
 
 
 MAX_SHARING = 20.0  # a role overlapping the other a sliver of its time would otherwise fit any factor

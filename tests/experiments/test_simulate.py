@@ -472,6 +472,57 @@ def test_a_run_with_other_threads_or_engines_than_the_fitted_one_is_flagged_outs
     assert "warning: outside the calibration (learner.threads=2, the sharing factors fitted at 1)" in err
 
 
+def test_the_cores_model_gives_the_learner_its_threads_share_of_the_cores_the_engines_leave():
+    """Worked by hand. Two cores, one engine: vLLM pins its worker to one (all but the last), and
+    the learner's threads share the other with the engine's floating load (0.5 of a core)."""
+    sh = Sharing(cores=2, engine_load=0.5)
+    assert sh.learner_rate(threads=1, engines=1, busy=0) == 1.0       # no engine busy: as alone
+    assert sh.learner_rate(threads=1, engines=1, busy=1) == pytest.approx(1 / 1.5)
+    assert sh.learner_rate(threads=2, engines=1, busy=1) == pytest.approx(1 / 2.5)
+    # four threads on two cores: alone each had half a core; beside the engine 1/4.5 of one
+    assert sh.learner_rate(threads=4, engines=1, busy=1) == pytest.approx((1 / 4.5) / 0.5)
+    # two engines on two cores: one core each, none left; every thread shares all cores alike
+    assert sh.learner_rate(threads=1, engines=2, busy=2) == pytest.approx(2 / (2 + 1 + 1.0))
+    assert sh.learner_rate(threads=1, engines=2, busy=1) == pytest.approx(1 / 1.5)
+    # eight cores, one engine pinned to seven: the learner's two threads and the load share one
+    assert Sharing(cores=8, engine_load=0.5).learner_rate(threads=2, engines=1, busy=1) == pytest.approx(1 / 2.5)
+    # a machine with cores to spare slows nothing
+    assert Sharing(cores=16, engine_load=0.5).learner_rate(threads=1, engines=2, busy=2) == 1.0
+
+
+def test_the_cores_model_fitted_to_a_run_reproduces_its_factor_and_prices_other_threads(tmp_path):
+    """with_cores turns the learner's factor k into an engine load: with the fitted layout's engines
+    busy the learner runs at 1/(1 + k), as the factor said, and a simulation of that layout is the
+    factor model's. Two learner threads want a second core the pinned worker holds: slower."""
+    from jury.experiments.sim_costs import with_cores
+
+    sh = with_cores(Sharing(learner=0.5, generator=0.2), cores=2, threads=1, engines=1)
+    assert (sh.cores, sh.engine_load) == (2, pytest.approx(0.5))
+    assert sh.learner_rate(1, 1, 1) == pytest.approx(1 / 1.5)
+    assert sh.learner_rate(2, 1, 1) == pytest.approx(1 / 2.5)
+    assert sh.outside(2, 2) == []  # the cores model prices the layout
+    cfg = config(steps=8, batch_groups=2, max_staleness=2)
+    base = costs(gen_step=0.02, token_s=0.0002, shared=0.5, gen_shared=0.2)
+    factor, cores = simulate(cfg, base), simulate(cfg, replace(base, sharing=sh))
+    assert cores["completions_per_s"] == pytest.approx(factor["completions_per_s"], rel=1e-9)
+    # the learner overlaps decoding for a share of its work; with two threads the same share is
+    # slowed by 1.5 (1/2.5 of the rate) against 0.5 (1/1.5): three times the slowdown over alone
+    one = cores["slowdown/learner"] - 1
+    two = simulate(config(steps=8, batch_groups=2, max_staleness=2, **{"learner.threads": 2}),
+                   replace(base, sharing=sh))["slowdown/learner"] - 1
+    assert one > 0.1 and two == pytest.approx(3 * one, rel=0.02)
+    # no core left beside the engines' workers: nothing to fit, the factors stay
+    assert with_cores(Sharing(learner=0.5), cores=1, threads=1, engines=1) == Sharing(learner=0.5)
+    # calibrated(cores=True) takes the bench machine's cores from bench.json
+    folder = bench_folder(tmp_path)
+    report = json.loads((folder / "bench.json").read_text())
+    report["learner_only"] = {"tokens_per_s": 4000.0}
+    report["config"]["cores"] = 4
+    (folder / "bench.json").write_text(json.dumps(report))
+    c = calibrated(str(folder), cores=True)
+    assert c.sharing.cores == 4 and c.sharing.learner_rate(1, 1, 1) == pytest.approx(1 / (1 + c.sharing.learner))
+
+
 def test_sharing_from_needs_a_calibration(tmp_path, capsys):
     from jury.experiments.cli import main
 
