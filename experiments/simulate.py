@@ -596,6 +596,9 @@ def add_command(sub):
                    help="with --calibration: fit the sharing factors to this run of the bench (max_staleness=1, as "
                         "jury bench names it) instead of the calibration run; on a machine where generation and "
                         "training share cores, an asynchronous run is the one that shows how much they slow each other")
+    p.add_argument("--cores-model", action="store_true",
+                   help="with --calibration: slow the learner by its threads' share of the cores the busy engines leave "
+                        "(one CPU machine; prices other learner.threads and num_generators) instead of by one factor")
     p.add_argument("--compare", action="store_true",
                    help="with --calibration: simulate each end-to-end run of that bench folder from its own config "
                         "and print predicted against measured (--config and key=value are then not used)")
@@ -632,15 +635,20 @@ def _main(args) -> int:
         cfg = load_config(args.config, run_overrides)
         costs = load_costs(args.costs or None)
         if args.calibration:
-            costs = calibrated(args.calibration, costs, args.sharing_from)
+            costs = calibrated(args.calibration, costs, args.sharing_from, cores=args.cores_model)
         costs = with_overrides(costs, cost_overrides)
         if args.sharing_from and not args.calibration:
             raise ValueError("--sharing-from needs --calibration BENCH_DIR")
+        if args.cores_model and not args.calibration:
+            raise ValueError("--cores-model needs --calibration BENCH_DIR (it is fitted to a bench's run)")
         if args.compare and not args.calibration:
             raise ValueError("--compare needs --calibration BENCH_DIR")
         if args.compare:
             print(f"fitted sharing factors: learner {costs.sharing.learner:.3g}, generator "
                   f"{costs.sharing.generator:.3g} (each at 1/(1+factor) of its alone rate while the other works)")
+            if costs.sharing.cores:
+                print(f"cores model: {costs.sharing.cores} cores, {costs.sharing.engine_load:.3g} floating cores "
+                      "a busy engine (the learner's rate)")
             print(comparison_table(against_bench(args.calibration, costs)))
             return 0
         prepare = _preparer(args.hardware, cfg, costs, hw_overrides)

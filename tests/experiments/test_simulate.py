@@ -490,7 +490,7 @@ def test_the_cores_model_gives_the_learner_its_threads_share_of_the_cores_the_en
     assert Sharing(cores=16, engine_load=0.5).learner_rate(threads=1, engines=2, busy=2) == 1.0
 
 
-def test_the_cores_model_fitted_to_a_run_reproduces_its_factor_and_prices_other_threads(tmp_path):
+def test_the_cores_model_fitted_to_a_run_reproduces_its_factor_and_prices_other_threads(tmp_path, capsys):
     """with_cores turns the learner's factor k into an engine load: with the fitted layout's engines
     busy the learner runs at 1/(1 + k), as the factor said, and a simulation of that layout is the
     factor model's. Two learner threads want a second core the pinned worker holds: slower."""
@@ -521,6 +521,12 @@ def test_the_cores_model_fitted_to_a_run_reproduces_its_factor_and_prices_other_
     (folder / "bench.json").write_text(json.dumps(report))
     c = calibrated(str(folder), cores=True)
     assert c.sharing.cores == 4 and c.sharing.learner_rate(1, 1, 1) == pytest.approx(1 / (1 + c.sharing.learner))
+    from jury.experiments.cli import main
+
+    assert main(["simulate", "--calibration", str(folder), "--cores-model", "--compare"]) == 0
+    assert "cores model: 4 cores" in capsys.readouterr().out
+    assert main(["simulate", "--cores-model", "--out", str(tmp_path / "x")]) == 2
+    assert "--cores-model needs --calibration" in capsys.readouterr().err
 
 
 def test_sharing_from_needs_a_calibration(tmp_path, capsys):
