@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import sys
-import time
 
 
 def parse_args():
@@ -35,40 +34,10 @@ def parse_args():
 
 
 def one_arm(cfg, model_path: str, engines: int, tasks: int, binds: list[str] | None) -> dict:
-    import ray
+    """`jury bench`'s generator_only with `engines` engines: vLLM's auto binding each, or `binds`."""
+    from jury.experiments.bench import generator_only
 
-    from jury.actors.generator import Generator
-    from jury.cluster.feeder import Feeder
-    from jury.protocol.messages import RolloutGroup
-    from jury.protocol.transport import Receiver
-
-    ray.init(num_cpus=2 + engines, include_dashboard=False, log_to_driver=False)
-    sink = Receiver("127.0.0.1", hwm=1024, maxsize=1024, name="sink", accept=(RolloutGroup,))
-    warm = 8 * engines
-    feeder = Feeder(cfg.dataset, cfg.seed, tasks + warm, 1, "127.0.0.1")
-    gens = []
-    for i in range(engines):
-        env = {"VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib),
-               "VLLM_CPU_OMP_THREADS_BIND": binds[i] if binds else "auto"}
-        gens.append(ray.remote(Generator).options(num_cpus=1, runtime_env={"env_vars": env}).remote(
-            cfg.generator, model_path, f"generator{i}", cfg.seed + i, cfg.max_model_len))
-    try:
-        ray.get([g.start.remote(feeder.endpoint, [sink.endpoint]) for g in gens])
-        feeder.admit(0, stop_at=warm)
-        for _ in range(warm):
-            sink.get(timeout=300)
-        t0 = time.perf_counter()
-        feeder.admit(0, stop_at=tasks + warm)
-        tokens = 0
-        for _ in range(tasks):
-            tokens += sum(len(s.token_ids) for s in sink.get(timeout=300).samples)
-        dt = time.perf_counter() - t0
-        ray.get([g.stop.remote() for g in gens])
-    finally:
-        feeder.close()
-        sink.close()
-        ray.shutdown()
-    return {"tokens_per_s": tokens / dt, "groups_per_s": tasks / dt, "wall_s": dt}
+    return generator_only(cfg, model_path, tasks, binds or ["auto"] * engines)
 
 
 def main():

@@ -33,7 +33,10 @@ from pathlib import Path
 WARMUP_STEPS = 2  # the first steps include vLLM's slow first generate and the pipeline filling
 
 
-def generator_only(cfg, model_path: str, tasks: int) -> dict:
+def generator_only(cfg, model_path: str, tasks: int, binds: list[str] | None = None) -> dict:
+    """Engines generating alone, fed every task at once: tokens/s over `tasks` groups after a warm-up
+    of 8 a engine. One engine by default (vLLM's own CPU binding); `binds`: one engine each, with
+    that VLLM_CPU_OMP_THREADS_BIND (benchmarks/cpu_engines.py compares bindings so)."""
     import ray
 
     from jury.actors.generator import Generator
@@ -41,20 +44,26 @@ def generator_only(cfg, model_path: str, tasks: int) -> dict:
     from jury.protocol.messages import RolloutGroup
     from jury.protocol.transport import Receiver
 
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    engines = len(binds) if binds else 1
+    ray.init(num_cpus=max(4, 2 + engines), include_dashboard=False, log_to_driver=False)
     sink = Receiver("127.0.0.1", hwm=1024, maxsize=1024, name="sink", accept=(RolloutGroup,))
-    # one "batch" of every task: the feeder's staleness bound never holds the generator back here
-    feeder = Feeder(cfg.dataset, cfg.seed, tasks + 8, 1, "127.0.0.1")
-    gen = ray.remote(Generator).options(
-        num_cpus=1, runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib)}}
-    ).remote(cfg.generator, model_path, "generator0", cfg.seed, cfg.max_model_len)
+    warm = 8 * engines  # the first generate is slow on vLLM's CPU backend
+    # one "batch" of every task: the feeder's staleness bound never holds a generator back here
+    feeder = Feeder(cfg.dataset, cfg.seed, tasks + warm, 1, "127.0.0.1")
+    gens = []
+    for i in range(engines):
+        env = {"VLLM_CPU_KVCACHE_SPACE": str(cfg.generator.kv_cache_gib)}
+        if binds:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = binds[i]
+        gens.append(ray.remote(Generator).options(num_cpus=1, runtime_env={"env_vars": env}).remote(
+            cfg.generator, model_path, f"generator{i}", cfg.seed + i, cfg.max_model_len))
     try:
-        ray.get(gen.start.remote(feeder.endpoint, [sink.endpoint]))
-        feeder.admit(0, stop_at=8)  # warm-up: the first generate is slow on vLLM's CPU backend
-        for _ in range(8):
+        ray.get([g.start.remote(feeder.endpoint, [sink.endpoint]) for g in gens])
+        feeder.admit(0, stop_at=warm)
+        for _ in range(warm):
             sink.get(timeout=300)
         t0 = time.perf_counter()
-        feeder.admit(0, stop_at=tasks + 8)
+        feeder.admit(0, stop_at=tasks + warm)
         tokens = 0
         for _ in range(tasks):
             g = sink.get(timeout=300)
@@ -62,7 +71,7 @@ def generator_only(cfg, model_path: str, tasks: int) -> dict:
                 raise RuntimeError(f"generator-only: expected a RolloutGroup, got {type(g).__name__}")
             tokens += sum(len(s.token_ids) for s in g.samples)
         dt = time.perf_counter() - t0
-        ray.get(gen.stop.remote())
+        ray.get([g.stop.remote() for g in gens])
     finally:
         feeder.close()
         sink.close()

@@ -119,19 +119,23 @@ class Sharing:
     generators: int = 0       # num_generators
     cores: int = 0            # the machine's cores; 0: no cores model, the learner's factor applies
     engine_load: float = 0.0  # with cores: the floating cores each busy engine keeps busy beside its pinned worker
+    # with cores: how long an engine's worker keeps its cores after its last decode step (vLLM's CPU
+    # worker spins waiting for its next message: busy_loop_s, 1 s)
+    spin_s: float = 0.0
 
-    def learner_rate(self, threads: int, engines: int, busy: int) -> float:
-        """The learner's speed against alone with `busy` of `engines` engines decoding (cores model).
-        Each engine's worker is pinned to engine_cores of its own (vLLM's auto binding for one engine,
-        cluster.placement.engine_cpu_binds for several); the learner's threads and the busy engines'
-        floating load share the rest, each thread at free / demand of a core, the team at that
-        pace. Alone, the learner's threads have min(1, cores / threads) each."""
-        if not busy:
+    def learner_rate(self, threads: int, engines: int, busy: int, spinning: int = 0) -> float:
+        """The learner's speed against alone with `busy` of `engines` engines decoding and `spinning`
+        more holding their cores after decoding (cores model). Each engine's worker is pinned to
+        engine_cores of its own (vLLM's auto binding for one engine, cluster.placement.engine_cpu_binds
+        for several); the learner's threads and the decoding engines' floating load share the rest,
+        each thread at free / demand of a core, the team at that pace. Alone, the learner's threads
+        have min(1, cores / threads) each."""
+        if not busy and not spinning:
             return 1.0
-        pinned = min(self.cores, busy * engine_cores(self.cores, engines))
+        pinned = min(self.cores, (busy + spinning) * engine_cores(self.cores, engines))
         floating = threads + busy * self.engine_load
         free = self.cores - pinned
-        share = free / floating if free > 0 else self.cores / (pinned + floating)
+        share = min(1.0, free / floating) if free > 0 else self.cores / (pinned + floating)
         return min(1.0, share / min(1.0, self.cores / threads))
 
     def outside(self, learner_threads: int, generators: int) -> list[str]:
@@ -147,6 +151,9 @@ class Sharing:
         return out
 
 
+VLLM_CPU_SPIN_S = 1.0  # vLLM's CPU worker: SpinCondition's busy_loop_s (docs/results.md, "What takes the cores")
+
+
 def with_cores(sharing: Sharing, cores: int, threads: int, engines: int) -> Sharing:
     """The cores model fitted to the same run as `sharing`'s factors: the engine_load with which
     learner_rate, all `engines` busy beside `threads` learner threads, is the learner factor's
@@ -156,7 +163,7 @@ def with_cores(sharing: Sharing, cores: int, threads: int, engines: int) -> Shar
         return sharing
     share = min(1.0, cores / threads) / (1 + sharing.learner)  # each learner thread's part of a core, engines busy
     load = max(0.0, ((cores - pinned) / share - threads) / engines)
-    return dataclasses.replace(sharing, cores=cores, engine_load=load)
+    return dataclasses.replace(sharing, cores=cores, engine_load=load, spin_s=VLLM_CPU_SPIN_S)
 
 
 def machine_cores() -> int:

@@ -95,8 +95,9 @@ class Work:
     busy from creation to its end; each start and end re-rates every other Work in progress, which
     is interrupted, banks what it did at its old rate, and goes on at the new one."""
 
-    def __init__(self, sim: "Simulation", role: str, amount: float):
+    def __init__(self, sim: "Simulation", role: str, amount: float, owner: str = ""):
         self.sim, self.role, self.amount, self.created = sim, role, amount, sim.env.now
+        self.owner = owner  # the engine whose decode steps these are (the cores model counts engines)
         self.done, self.since, self.rate = 0.0, sim.env.now, 1.0
         self.waiting = False  # in its timeout: only then can it take an interrupt
         self.nudged = False   # an interrupt is on its way: one is enough, it reads the rate when it lands
@@ -202,7 +203,7 @@ class Engine:
             self.rebuild_tokens = 0
             steps = min(r for grp in self.running for r in grp.remaining if r > 0)  # until one finishes
             start = env.now
-            work = Work(self.sim, "generator", first + (steps - 1) * dt)
+            work = Work(self.sim, "generator", first + (steps - 1) * dt, owner=self.name)
             self.stepping = True
             try:
                 yield work.process
@@ -265,6 +266,7 @@ class Simulation:
         self.trained: list[Group] = []
         self.steps: list[dict] = []  # per step: end time, wait_s, train_s, sync_s
         self.working: set[Work] = set()  # the roles' work in progress, sharing the cores
+        self.decoded_until: dict[str, float] = {}  # engine -> when its last decode work ended (its spin)
         self.wall_s = {"learner": 0.0, "generator": 0.0}   # each role's finished work: as it ran,
         self.alone_s = {"learner": 0.0, "generator": 0.0}  # and as it would have run alone
 
@@ -274,8 +276,10 @@ class Simulation:
         or (the learner, with the cores model) by its threads' share of the cores the busy engines leave."""
         sharing = self.costs.sharing
         if role == "learner" and sharing.cores:
-            busy = sum(1 for w in self.working if w.role == "generator")
-            return sharing.learner_rate(self.cfg.learner.threads, self.cfg.num_generators, busy)
+            decoding = {w.owner for w in self.working if w.role == "generator"}
+            spinning = sum(1 for owner, end in self.decoded_until.items()
+                           if owner not in decoding and self.env.now < end + sharing.spin_s)
+            return sharing.learner_rate(self.cfg.learner.threads, self.cfg.num_generators, len(decoding), spinning)
         other = "generator" if role == "learner" else "learner"
         factor = getattr(sharing, role)
         return 1 / (1 + factor) if factor and any(w.role == other for w in self.working) else 1.0
@@ -288,6 +292,14 @@ class Simulation:
         self.working.discard(work)
         self.wall_s[work.role] += self.env.now - work.created
         self.alone_s[work.role] += work.amount
+        if work.role == "generator" and self.costs.sharing.cores and self.costs.sharing.spin_s:
+            self.decoded_until[work.owner] = self.env.now
+            self.env.process(self._spin_ends(self.costs.sharing.spin_s))
+        self._rerate()
+
+    def _spin_ends(self, spin_s: float):
+        """An engine's worker stops spinning spin_s after its last step: the learner's rate changes then."""
+        yield self.env.timeout(spin_s)
         self._rerate()
 
     def _rerate(self):

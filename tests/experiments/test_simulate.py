@@ -486,8 +486,22 @@ def test_the_cores_model_gives_the_learner_its_threads_share_of_the_cores_the_en
     assert sh.learner_rate(threads=1, engines=2, busy=1) == pytest.approx(1 / 1.5)
     # eight cores, one engine pinned to seven: the learner's two threads and the load share one
     assert Sharing(cores=8, engine_load=0.5).learner_rate(threads=2, engines=1, busy=1) == pytest.approx(1 / 2.5)
+    # an engine that stopped decoding still holds its core while its worker spins: one learner thread
+    # has the other core to itself, two share it (the team at half pace), and no floating load is left
+    assert sh.learner_rate(threads=1, engines=1, busy=0, spinning=1) == 1.0
+    assert sh.learner_rate(threads=2, engines=1, busy=0, spinning=1) == pytest.approx(0.5)
     # a machine with cores to spare slows nothing
     assert Sharing(cores=16, engine_load=0.5).learner_rate(threads=1, engines=2, busy=2) == 1.0
+
+
+def test_a_spinning_worker_slows_a_two_thread_learner_until_its_spin_ends():
+    """Two cores, two learner threads. The engine decodes 1 s of work from t=0 (the learner waits);
+    the learner starts 1 s of work at t=1. The worker spins until t=1.5: the learner's thread beside
+    it has half a core, so by then it has done 0.25 s, and the last 0.75 s run alone: it ends at 2.25."""
+    c = replace(costs(), sharing=Sharing(cores=2, engine_load=0.5, spin_s=0.5))
+    sim = Simulation(config(steps=1, batch_groups=1, **{"learner.threads": 2}), c)
+    assert ends(sim, [(0, "generator", 1.0), (1.0, "learner", 1.0)]) == pytest.approx(
+        {"generator": 1.0, "learner": 2.25})
 
 
 def test_the_cores_model_fitted_to_a_run_reproduces_its_factor_and_prices_other_threads(tmp_path, capsys):
@@ -505,12 +519,18 @@ def test_the_cores_model_fitted_to_a_run_reproduces_its_factor_and_prices_other_
     base = costs(gen_step=0.02, token_s=0.0002, shared=0.5, gen_shared=0.2)
     factor, cores = simulate(cfg, base), simulate(cfg, replace(base, sharing=sh))
     assert cores["completions_per_s"] == pytest.approx(factor["completions_per_s"], rel=1e-9)
-    # the learner overlaps decoding for a share of its work; with two threads the same share is
-    # slowed by 1.5 (1/2.5 of the rate) against 0.5 (1/1.5): three times the slowdown over alone
+    # the learner overlaps decoding for a share φ of its work (one = 0.5·φ); with two threads that
+    # share is slowed by 1.5 (1/2.5 of the rate). Without the worker's spin, the rest runs alone:
+    # three times the slowdown; with it (with_cores sets vLLM's 1 s), the rest of each step comes
+    # within a second of decoding here, and the thread beside the spinning worker has half a core
     one = cores["slowdown/learner"] - 1
-    two = simulate(config(steps=8, batch_groups=2, max_staleness=2, **{"learner.threads": 2}),
-                   replace(base, sharing=sh))["slowdown/learner"] - 1
-    assert one > 0.1 and two == pytest.approx(3 * one, rel=0.02)
+    phi = one / 0.5
+    two_threads = config(steps=8, batch_groups=2, max_staleness=2, **{"learner.threads": 2})
+    unspun = simulate(two_threads, replace(base, sharing=replace(sh, spin_s=0.0)))["slowdown/learner"] - 1
+    spun = simulate(two_threads, replace(base, sharing=sh))["slowdown/learner"] - 1
+    assert sh.spin_s == 1.0 and 0.2 < phi < 0.9
+    assert unspun == pytest.approx(3 * one, rel=0.02)
+    assert spun == pytest.approx(1.5 * phi + 1.0 * (1 - phi), rel=0.02)
     # no core left beside the engines' workers: nothing to fit, the factors stay
     assert with_cores(Sharing(learner=0.5), cores=1, threads=1, engines=1) == Sharing(learner=0.5)
     # calibrated(cores=True) takes the bench machine's cores from bench.json
