@@ -346,17 +346,20 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     busy_tokens_per_s = sync_run["tokens_per_s"] / (gens * max(1e-9, 1 - sync_run.get("idle/generator", 0.0)))
     alone = report.get("generator_only", {}).get("tokens_per_s")
     generator_ratio = max(1.0, alone / busy_tokens_per_s) if alone and points else 1.0
-    line = _sync_decode_line(run_folder(folder, sync_run["run_dir"]))
+    calibration_dir = run_folder(folder, sync_run["run_dir"])
+    line = _sync_decode_line(calibration_dir)
     if line:  # the engine alone, measured: no ratio to divide by
         (step_s, seq_s), generator_ratio = line, 1.0
-    train_token_s = sync_run["learner_train_s"] / (sync_run["tokens_per_s"] * sync_run["step_s"])
+    # per trained token and epoch, as Learner.token_s is (the run's tokens are counted once a step;
+    # its train seconds and learner_only's cover every epoch)
+    epochs = _epochs(calibration_dir)
+    train_token_s = sync_run["learner_train_s"] / (sync_run["tokens_per_s"] * sync_run["step_s"]) / epochs
     alone = report.get("learner_only", {}).get("tokens_per_s")
-    token_s = 1 / alone if alone else train_token_s
+    token_s = 1 / (alone * epochs) if alone else train_token_s
     learner_ratio = max(1.0, train_token_s / token_s)
     verifier_only = report.get("verifier_only", {})
     check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
     sync_s = min(r["sync_total_s"] for r in runs.values())
-    calibration_dir = run_folder(folder, sync_run["run_dir"])
     lengths = _recorded_lengths(calibration_dir) or Lengths(kind="empirical", values=_ledger_lengths(calibration_dir))
     return Costs(generation=Generation(step_s / generator_ratio, seq_s / generator_ratio, lengths=lengths),
                  verifier=Verifier(check_s, base.verifier.gate_s), learner=Learner(step_s=0.0, token_s=token_s),
@@ -450,7 +453,8 @@ def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, f
     g = costs.generation
     alone_tokens_per_s = n / (g.step_s + g.seq_s * n)
     generator_ratio = alone_tokens_per_s / (run["tokens_per_s"] / (_num_generators(run_dir) * busy))
-    learner_ratio = run["learner_train_s"] / (run["tokens_per_s"] * run["step_s"]) / costs.learner.token_s
+    learner_ratio = run["learner_train_s"] / (run["tokens_per_s"] * run["step_s"]) / _epochs(run_dir) \
+        / costs.learner.token_s
     return run_dir, max(1.0, learner_ratio), max(1.0, generator_ratio)
 
 
@@ -466,6 +470,14 @@ def calibration_run(bench_dir: str) -> Path:
     report = json.loads((folder / "bench.json").read_text())
     runs = _fitted_runs(folder, report)
     return run_folder(folder, runs[_calibration_key(runs, report)]["run_dir"])
+
+
+def _epochs(run_dir: Path) -> int:
+    """learner.epochs of a run folder (1 where its config.yaml does not say)."""
+    path = run_dir / "config.yaml"
+    if not path.exists():
+        return 1
+    return int(((yaml.safe_load(path.read_text()) or {}).get("learner") or {}).get("epochs", 1))
 
 
 def _num_generators(run_dir: Path) -> int:

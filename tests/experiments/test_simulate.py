@@ -409,6 +409,27 @@ def test_calibration_fits_the_factors_that_reproduce_the_measured_slowdowns(tmp_
     assert (r["slowdown/learner"], r["slowdown/generator"]) == pytest.approx((1.4, 1.5), rel=0.01)
 
 
+def test_calibration_prices_a_token_per_epoch_as_the_model_multiplies_by_epochs(tmp_path):
+    """learner.epochs=2: a step trains its tokens twice, and learner/tokens counts them once, so the
+    bench's tokens/s (learner_only's and the run's) are per token over both epochs. Learner.token_s
+    is per token and epoch (train_s = epochs · tokens · token_s): half of 1 / tokens/s. Taken whole
+    (as before), a two-epoch run was priced at four epochs' work: predicted 0.57-0.71 of the measured."""
+    folder = bench_folder(tmp_path)
+    report = json.loads((folder / "bench.json").read_text())
+    report["learner_only"] = {"tokens_per_s": 4000.0}
+    (folder / "bench.json").write_text(json.dumps(report))
+    one = calibrated(str(folder), sharing_from="max_staleness=2")
+    for run in ("staleness-0", "staleness-2"):
+        (folder / run / "config.yaml").write_text((folder / run / "config.yaml").read_text() + "learner:\n  epochs: 2\n")
+    two = calibrated(str(folder), sharing_from="max_staleness=2")
+    assert two.learner.token_s == pytest.approx(one.learner.token_s / 2) == pytest.approx(1 / 8000)
+    # the same seconds a step measured, the same slowdown inside the pipeline
+    assert two.sharing.learner == pytest.approx(one.sharing.learner, rel=1e-6)
+    cfg = load_config(str(folder / "staleness-2" / "config.yaml"))
+    assert simulate(cfg, two)["learner_train_s"] == pytest.approx(
+        simulate(replace(cfg, learner=replace(cfg.learner, epochs=1)), one)["learner_train_s"], rel=1e-6)
+
+
 def test_the_sharing_factors_can_be_fitted_to_an_asynchronous_run(tmp_path):
     """--sharing-from max_staleness=2: the alone costs still come from the calibration run and the
     alone arms, the slowdowns from that run. Its learner trains 1000 tokens a step (2000 tokens/s x
