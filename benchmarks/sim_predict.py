@@ -154,14 +154,14 @@ def cores_note(costs) -> str:
 def cross(base: Path, other: Path, sharing_from: str = "", cores: bool = False) -> str:
     from dataclasses import replace
 
+    from jury.experiments.sim_costs import calibration_run, run_epochs
     from jury.experiments.simulate import against_bench, calibrated
 
     costs = calibrated(str(base), sharing_from=sharing_from, cores=cores)
-    from jury.experiments.sim_costs import _epochs, calibration_run
-
     alone = json.loads((other / "bench.json").read_text())["learner_only"]["tokens_per_s"]
     # per trained token and epoch (learner_only's tokens/s covers every epoch of a step)
-    costs = replace(costs, learner=replace(costs.learner, token_s=1 / (alone * _epochs(calibration_run(str(other))))))
+    epochs = run_epochs(calibration_run(str(other)))
+    costs = replace(costs, learner=replace(costs.learner, token_s=1 / (alone * epochs)))
     beside = sorted(f for f in other.parent.glob(f"{other.name}.r*") if (f / "bench.json").is_file())
     spread, each = spreads([other, *repeats_of([other, *beside])[other][1:]])
     rows = verdicts(against_bench(str(other), costs), spread)

@@ -352,7 +352,7 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
         (step_s, seq_s), generator_ratio = line, 1.0
     # per trained token and epoch, as Learner.token_s is (the run's tokens are counted once a step;
     # its train seconds and learner_only's cover every epoch)
-    epochs = _epochs(calibration_dir)
+    epochs = run_epochs(calibration_dir)
     train_token_s = sync_run["learner_train_s"] / (sync_run["tokens_per_s"] * sync_run["step_s"]) / epochs
     alone = report.get("learner_only", {}).get("tokens_per_s")
     token_s = 1 / (alone * epochs) if alone else train_token_s
@@ -453,7 +453,7 @@ def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, f
     g = costs.generation
     alone_tokens_per_s = n / (g.step_s + g.seq_s * n)
     generator_ratio = alone_tokens_per_s / (run["tokens_per_s"] / (_num_generators(run_dir) * busy))
-    learner_ratio = run["learner_train_s"] / (run["tokens_per_s"] * run["step_s"]) / _epochs(run_dir) \
+    learner_ratio = run["learner_train_s"] / (run["tokens_per_s"] * run["step_s"]) / run_epochs(run_dir) \
         / costs.learner.token_s
     return run_dir, max(1.0, learner_ratio), max(1.0, generator_ratio)
 
@@ -472,7 +472,7 @@ def calibration_run(bench_dir: str) -> Path:
     return run_folder(folder, runs[_calibration_key(runs, report)]["run_dir"])
 
 
-def _epochs(run_dir: Path) -> int:
+def run_epochs(run_dir: Path) -> int:
     """learner.epochs of a run folder (1 where its config.yaml does not say)."""
     path = run_dir / "config.yaml"
     if not path.exists():
