@@ -609,8 +609,9 @@ def add_command(sub):
                         "jury bench names it) instead of the calibration run; on a machine where generation and "
                         "training share cores, an asynchronous run is the one that shows how much they slow each other")
     p.add_argument("--cores-model", action="store_true",
-                   help="with --calibration: slow the learner by its threads' share of the cores the busy engines leave "
-                        "(one CPU machine; prices other learner.threads and num_generators) instead of by one factor")
+                   help="with --calibration: slow the learner by its threads' share of the cores the busy "
+                        "engines leave (one CPU machine; prices other learner.threads and num_generators) instead "
+                        "of by one factor")
     p.add_argument("--compare", action="store_true",
                    help="with --calibration: simulate each end-to-end run of that bench folder from its own config "
                         "and print predicted against measured (--config and key=value are then not used)")
