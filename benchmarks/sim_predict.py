@@ -222,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeat < 1:
         ap.error(f"--repeat {args.repeat}: each bench runs at least once (--repeat >= 1)")
+    for name in ("cross", "predict"):
+        value = getattr(args, name)
+        if value and (len(value.split(",")) != 2 or not all(value.split(","))):
+            ap.error(f"--{name} {value}: two bench folders, BASE,OTHER")
     if args.run:
         names = [n for n in args.only.split(",") if n] or list(BENCHES)
         runs = [(n, n if k == 1 else f"{n}.r{k}") for n in names for k in range(1, args.repeat + 1)]

@@ -246,6 +246,8 @@ def _check(costs: Costs):
            if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 <= n < math.inf]
     if bad:
         raise ConfigError(f"costs: generation.lengths.groups holds {bad[0]!r}: each length is a number of tokens >= 0")
+    if isinstance(costs.sharing.cores, bool) or costs.sharing.cores != int(costs.sharing.cores):
+        raise ConfigError(f"costs: sharing.cores must be a whole number of cores, got {costs.sharing.cores!r}")
     if costs.sync.bandwidth_bytes_per_s <= 0:
         raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
 

@@ -90,6 +90,14 @@ def test_a_repeat_count_below_one_is_refused_before_any_bench_runs(tmp_path, cap
     assert "--repeat >= 1" in capsys.readouterr().err and not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("flag", ["--cross", "--predict"])
+def test_a_cross_or_predict_that_is_not_two_folders_is_refused_by_name(flag, capsys):
+    for value in ("onlyone", "a,", "a,b,c"):
+        with pytest.raises(SystemExit):
+            sim_predict.main([flag, value])
+        assert f"{flag} {value}: two bench folders, BASE,OTHER" in capsys.readouterr().err
+
+
 def test_the_runs_calibrated_on_are_the_first_staleness_and_the_sharing_run(tmp_path):
     (tmp_path / "bench.json").write_text(json.dumps({"config": {"staleness": [0, 1, 2]}}))
     assert sim_predict.fitted_runs(tmp_path, "max_staleness=1") == ("max_staleness=0", "max_staleness=1")

@@ -568,6 +568,8 @@ def test_the_cores_model_fitted_to_a_run_reproduces_its_factor_and_prices_other_
     assert "cores model: 4 cores" in capsys.readouterr().out
     assert main(["simulate", "--cores-model", "--out", str(tmp_path / "x")]) == 2
     assert "--cores-model needs --calibration" in capsys.readouterr().err
+    assert main(["simulate", "--out", str(tmp_path / "y"), "costs.sharing.cores=0.5"]) == 2
+    assert "sharing.cores must be a whole number of cores, got 0.5" in capsys.readouterr().err
 
 
 def test_sharing_from_needs_a_calibration(tmp_path, capsys):
