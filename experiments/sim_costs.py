@@ -474,17 +474,23 @@ def calibration_run(bench_dir: str) -> Path:
     return run_folder(folder, runs[_calibration_key(runs, report)]["run_dir"])
 
 
+def _setting(run_dir: Path, key: str, default: int = 1) -> int:
+    """A whole-number setting ("learner.epochs") of a run folder's config.yaml; `default` where the
+    file or the key is missing (a bench folder written before the setting existed)."""
+    path = run_dir / "config.yaml"
+    node = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return default if node is None else int(node)
+
+
 def run_epochs(run_dir: Path) -> int:
     """learner.epochs of a run folder (1 where its config.yaml does not say)."""
-    path = run_dir / "config.yaml"
-    if not path.exists():
-        return 1
-    return int(((yaml.safe_load(path.read_text()) or {}).get("learner") or {}).get("epochs", 1))
+    return _setting(run_dir, "learner.epochs")
 
 
 def _num_generators(run_dir: Path) -> int:
-    path = run_dir / "config.yaml"
-    return int((yaml.safe_load(path.read_text()) or {}).get("num_generators", 1)) if path.exists() else 1
+    return _setting(run_dir, "num_generators")
 
 
 def _fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
