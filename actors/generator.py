@@ -122,6 +122,13 @@ class Generator:
         await self._open.wait()
         await self._injected_fault()
         await self._slots.acquire()
+        # A sync that began while the task waited for a slot (all max_tasks_in_flight taken) freed
+        # that slot by draining or cancelling a group: the task waits out the sync too, or it would
+        # start on the old weights while the new ones load (drain and interrupt have no group then)
+        while not self._open.is_set():
+            self._slots.release()
+            await self._open.wait()
+            await self._slots.acquire()
         self._begin()
         self._spawn(task)
 

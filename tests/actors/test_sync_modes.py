@@ -19,13 +19,14 @@ LONG = 1000
 CACHED = "Compute " + "+".join(str(i) for i in range(1, 90)) + ".\n"
 
 
-def _start(tiny_model_path, mode):
+def _start(tiny_model_path, mode, max_tasks_in_flight=64):
     import ray
 
     from jury.actors.generator import Generator
     from jury.learner.weight_sender import WeightSender
 
-    cfg = GeneratorConfig(group_size=2, max_new_tokens=LONG, min_new_tokens=LONG, sync_mode=mode)
+    cfg = GeneratorConfig(group_size=2, max_new_tokens=LONG, min_new_tokens=LONG, sync_mode=mode,
+                          max_tasks_in_flight=max_tasks_in_flight)
     gen = ray.remote(Generator).options(runtime_env={"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1"}}) \
         .remote(cfg, tiny_model_path, "g0", 0, 4096)
     ray.get(gen.pid.remote())
@@ -60,17 +61,25 @@ def test_interrupt_regenerates_a_group_on_the_new_weights(tiny_model_path):
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        gen, sender = _start(tiny_model_path, "interrupt")
+        # one task at a time: the second waits for the first's slot, which the interrupt frees
+        gen, sender = _start(tiny_model_path, "interrupt", max_tasks_in_flight=1)
         weights = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
         sink = Receiver(name="sink")
         feed = Sender(bind_host="127.0.0.1", name="feed")
         ray.get(gen.start.remote(feed.endpoint, [sink.endpoint]))  # through the task loop, which regenerates
         feed.send(PromptTask("long", 1, "Compute 2+2.\n", None, "t"))
-        time.sleep(0.5)  # the LONG-token group is under way
+        feed.send(PromptTask("next", 2, "Compute 3+3.\n", None, "t", max_new_tokens=8))
+        time.sleep(0.5)  # the LONG-token group is under way, the next task waiting for its slot
         _sync(gen, sender, weights, version=1)
         group = sink.get(timeout=120)
+        assert group.task.task_id == "long"  # the interrupted group goes first on the new weights
         assert all(len(s.token_ids) == LONG for s in group.samples)
         assert (group.version_start, group.version_end) == (1, 1)  # started over on the new weights
+        # the waiting task did not take the freed slot during the sync: it too began on the new
+        # weights (before the fix it started on the old ones while they were being replaced)
+        waited = sink.get(timeout=120)
+        assert waited.task.task_id == "next" and (waited.version_start, waited.version_end) == (1, 1)
+        assert all(len(s.token_ids) == 8 for s in waited.samples)
         assert ray.get(gen.stats.remote())["interrupted"] == 1
         ray.get(gen.stop.remote())
     finally:
