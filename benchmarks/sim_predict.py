@@ -67,7 +67,8 @@ def verdicts(rows: dict[str, dict], spreads: dict[str, tuple[float, float]] | No
         out.append({"run": name, "predicted": p_cps, "measured": m_cps, "ratio": ratio,
                     "staleness": (p_st, m_st), "spread": spread, "bound": cps_bound,
                     "within": abs(ratio - 1) <= cps_bound + 1e-12 and abs(p_st - m_st) <= st_bound + 1e-12,
-                    "outside_calibration": values.get("outside_calibration", [])})
+                    "outside_calibration": values.get("outside_calibration", []),
+                    "interrupted": values.get("interrupted")})
     return out
 
 
@@ -89,6 +90,20 @@ def spreads(folders: list[Path]) -> tuple[dict[str, tuple[float, float]], dict[s
     return out, {name: [c for c, _ in values] for name, values in measured.items()}
 
 
+def restarts(folders: list[Path]) -> dict[str, list[int]]:
+    """Each interrupt-mode arm's groups started over at a sync, in every repeat of one bench (the
+    generators' counters in each run's metrics)."""
+    from jury.experiments.sim_costs import interrupted_groups, run_folder
+
+    out: dict[str, list[int]] = {}
+    for folder in folders:
+        for name, v in json.loads((folder / "bench.json").read_text()).items():
+            if name.startswith("end_to_end/") and name.endswith(",interrupt") and "run_dir" in v:
+                out.setdefault(name.removeprefix("end_to_end/"), []).append(
+                    interrupted_groups(run_folder(folder, v["run_dir"])))
+    return out
+
+
 def repeats_of(folders: list[Path]) -> dict[Path, list[Path]]:
     """Folders grouped by bench: NAME.r2, NAME.r3 ... are repeats of NAME (a repeat given without
     its NAME stands alone)."""
@@ -104,9 +119,11 @@ def repeats_of(folders: list[Path]) -> dict[Path, list[Path]]:
 
 
 def table(bench: str, factors: tuple[float, float], rows: list[dict],
-          repeats: dict[str, list[float]] | None = None, fitted: tuple[str, ...] = ()) -> str:
+          repeats: dict[str, list[float]] | None = None, fitted: tuple[str, ...] = (),
+          restarted_each: dict[str, list[int]] | None = None) -> str:
     """The rows as a markdown table; runs named in `fitted` were calibrated on (their verdict says
-    so) and are not counted among the predictions."""
+    so) and are not counted among the predictions. Under it, the groups each interrupt run started
+    over, predicted / measured (in each repeat, from `restarted_each`)."""
     spread = any(r.get("spread") for r in rows)
     lines = [f"\n### {bench} (sharing factors fitted: learner {factors[0]:.3g}, generator {factors[1]:.3g})\n",
              "| run | completions/s, predicted / measured | ratio |"
@@ -121,6 +138,11 @@ def table(bench: str, factors: tuple[float, float], rows: list[dict],
         verdict = ("yes" if r["within"] else "no") + (" (fitted)" if r["run"] in fitted else "")
         lines.append(f"| {r['run']} | {r['predicted']:.3g} / {r['measured']:.3g} | {r['ratio']:.2f} |{extra} "
                      f"{r['staleness'][0]:.2f} / {r['staleness'][1]:.2f} | {verdict} |")
+    restarted = [f"{r['run']} {r['interrupted'][0]:.0f} / "
+                 + ", ".join(str(n) for n in (restarted_each or {}).get(r["run"], [r["interrupted"][1]]))
+                 for r in rows if r.get("interrupted")]
+    if restarted:  # the interrupt mode's staleness follows how many groups start over
+        lines.append(f"\nGroups started over at a sync, predicted / measured: {'; '.join(restarted)}")
     outside = sorted({why for r in rows for why in r.get("outside_calibration", [])})
     if outside:
         lines.append(f"\nOutside the calibration (the model warns so): {'; '.join(outside)}")
@@ -199,7 +221,7 @@ def report(folders: list[Path], sharing_from: str = "", cores: bool = False) -> 
         name = folder.name + (f", {len(group)} repeats" if len(group) > 1 else "") + cores_note(costs)
         parts.append(table(name, (costs.sharing.learner, costs.sharing.generator),
                            verdicts(against_bench(str(folder), costs), spread), each,
-                           fitted_runs(folder, sharing_from)))
+                           fitted_runs(folder, sharing_from), restarts(group)))
     return "\n".join(parts)
 
 

@@ -416,11 +416,22 @@ def _discarded_work(run_dir: Path) -> int:
     dropped past max_staleness. bench's tokens/s counts trained tokens only, so such a run's
     seconds per decode step would come out too long; the decode line is fitted without them (with
     all runs where every run discarded some)."""
+    last = _last_metrics(run_dir)
+    return interrupted_groups(run_dir, last) + int(last.get("feeder/dropped_stale", 0))
+
+
+def _last_metrics(run_dir: Path) -> dict:
     from jury.cluster.metrics import read_metrics
 
     rows = read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
-    last = rows[-1] if rows else {}
-    return int(sum(v for k, v in last.items() if k.endswith("/interrupted")) + last.get("feeder/dropped_stale", 0))
+    return rows[-1] if rows else {}
+
+
+def interrupted_groups(run_dir: Path, last: dict | None = None) -> int:
+    """Groups a run's generators started over at a sync (sync_mode interrupt), over the whole run:
+    the generators' counters in its last metrics row."""
+    last = _last_metrics(run_dir) if last is None else last
+    return int(sum(v for k, v in last.items() if k.endswith("/interrupted")))
 
 
 def _fitted_runs(folder: Path, report: dict) -> dict[str, dict]:

@@ -153,6 +153,7 @@ class Engine:
         self.stepping = False  # waiting out decode steps: an outside change interrupts it
         self.stopped: simpy.Event | None = None  # triggered when a drain/abort/pause has taken hold
         self.rebuild_tokens = 0  # KV to prefill again before the next step (rebuild_kv_after_sync)
+        self.interrupted = 0  # groups aborted at a sync, to start over (as the generator's counter)
         self.process = sim.env.process(self.loop())
 
     def poke(self):
@@ -185,6 +186,7 @@ class Engine:
         costs, env = self.sim.costs.generation, self.sim.env
         while True:
             if self.aborting:  # interrupt: what ran is lost; the tasks start again after the sync
+                self.interrupted += len(self.running)
                 self.retry.extend(self.running)
                 self.running = []
             started = self._start_groups() if not self.pausing else 0
@@ -451,6 +453,9 @@ class Simulation:
                                      for s, e in self.verify_spans) / (wall * cfg.num_verifiers),
             "queue/feeder": mean("queue/feeder"), "queue/learner": mean("queue/learner"),
             "dropped_stale": sum(s["dropped"] for s in steps),
+            # groups started over at a sync (interrupt), over the run: the phase of generation
+            # against the syncs decides it, and with it how stale the interrupt mode's groups are
+            "interrupted": sum(e.interrupted for e in self.engines),
             # how much longer each role's work took than alone, over the run (sharing cores)
             "slowdown/learner": self.wall_s["learner"] / self.alone_s["learner"] if self.alone_s["learner"] else 1.0,
             "slowdown/generator": (self.wall_s["generator"] / self.alone_s["generator"]
@@ -529,7 +534,8 @@ def fit_sharing(cfg: RunConfig, costs: Costs, learner_ratio: float, generator_ra
     return Sharing(**factors, learner_threads=cfg.learner.threads, generators=cfg.num_generators)
 
 
-COMPARED = ("completions_per_s", "tokens_per_s", "step_s", "staleness_mean", "idle/generator", "idle/learner")
+COMPARED = ("completions_per_s", "tokens_per_s", "step_s", "staleness_mean", "idle/generator", "idle/learner",
+            "interrupted")
 
 
 def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
@@ -537,7 +543,7 @@ def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
     costs: run name -> {key: (predicted, measured)} for the keys both report (COMPARED)."""
     import json
 
-    from jury.experiments.sim_costs import run_folder
+    from jury.experiments.sim_costs import interrupted_groups, run_folder
     from jury.protocol.config_load import load_run_config
 
     folder = Path(bench_dir)
@@ -546,7 +552,11 @@ def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
     for name, measured in report.items():
         if not name.startswith("end_to_end/") or "run_dir" not in measured:
             continue
-        predicted = simulate(load_run_config(str(run_folder(folder, measured["run_dir"]))), costs)
+        run_dir = run_folder(folder, measured["run_dir"])
+        cfg = load_run_config(str(run_dir))
+        predicted = simulate(cfg, costs)
+        if cfg.generator.sync_mode == "interrupt":  # the groups it started over, from its metrics
+            measured = {**measured, "interrupted": interrupted_groups(run_dir)}
         out[name.removeprefix("end_to_end/")] = {k: (predicted[k], measured[k]) for k in COMPARED if k in measured}
         if predicted["outside_calibration"]:
             out[name.removeprefix("end_to_end/")]["outside_calibration"] = predicted["outside_calibration"]

@@ -84,6 +84,33 @@ def test_the_bound_widens_to_the_run_to_run_spread_of_repeats(tmp_path):
     assert "1 of 2 predicted runs within 15% and 0.3 versions (or the run-to-run spread, where wider)" in text
 
 
+def test_the_groups_each_interrupt_run_started_over_are_shown_from_its_metrics_in_every_repeat(tmp_path):
+    """The interrupt mode's staleness follows how many groups start over at the syncs: under the
+    table, predicted against the generators' counters in each repeat's last metrics row."""
+    import json
+
+    def bench(name, interrupted):
+        folder = tmp_path / name
+        run = folder / "staleness-4-interrupt"
+        run.mkdir(parents=True)
+        rows = [{"step": 0, "generator0/interrupted": 1}, {"step": 1, **interrupted}]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        (folder / "bench.json").write_text(json.dumps(
+            {"end_to_end/max_staleness=4,interrupt": {"completions_per_s": 10.0, "run_dir": f"/moved/{run.name}"},
+             "end_to_end/max_staleness=4": {"completions_per_s": 12.0, "run_dir": "/moved/staleness-4"}}))
+        return folder
+
+    toy, r2 = bench("toy", {"generator0/interrupted": 5, "generator1/interrupted": 2}), bench("toy.r2", {})
+    assert sim_predict.restarts([toy, r2]) == {"max_staleness=4,interrupt": [7, 0]}
+    rows = {"max_staleness=4,interrupt": {"completions_per_s": (10.0, 10.0), "staleness_mean": (3.0, 3.0),
+                                          "interrupted": (12, 7)},
+            "max_staleness=4": {"completions_per_s": (12.0, 12.0), "staleness_mean": (3.8, 3.8)}}
+    text = sim_predict.table("toy", (0.1, 0.0), sim_predict.verdicts(rows), restarted_each=sim_predict.restarts([toy, r2]))
+    assert "Groups started over at a sync, predicted / measured: max_staleness=4,interrupt 12 / 7, 0" in text
+    assert "started over" not in sim_predict.table("toy", (0.1, 0.0), sim_predict.verdicts(
+        {"max_staleness=4": rows["max_staleness=4"]}))
+
+
 def test_a_repeat_count_below_one_is_refused_before_any_bench_runs(tmp_path, capsys):
     with pytest.raises(SystemExit):
         sim_predict.main(["--run", "--repeat", "0", "--out", str(tmp_path)])

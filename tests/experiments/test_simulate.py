@@ -97,6 +97,25 @@ def test_forced_staleness_is_exactly_the_feeders_draw(mode):
     assert report["staleness"] == {str(k): n for k, n in sorted(Counter(expected.values()).items())}
 
 
+@pytest.mark.parametrize("mode", ["interrupt", "drain"])
+def test_an_interrupt_starts_over_the_group_generating_at_the_sync(mode):
+    # two samples of 100 tokens at 0.01 s a step: 1 s a group; the learner 0.3 s a step; window 2.
+    # Groups 0 and 1 run 0-1 s; step 0 trains 1.0-1.3 and admits group 2, which starts at 1.3.
+    # Step 1 trains group 1 1.3-1.6; at its sync group 2 is 0.3 s in. Interrupt: the engine ends
+    # the decode step in flight (1.61) and the group starts over on version 2 (1.61-2.61), trained at
+    # step 2 2.61-2.91, not stale. Drain: the sync waits for it (2.3), and it is trained 2.3-2.6 one
+    # version old.
+    cfg = config(steps=3, batch_groups=1, max_staleness=1, **{"generator.group_size": 2, "generator.max_new_tokens": 128,
+                                                              "generator.sync_mode": mode})
+    r = simulate(cfg, costs(gen_step=0.01, tokens=100, learner_step=0.3))
+    if mode == "interrupt":
+        assert r["interrupted"] == 1 and r["wall_s"] == pytest.approx(2.91)
+        assert r["staleness"] == {"0": 2, "1": 1}
+    else:
+        assert r["interrupted"] == 0 and r["wall_s"] == pytest.approx(2.6)
+        assert r["staleness"] == {"0": 1, "1": 2}
+
+
 def test_a_seed_gives_one_run_and_another_seed_another():
     cfg = config(steps=6, batch_groups=4, max_staleness=2, **{"generator.group_size": 4,
                                                               "generator.sync_mode": "interrupt"})
