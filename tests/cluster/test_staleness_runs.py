@@ -32,6 +32,15 @@ def test_forced_staleness_record_and_replay(tiny_model_path, tmp_path):
         assert r["staleness"] == min(r["step"], k), r
         assert r["version_start"] == r["version_end"]  # drain: one version per group
         assert r["verify_s"] > 0 and 0 < r["verify_share"] < 1 and r["arrived"] <= r["trained"]
+    # `jury simulate` of the run's own config.yaml trains every group exactly as stale as the run
+    # did (issue 28: under forced staleness the distribution must be exact), whatever the costs
+    from jury.experiments.sim_costs import Costs
+    from jury.experiments.simulate import Simulation
+    from jury.protocol.config_load import load_run_config
+
+    sim = Simulation(load_run_config(str(run)), Costs())
+    sim.run()
+    assert {g.index: g.step - g.version_start for g in sim.trained} == {r["index"]: r["staleness"] for r in ledger}
     rows = read_metrics(run)
     assert all("staleness/verify_share" in r for r in rows)
     assert [r["staleness/hist"] for r in rows][2:] == \
