@@ -21,6 +21,10 @@ calibration, and the model says so (Sharing.outside): the table says it under th
 OTHER's: a change the model prices itself (learner.epochs doubles the learner's work a step),
 predicted before it is measured. Both print the async-over-sync ratio predicted and measured.
 
+Forced staleness (`--forced RUN[,RUN]`, and after `--run` the FORCED runs, `jury train` with
+`forced_staleness`): each group's staleness in `jury simulate` of the run's config against the run's
+ledger. The schedule alone decides it, so the two must agree for every group.
+
 Each bench is calibrated on itself (`jury simulate --calibration DIR --sharing-from max_staleness=1`:
 the alone arms and its first end-to-end run give each role's alone costs, experiments/sim_costs.py,
 and its max_staleness=1 run how much the roles slow each other when they overlap), and each of its
@@ -41,6 +45,13 @@ import sys
 from pathlib import Path
 
 STALENESS = ["--staleness", "0,1,2,4", "--sync-modes", "drain,interrupt,inflight"]
+# forced staleness: `jury train` runs (no bench: the costs do not matter, the schedule decides), each
+# group's staleness predicted against the run's ledger, which must agree exactly
+FORCED = {
+    "toy-forced": ["steps=30", "forced_staleness={0: 1, 1: 1, 2: 1, 4: 1}"],
+    "chain-forced": ["--config", "configs/chain.yaml", "steps=12", "forced_staleness={0: 1, 3: 2}",
+                     "generator.sync_mode=inflight"],
+}
 BENCHES = {
     "toy": ["--steps", "30", *STALENESS],
     "chain": ["--config", "configs/chain.yaml", "--steps", "20", *STALENESS],
@@ -225,17 +236,31 @@ def report(folders: list[Path], sharing_from: str = "", cores: bool = False) -> 
     return "\n".join(parts)
 
 
+def forced(run_dir: Path) -> str:
+    from jury.experiments.simulate import against_forced_run
+
+    r = against_forced_run(str(run_dir))
+    verdict = "exact" if not r["differ"] else f"{len(r['differ'])} differ (task indices {r['differ'][:10]})"
+    hist = lambda h: " ".join(f"{k}:{n}" for k, n in h.items())  # noqa: E731
+    return (f"\n### {run_dir.name} (forced staleness)\n\n{r['same']} of {r['groups']} groups trained at the "
+            f"staleness the model gives them: {verdict}. Groups per staleness, predicted {hist(r['predicted'])}; "
+            f"measured {hist(r['measured'])}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dirs", nargs="*", type=Path, help="`jury bench` folders already run")
     ap.add_argument("--run", action="store_true", help="run the benches missing under --out, then report")
     ap.add_argument("--out", type=Path, default=Path("runs/sim-predict"))
-    ap.add_argument("--only", default="", help=f"comma-separated bench names (of {', '.join(BENCHES)})")
+    ap.add_argument("--only", default="", help=f"comma-separated bench and run names (of "
+                                               f"{', '.join([*BENCHES, *FORCED])})")
     ap.add_argument("--cross", default="", metavar="BASE,OTHER",
                     help="predict OTHER from BASE's calibration and OTHER's learner alone")
     ap.add_argument("--predict", default="", metavar="BASE,OTHER",
                     help="predict OTHER from BASE's calibration alone (a change the model prices: learner.epochs)")
     ap.add_argument("--repeat", type=int, default=1, help="run each bench this many times (NAME, NAME.r2, ...)")
+    ap.add_argument("--forced", default="", metavar="RUN[,RUN]",
+                    help="forced-staleness run folders: each group's staleness predicted against the ledger's")
     ap.add_argument("--sharing-from", default=SHARING_FROM, metavar="RUN",
                     help=f"the run of each bench the sharing factors are fitted to ({SHARING_FROM}; '' for the "
                          "calibration run, max_staleness=0, as before 2026-11-27)")
@@ -249,7 +274,12 @@ def main(argv: list[str] | None = None) -> int:
         if value and (len(value.split(",")) != 2 or not all(value.split(","))):
             ap.error(f"--{name} {value}: two bench folders, BASE,OTHER")
     if args.run:
-        names = [n for n in args.only.split(",") if n] or list(BENCHES)
+        only = [n for n in args.only.split(",") if n]
+        unknown = [n for n in only if n not in BENCHES and n not in FORCED]
+        if unknown:
+            ap.error(f"--only {','.join(unknown)}: not a bench or run of this benchmark "
+                     f"({', '.join([*BENCHES, *FORCED])})")
+        names = [n for n in only if n in BENCHES] if only else list(BENCHES)
         runs = [(n, n if k == 1 else f"{n}.r{k}") for n in names for k in range(1, args.repeat + 1)]
         for name, folder_name in runs:
             folder = args.out / folder_name
@@ -258,14 +288,24 @@ def main(argv: list[str] | None = None) -> int:
                 print(" ".join(cmd), flush=True)
                 subprocess.run(cmd, check=False)
         folders = [args.out / f for _, f in runs if (args.out / f / "bench.json").is_file()]
+        for name, overrides in FORCED.items():
+            if only and name not in only:
+                continue
+            run = args.out / name
+            if not (run / "ledger.jsonl").is_file():
+                cmd = [sys.executable, "-m", "jury.experiments.cli", "train", *overrides, f"run_dir={run}"]
+                print(" ".join(cmd), flush=True)
+                subprocess.run(cmd, check=False)
+            if (run / "ledger.jsonl").is_file():
+                args.forced = ",".join(filter(None, [args.forced, str(run)]))
         if {"toy", "toy-learner2threads"} <= {f.name for f in folders} and not args.cross:
             args.cross = f"{args.out / 'toy'},{args.out / 'toy-learner2threads'}"
         if {"toy", "toy-epochs2"} <= {f.name for f in folders} and not args.predict:
             args.predict = f"{args.out / 'toy'},{args.out / 'toy-epochs2'}"
     else:
         folders = args.dirs
-    if not folders and not args.cross and not args.predict:
-        ap.error("no bench folder to report (give DIRs, --cross, --predict or --run)")
+    if not folders and not args.cross and not args.predict and not args.forced:
+        ap.error("no bench folder to report (give DIRs, --cross, --predict, --forced or --run)")
     if folders:
         print(report(folders, args.sharing_from, args.cores))
     if args.cross:
@@ -274,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.predict:
         base, other = (Path(x) for x in args.predict.split(","))
         print(predict(base, other, args.sharing_from, args.cores))
+    for run in filter(None, args.forced.split(",")):
+        print(forced(Path(run)))
     return 0
 
 

@@ -563,6 +563,28 @@ def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
     return out
 
 
+def against_forced_run(run_dir: str) -> dict:
+    """A forced-staleness run (`forced_staleness`) simulated from its own config.yaml: each group's
+    staleness there against its ledger's. The schedule alone decides it, not the costs, so the model
+    must give every group exactly the run's: {"groups", "same", "differ" (indices), "predicted",
+    "measured" (staleness -> groups)}."""
+    from jury.experiments.staleness import read_ledger
+    from jury.protocol.config_load import load_run_config
+
+    cfg = load_run_config(run_dir)
+    if not cfg.forced_staleness:
+        raise ValueError(f"{run_dir}: not a forced-staleness run (its config has no forced_staleness)")
+    sim = Simulation(cfg, Costs())
+    sim.run()
+    predicted = {g.index: g.step - g.version_start for g in sim.trained}
+    measured = {r["index"]: r["staleness"] if "staleness" in r else r["step"] - r["version_start"]
+                for r in read_ledger(run_dir)}  # ledgers before the field: from the version
+    differ = sorted(i for i in measured.keys() | predicted.keys() if predicted.get(i) != measured.get(i))
+    hist = lambda d: {str(k): n for k, n in sorted(Counter(d.values()).items())}  # noqa: E731
+    return {"groups": len(measured), "same": len(measured) - sum(i in measured for i in differ), "differ": differ,
+            "predicted": hist(predicted), "measured": hist(measured)}
+
+
 def comparison_table(rows: dict[str, dict]) -> str:
     lines = [f"{'run':<32}" + "".join(f"{k:>24}" for k in COMPARED),
              f"{'':<32}" + f"{'predicted / measured':>24}" * len(COMPARED)]

@@ -111,6 +111,33 @@ def test_the_groups_each_interrupt_run_started_over_are_shown_from_its_metrics_i
         {"max_staleness=4": rows["max_staleness=4"]}))
 
 
+def test_a_forced_staleness_run_is_checked_group_by_group_against_its_ledger(tmp_path, capsys):
+    """Each group's staleness in the model of a forced run's own config against its ledger row:
+    a ledger as the schedule makes it agrees everywhere; one row off is named by its task index."""
+    import json
+
+    from jury.cluster.feeder import draw_staleness
+    from jury.protocol.plan import parse_staleness
+
+    run = tmp_path / "toy-forced"
+    run.mkdir()
+    (run / "config.yaml").write_text("steps: 5\nbatch_groups: 4\nseed: 3\nforced_staleness: {0: 1, 2: 1}\n")
+    forced = parse_staleness({0: 1, 2: 1})
+    rows = [{"index": i, "step": i // 4, "staleness": min(i // 4, draw_staleness(forced, 3, i))} for i in range(20)]
+    assert {r["staleness"] for r in rows} == {0, 1, 2}  # batch 1 drawn k = 2 is one version stale
+    (run / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert sim_predict.main(["--forced", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "20 of 20 groups trained at the staleness the model gives them: exact." in out
+    rows[13]["staleness"] += 1
+    (run / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "19 of 20 groups trained at the staleness the model gives them: 1 differ (task indices [13])" in \
+        sim_predict.forced(run)
+    (run / "config.yaml").write_text("steps: 5\nbatch_groups: 4\n")
+    with pytest.raises(ValueError, match="not a forced-staleness run"):
+        sim_predict.forced(run)
+
+
 def test_a_repeat_count_below_one_is_refused_before_any_bench_runs(tmp_path, capsys):
     with pytest.raises(SystemExit):
         sim_predict.main(["--run", "--repeat", "0", "--out", str(tmp_path)])
