@@ -35,7 +35,8 @@ from jury.learner.gae import gae, moments, mean_var, token_rewards, value_loss, 
 from jury.learner.grpo import aggregation_denominator
 from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard
-from jury.learner.update import _before_forward, chunks_per_minibatch, length_sorted_rows, stand_in, step_if_finite
+from jury.learner.update import (_before_forward, chunks_per_minibatch, length_sorted_rows, pass_rows, stand_in,
+                                 step_if_finite)
 from jury.protocol.config import LearnerConfig
 
 # Per-rank sums of critic.train, added over ranks with the policy's (learner.train_on)
@@ -87,17 +88,11 @@ class Critic:
     def values(self, shard: Shard, pad_id: int) -> torch.Tensor:
         """V_old of this rank's rows (no grad), aligned with `completion`, 0 elsewhere."""
         b = shard.batch
-        n = b.input_ids.shape[0]
         out = torch.zeros(b.completion.shape, device=b.completion.device)
-        passes = torch.tensor(math.ceil(n / self.cfg.micro_batch), dtype=torch.long, device=self.device)
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            dist.all_reduce(passes, op=dist.ReduceOp.MAX)
         dummy = stand_in(self.device, pad_id)
         self.engine.eval()
         with torch.no_grad():
-            for i in range(int(passes)):
-                rows = torch.arange(min(n, i * self.cfg.micro_batch), min(n, (i + 1) * self.cfg.micro_batch),
-                                    device=self.device)
+            for rows in pass_rows(b, self.cfg.micro_batch):
                 if len(rows) == 0:  # out of rows: a pass all the same (ZeRO-3 gathers collectively)
                     self._values(dummy.input_ids, dummy.attention)
                     continue

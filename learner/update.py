@@ -69,16 +69,11 @@ def forward_pass(model, shard: Shard, micro_batch: int, sampling: Sampling, pad_
     over its scoring span of the per-token self-certainty (KL(U || p)) or negative entropy
     (learner/self_rewards.py). Every rank runs the same number of passes (ZeRO-3 gathers)."""
     b, device = shard.batch, shard.batch.input_ids.device
-    n = b.input_ids.shape[0]
     out = torch.zeros(b.completion.shape, device=device)
     per_token = torch.zeros(b.completion.shape, dtype=torch.float64, device=device) if scheme else None
-    passes = torch.tensor(math.ceil(n / micro_batch), dtype=torch.long, device=device)
-    if dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(passes, op=dist.ReduceOp.MAX)
     dummy = stand_in(device, pad_id)
     with torch.no_grad():
-        for i in range(int(passes)):
-            rows = torch.arange(min(n, i * micro_batch), min(n, (i + 1) * micro_batch), device=device)
+        for rows in pass_rows(b, micro_batch):
             if len(rows) == 0:
                 token_logprobs(model, dummy.input_ids, dummy.attention, dummy.completion, sampling.temperature,
                                certainty=scheme == "self_certainty", top_p=sampling.top_p)
@@ -253,6 +248,18 @@ def grad_norm(engine) -> float:
     """The global gradient norm (before clipping) of a replicated model, after the reduction."""
     norms = [p.grad.detach().float().norm() for p in engine.module.parameters() if p.grad is not None]
     return float(torch.stack(norms).norm()) if norms else 0.0
+
+
+def pass_rows(b: Batch, micro_batch: int) -> list[torch.Tensor]:
+    """A no-grad pass's micro-batches over every row of `b`, similar lengths together (each is padded
+    to its longest row only), as many on every rank: a rank out of rows gets empty ones, for a pass
+    of the stand-in (ZeRO-3 gathers the weights collectively)."""
+    rows = torch.arange(b.input_ids.shape[0], device=b.input_ids.device)
+    chunks = length_sorted_rows(b, rows, micro_batch)
+    passes = torch.tensor(len(chunks), dtype=torch.long, device=rows.device)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(passes, op=dist.ReduceOp.MAX)
+    return chunks + [rows[:0]] * (int(passes) - len(chunks))
 
 
 def length_sorted_rows(b: Batch, rows: torch.Tensor, size: int) -> list[torch.Tensor]:

@@ -236,3 +236,36 @@ def test_steps_in_a_row_with_a_skip_stop_the_learner_naming_the_step():
                                               r"are those before step 7"):
         Learner._nonfinite(learner, 1, "loss")
     assert learner.counts["nonfinite_skips"] == 4
+
+
+def test_a_no_grad_pass_groups_rows_of_similar_length_and_gives_each_row_its_own_log_probs(tiny_model_path):
+    """recompute_old's proximal pass (update.forward_pass, like the critic's values) pads each
+    micro-batch to its longest row: rows of alternating lengths, taken two at a time as they come,
+    would pad every pass to the long one. By length, the short rows go together, every row once; and
+    each row's log-probs are the ones it gets alone."""
+    from transformers import AutoModelForCausalLM
+
+    from jury.learner.grpo import token_logprobs
+    from jury.learner.update import forward_pass, pass_rows
+
+    lengths = [12, 3, 11, 4, 10, 5]  # prompt + completion, right-padded to 12
+    n, width = len(lengths), max(lengths)
+    gen = torch.Generator().manual_seed(0)
+    ids = torch.randint(3, 200, (n, width), generator=gen)
+    attention = (torch.arange(width) < torch.tensor(lengths)[:, None]).long()
+    ids = ids * attention
+    completion = attention[:, 1:].float() * (torch.arange(1, width) >= 2).float()  # a 2-token prompt
+    b = Batch(ids, attention, completion, torch.zeros(n, width - 1), torch.zeros(n), torch.zeros(n), 3)
+    chunks = pass_rows(b, 2)
+    assert [c.tolist() for c in chunks] == [[1, 3], [5, 4], [2, 0]]  # lengths 3, 4 | 5, 10 | 11, 12
+    assert sum(len(c) * max(lengths[i] for i in c.tolist()) for c in chunks) == 2 * (4 + 10 + 12) < 6 * 12
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32).eval()
+    shard = Shard(b, minibatch=torch.zeros(n, dtype=torch.long), tokens=torch.ones(1, dtype=torch.float64),
+                  seqs=torch.ones(1, dtype=torch.float64))
+    logp, _ = forward_pass(model, shard, 2, Sampling(1.0, 1.0, 1), pad_id=0)
+    for i, length in enumerate(lengths):
+        with torch.no_grad():
+            alone = token_logprobs(model, ids[i:i + 1, :length], attention[i:i + 1, :length],
+                                   completion[i:i + 1, :length - 1])[0]
+        assert torch.allclose(logp[i, :length - 1], alone[0], atol=1e-5), i
+        assert not logp[i, length - 1:].any()  # past the row's end: nothing
