@@ -134,7 +134,20 @@ class Generator:
 
     def _spawn(self, task: PromptTask):
         key, self._spawned = self._spawned, self._spawned + 1
-        self._running[key] = self._watched(self._generate(task, key))
+        job = self._watched(self._generate(task, key))
+        self._running[key] = job
+        job.add_done_callback(lambda job: self._never_started(job, task, key))
+
+    def _never_started(self, job: asyncio.Task, task: PromptTask, key: int):
+        """A generation cancelled before its first step (an interrupt sync right after it was spawned)
+        never entered _generate, whose `finally` gives back its slot: without this the sync would
+        wait for it until sync_timeout_s and the task would be lost. Its key still being here says
+        so (_generate pops it); it is retried like any interrupted group."""
+        if self._running.pop(key, None) is None:
+            return
+        if job.cancelled() and self._interrupting:
+            self._retry.append(task)
+        self._end()
 
     def _begin(self):
         if self._in_flight == 0:
