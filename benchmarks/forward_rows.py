@@ -24,8 +24,8 @@ def batches(run_dir: Path, steps: int) -> list[list[list[int]]]:
 
     out = []
     for path in sorted((run_dir / "record").glob("step-*.msgpack"))[:steps]:
-        out.append([list(g.group.prompt_ids) + list(s.token_ids) for g in read_record(str(path))
-                    for s in g.group.samples])
+        out.append([list(g.group.rewrite_prompt_ids if s.view else g.group.prompt_ids) + list(s.token_ids)
+                    for g in read_record(str(path)) for s in g.group.samples])  # CoReward: view 1 its rewrite
     return out
 
 
@@ -63,12 +63,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from jury.models.registry import resolve_model
     from jury.protocol.config_load import load_run_config
 
     cfg = load_run_config(str(args.run_dir))
     micro_batch = args.micro_batch or cfg.learner.micro_batch
     torch.set_num_threads(cfg.learner.threads)
-    model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(resolve_model(cfg.model, progress=False), dtype=torch.float32).eval()
     pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     steps = batches(args.run_dir, args.steps)
     if not steps:

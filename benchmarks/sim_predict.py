@@ -101,17 +101,22 @@ def spreads(folders: list[Path]) -> tuple[dict[str, tuple[float, float]], dict[s
     return out, {name: [c for c, _ in values] for name, values in measured.items()}
 
 
-def restarts(folders: list[Path]) -> dict[str, list[int]]:
-    """Each interrupt-mode arm's groups started over at a sync, in every repeat of one bench (the
-    generators' counters in each run's metrics)."""
+def restarts(folders: list[Path]) -> dict[str, list[int | None]]:
+    """Each run under sync_mode=interrupt (its config's, whatever the run's name), the groups its
+    generators started over at the syncs, in every repeat of one bench (their counters in each run's
+    metrics; None where the metrics hold none)."""
     from jury.experiments.sim_costs import interrupted_groups, run_folder
+    from jury.protocol.config_load import load_run_config
 
-    out: dict[str, list[int]] = {}
+    out: dict[str, list[int | None]] = {}
     for folder in folders:
         for name, v in json.loads((folder / "bench.json").read_text()).items():
-            if name.startswith("end_to_end/") and name.endswith(",interrupt") and "run_dir" in v:
-                out.setdefault(name.removeprefix("end_to_end/"), []).append(
-                    interrupted_groups(run_folder(folder, v["run_dir"])))
+            if not name.startswith("end_to_end/") or "run_dir" not in v:
+                continue
+            run_dir = run_folder(folder, v["run_dir"])
+            if (run_dir / "config.yaml").is_file() and \
+                    load_run_config(str(run_dir)).generator.sync_mode == "interrupt":
+                out.setdefault(name.removeprefix("end_to_end/"), []).append(interrupted_groups(run_dir))
     return out
 
 
@@ -150,7 +155,8 @@ def table(bench: str, factors: tuple[float, float], rows: list[dict],
         lines.append(f"| {r['run']} | {r['predicted']:.3g} / {r['measured']:.3g} | {r['ratio']:.2f} |{extra} "
                      f"{r['staleness'][0]:.2f} / {r['staleness'][1]:.2f} | {verdict} |")
     restarted = [f"{r['run']} {r['interrupted'][0]:.0f} / "
-                 + ", ".join(str(n) for n in (restarted_each or {}).get(r["run"], [r["interrupted"][1]]))
+                 + ", ".join("?" if n is None else str(n)
+                             for n in (restarted_each or {}).get(r["run"], [r["interrupted"][1]]))
                  for r in rows if r.get("interrupted")]
     if restarted:  # the interrupt mode's staleness follows how many groups start over
         lines.append(f"\nGroups started over at a sync, predicted / measured: {'; '.join(restarted)}")
@@ -292,11 +298,11 @@ def main(argv: list[str] | None = None) -> int:
             if only and name not in only:
                 continue
             run = args.out / name
-            if not (run / "ledger.jsonl").is_file():
+            if not (run / "summary.yaml").is_file():  # written at the run's end (a ledger from its start)
                 cmd = [sys.executable, "-m", "jury.experiments.cli", "train", *overrides, f"run_dir={run}"]
                 print(" ".join(cmd), flush=True)
                 subprocess.run(cmd, check=False)
-            if (run / "ledger.jsonl").is_file():
+            if (run / "summary.yaml").is_file():
                 args.forced = ",".join(filter(None, [args.forced, str(run)]))
         if {"toy", "toy-learner2threads"} <= {f.name for f in folders} and not args.cross:
             args.cross = f"{args.out / 'toy'},{args.out / 'toy-learner2threads'}"
@@ -314,9 +320,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.predict:
         base, other = (Path(x) for x in args.predict.split(","))
         print(predict(base, other, args.sharing_from, args.cores))
+    inexact = 0
     for run in filter(None, args.forced.split(",")):
-        print(forced(Path(run)))
-    return 0
+        text = forced(Path(run))
+        print(text)
+        inexact += ": exact." not in text
+    return 1 if inexact else 0  # the schedule decides forced staleness: a difference is a defect
 
 
 if __name__ == "__main__":

@@ -417,7 +417,7 @@ def _discarded_work(run_dir: Path) -> int:
     seconds per decode step would come out too long; the decode line is fitted without them (with
     all runs where every run discarded some)."""
     last = _last_metrics(run_dir)
-    return interrupted_groups(run_dir, last) + int(last.get("feeder/dropped_stale", 0))
+    return (interrupted_groups(run_dir, last) or 0) + int(last.get("feeder/dropped_stale", 0))
 
 
 def _last_metrics(run_dir: Path) -> dict:
@@ -427,11 +427,13 @@ def _last_metrics(run_dir: Path) -> dict:
     return rows[-1] if rows else {}
 
 
-def interrupted_groups(run_dir: Path, last: dict | None = None) -> int:
+def interrupted_groups(run_dir: Path, last: dict | None = None) -> int | None:
     """Groups a run's generators started over at a sync (sync_mode interrupt), over the whole run:
-    the generators' counters in its last metrics row."""
+    the generators' counters in its last metrics row; None where that row has none (no metrics, or
+    no generator answered for its stats then), not 0. A generator Ray restarted counts from 0 again."""
     last = _last_metrics(run_dir) if last is None else last
-    return int(sum(v for k, v in last.items() if k.endswith("/interrupted")))
+    counts = [v for k, v in last.items() if k.endswith("/interrupted")]
+    return int(sum(counts)) if counts else None
 
 
 def _fitted_runs(folder: Path, report: dict) -> dict[str, dict]:

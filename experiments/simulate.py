@@ -179,6 +179,14 @@ class Engine:
             started += 1
         return started
 
+    def _held_waiting(self) -> int:
+        """Groups this engine's generator holds that vLLM has not started: the generator takes up to
+        max_tasks_in_flight tasks and the engine runs those that fit max_num_seqs, the rest wait in
+        its queue (here: in `ready`, shared by the engines, each taken to hold its share). An
+        interrupt cancels them too, and the generator's `interrupted` counts them."""
+        slots = max(0, self.sim.cfg.generator.max_tasks_in_flight - len(self.running))
+        return min(slots, len(self.sim.ready) // len(self.sim.engines))
+
     def sequences(self) -> int:
         return sum(1 for grp in self.running for r in grp.remaining if r > 0)
 
@@ -186,7 +194,7 @@ class Engine:
         costs, env = self.sim.costs.generation, self.sim.env
         while True:
             if self.aborting:  # interrupt: what ran is lost; the tasks start again after the sync
-                self.interrupted += len(self.running)
+                self.interrupted += len(self.running) + self._held_waiting()
                 self.retry.extend(self.running)
                 self.running = []
             started = self._start_groups() if not self.pausing else 0
@@ -453,8 +461,9 @@ class Simulation:
                                      for s, e in self.verify_spans) / (wall * cfg.num_verifiers),
             "queue/feeder": mean("queue/feeder"), "queue/learner": mean("queue/learner"),
             "dropped_stale": sum(s["dropped"] for s in steps),
-            # groups started over at a sync (interrupt), over the run: the phase of generation
-            # against the syncs decides it, and with it how stale the interrupt mode's groups are
+            # groups cancelled at a sync (interrupt), over the run, as the generator counts them (those
+            # waiting in the engine's queue too): the phase of generation against the syncs decides
+            # it, and with it how stale the interrupt mode's groups are
             "interrupted": sum(e.interrupted for e in self.engines),
             # how much longer each role's work took than alone, over the run (sharing cores)
             "slowdown/learner": self.wall_s["learner"] / self.alone_s["learner"] if self.alone_s["learner"] else 1.0,
@@ -555,8 +564,9 @@ def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
         run_dir = run_folder(folder, measured["run_dir"])
         cfg = load_run_config(str(run_dir))
         predicted = simulate(cfg, costs)
-        if cfg.generator.sync_mode == "interrupt":  # the groups it started over, from its metrics
-            measured = {**measured, "interrupted": interrupted_groups(run_dir)}
+        restarted = interrupted_groups(run_dir) if cfg.generator.sync_mode == "interrupt" else None
+        if restarted is not None:  # the groups it started over, from its metrics
+            measured = {**measured, "interrupted": restarted}
         out[name.removeprefix("end_to_end/")] = {k: (predicted[k], measured[k]) for k in COMPARED if k in measured}
         if predicted["outside_calibration"]:
             out[name.removeprefix("end_to_end/")]["outside_calibration"] = predicted["outside_calibration"]

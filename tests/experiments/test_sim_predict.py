@@ -86,27 +86,33 @@ def test_the_bound_widens_to_the_run_to_run_spread_of_repeats(tmp_path):
 
 def test_the_groups_each_interrupt_run_started_over_are_shown_from_its_metrics_in_every_repeat(tmp_path):
     """The interrupt mode's staleness follows how many groups start over at the syncs: under the
-    table, predicted against the generators' counters in each repeat's last metrics row."""
+    table, predicted against the generators' counters in each repeat's last metrics row. A run is
+    found by its config's sync_mode, not its name (a bench whose own mode is interrupt names its runs
+    max_staleness=k); a repeat whose metrics hold no counter shows '?', not 0."""
     import json
 
     def bench(name, interrupted):
         folder = tmp_path / name
-        run = folder / "staleness-4-interrupt"
-        run.mkdir(parents=True)
-        rows = [{"step": 0, "generator0/interrupted": 1}, {"step": 1, **interrupted}]
-        (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-        (folder / "bench.json").write_text(json.dumps(
-            {"end_to_end/max_staleness=4,interrupt": {"completions_per_s": 10.0, "run_dir": f"/moved/{run.name}"},
-             "end_to_end/max_staleness=4": {"completions_per_s": 12.0, "run_dir": "/moved/staleness-4"}}))
+        runs = {"max_staleness=4,interrupt": ("staleness-4-interrupt", "interrupt"),
+                "max_staleness=2": ("staleness-2", "interrupt"), "max_staleness=4": ("staleness-4", "drain")}
+        report = {}
+        for run_name, (dirname, mode) in runs.items():
+            run = folder / dirname
+            run.mkdir(parents=True)
+            (run / "config.yaml").write_text(f"generator:\n  sync_mode: {mode}\n")
+            rows = [{"step": 0, "generator0/interrupted": 1}, {"step": 1, **interrupted}]
+            (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+            report[f"end_to_end/{run_name}"] = {"completions_per_s": 10.0, "run_dir": f"/moved/{dirname}"}
+        (folder / "bench.json").write_text(json.dumps(report))
         return folder
 
     toy, r2 = bench("toy", {"generator0/interrupted": 5, "generator1/interrupted": 2}), bench("toy.r2", {})
-    assert sim_predict.restarts([toy, r2]) == {"max_staleness=4,interrupt": [7, 0]}
+    assert sim_predict.restarts([toy, r2]) == {"max_staleness=4,interrupt": [7, None], "max_staleness=2": [7, None]}
     rows = {"max_staleness=4,interrupt": {"completions_per_s": (10.0, 10.0), "staleness_mean": (3.0, 3.0),
                                           "interrupted": (12, 7)},
             "max_staleness=4": {"completions_per_s": (12.0, 12.0), "staleness_mean": (3.8, 3.8)}}
     text = sim_predict.table("toy", (0.1, 0.0), sim_predict.verdicts(rows), restarted_each=sim_predict.restarts([toy, r2]))
-    assert "Groups started over at a sync, predicted / measured: max_staleness=4,interrupt 12 / 7, 0" in text
+    assert "Groups started over at a sync, predicted / measured: max_staleness=4,interrupt 12 / 7, ?" in text
     assert "started over" not in sim_predict.table("toy", (0.1, 0.0), sim_predict.verdicts(
         {"max_staleness=4": rows["max_staleness=4"]}))
 
@@ -133,6 +139,7 @@ def test_a_forced_staleness_run_is_checked_group_by_group_against_its_ledger(tmp
     (run / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert "19 of 20 groups trained at the staleness the model gives them: 1 differ (task indices [13])" in \
         sim_predict.forced(run)
+    assert sim_predict.main(["--forced", str(run)]) == 1  # a difference is a defect: the exit says so
     (run / "config.yaml").write_text("steps: 5\nbatch_groups: 4\n")
     with pytest.raises(ValueError, match="not a forced-staleness run"):
         sim_predict.forced(run)

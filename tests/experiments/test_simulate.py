@@ -204,6 +204,26 @@ def test_calibration_reads_a_bench_folder(tmp_path):
     assert c.generation.lengths == Lengths(kind="empirical", values=(30.0, 50.0))
 
 
+def test_a_bench_run_under_interrupt_is_compared_with_the_groups_its_metrics_say_it_restarted(tmp_path):
+    """against_bench: a run whose config says sync_mode=interrupt gets its generators' counters from
+    its last metrics row beside the model's count; a run under another mode, or one whose metrics
+    hold no counter, is not compared on it."""
+    from jury.experiments.simulate import against_bench
+
+    folder = bench_folder(tmp_path)
+    run = folder / "staleness-2"
+    (run / "config.yaml").write_text((run / "config.yaml").read_text() + "generator:\n  sync_mode: interrupt\n")
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 0, "generator0/interrupted": 4, "generator1/interrupted": 3})
+                                       + "\n")
+    c = costs(gen_step=0.01, tokens=10, learner_step=0.05)
+    rows = against_bench(str(folder), c)
+    predicted = simulate(config(steps=6, batch_groups=4, max_staleness=2, **{"generator.sync_mode": "interrupt"}), c)
+    assert rows["max_staleness=2"]["interrupted"] == (predicted["interrupted"], 7)
+    assert "interrupted" not in rows["max_staleness=0"]  # drain: nothing to compare
+    (run / "metrics.jsonl").write_text(json.dumps({"step": 0}) + "\n")
+    assert "interrupted" not in against_bench(str(folder), c)["max_staleness=2"]
+
+
 def _record(run_dir, step: int, groups: dict[int, list[int]]):
     """record/step-N.msgpack holding a group for each task index, its samples of these lengths."""
     import numpy as np
