@@ -1,6 +1,7 @@
 """The generator's bookkeeping of its slots around a weight sync, on its asyncio loop alone: a
-generation cancelled before it ever ran. No engine is started: the cancelled coroutine never reaches
-it (the engine-side behaviour of the sync modes is tests/actors/test_sync_modes.py, on vLLM)."""
+generation cancelled before it ever ran, and a task waiting for a slot while a drain sync frees one.
+No engine is started: neither case reaches one (the engine-side behaviour of the sync modes, the
+interrupt case of the second among them, is tests/actors/test_sync_modes.py, on vLLM)."""
 import asyncio
 
 from jury.actors.generator import Generator
@@ -18,6 +19,7 @@ def _bare_generator(slots: int) -> Generator:
     gen._running, gen._spawned, gen._interrupting, gen._retry = {}, 0, False, []
     gen._stats = {"busy_s": 0.0}
     gen._busy_since = None
+    gen._fault, gen._slow_s = None, 0.0
     return gen
 
 
@@ -39,3 +41,50 @@ def test_a_generation_cancelled_before_its_first_step_gives_back_its_slot_and_is
         assert not gen._slots.locked()  # the one slot is free again for the retry
 
     asyncio.run(main())
+
+
+def test_a_task_waiting_for_a_slot_sits_out_a_drain_sync_that_frees_one():
+    """Every slot taken, the next task waits in _take. A drain sync closes the generator and waits
+    for the group in flight; when it ends its slot is free, but the sync is still loading weights:
+    the waiting task must not start then (it would generate on the old weights while the new ones
+    load). It starts once the sync reopens the generator. The generation here is a stand-in that
+    records the version it began on: what the test is about never reaches an engine."""
+    async def main():
+        gen = _bare_generator(slots=1)
+        gen.version = 0
+        began, finish = [], asyncio.Event()
+
+        async def generation(task):  # holds its slot until told to finish
+            began.append((task.task_id, gen.version))
+            await finish.wait()
+            raise RuntimeError("not sent: the test ends here")
+
+        gen._generate = lambda task, key: _bookkept(gen, generation(task), key)
+        first, second = (PromptTask(f"t{i}", i, "p", None, "s") for i in range(2))
+        await gen._take(first)
+        waiting = asyncio.create_task(gen._take(second))
+        await asyncio.sleep(0.01)
+        assert began == [("t0", 0)] and not waiting.done()  # no slot for it
+        gen._open.clear()  # a drain sync begins: update_weights waits for _idle
+        finish.set()  # the group in flight ends, and gives back its slot
+        await asyncio.wait_for(gen._idle.wait(), timeout=2)
+        await asyncio.sleep(0.01)
+        assert began == [("t0", 0)] and gen._in_flight == 0  # the freed slot was not taken
+        gen.version = 1  # the new weights are in
+        gen._open.set()
+        await asyncio.wait_for(waiting, timeout=2)
+        await asyncio.sleep(0.01)
+        assert began == [("t0", 0), ("t1", 1)]
+
+    asyncio.run(main())
+
+
+async def _bookkept(gen: Generator, generation, key: int):
+    """_generate's bookkeeping around a stand-in generation: the key popped and the slot given back."""
+    try:
+        await generation
+    except Exception:
+        pass
+    finally:
+        gen._running.pop(key)
+        gen._end()
