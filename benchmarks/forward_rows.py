@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     from jury.models.registry import resolve_model
     from jury.protocol.config_load import load_run_config
 
+    if not (args.run_dir / "config.yaml").is_file():
+        ap.error(f"{args.run_dir}: not a run folder (no config.yaml)")
     cfg = load_run_config(str(args.run_dir))
     micro_batch = args.micro_batch or cfg.learner.micro_batch
     torch.set_num_threads(cfg.learner.threads)

@@ -322,7 +322,10 @@ def main(argv: list[str] | None = None) -> int:
         print(predict(base, other, args.sharing_from, args.cores))
     inexact = 0
     for run in filter(None, args.forced.split(",")):
-        text = forced(Path(run))
+        try:
+            text = forced(Path(run))
+        except (ValueError, FileNotFoundError) as e:  # not a run folder, or not a forced one
+            ap.error(f"--forced {run}: {e}")
         print(text)
         inexact += ": exact." not in text
     return 1 if inexact else 0  # the schedule decides forced staleness: a difference is a defect

@@ -143,6 +143,10 @@ def test_a_forced_staleness_run_is_checked_group_by_group_against_its_ledger(tmp
     (run / "config.yaml").write_text("steps: 5\nbatch_groups: 4\n")
     with pytest.raises(ValueError, match="not a forced-staleness run"):
         sim_predict.forced(run)
+    for bad, why in ((run, "not a forced-staleness run"), (tmp_path / "nope", "No such file")):
+        with pytest.raises(SystemExit):  # refused by name, not a traceback
+            sim_predict.main(["--forced", str(bad)])
+        assert why in capsys.readouterr().err
 
 
 def test_a_repeat_count_below_one_is_refused_before_any_bench_runs(tmp_path, capsys):
