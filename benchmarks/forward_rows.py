@@ -18,38 +18,43 @@ import time
 from pathlib import Path
 
 
-def batches(run_dir: Path, steps: int) -> list[list[list[int]]]:
-    """Each recorded step's rows, prompt and completion token ids, in the order the learner got them."""
+def batches(run_dir: Path, steps: int, cfg, pad_id: int) -> list:
+    """Each recorded step's batch as the learner collates it (grpo.collate: rows in the order it got
+    them, right-padded)."""
+    from jury.learner.grpo import collate
     from jury.protocol.record import read_record
 
     out = []
     for path in sorted((run_dir / "record").glob("step-*.msgpack"))[:steps]:
-        out.append([list(g.group.rewrite_prompt_ids if s.view else g.group.prompt_ids) + list(s.token_ids)
-                    for g in read_record(str(path)) for s in g.group.samples])  # CoReward: view 1 its rewrite
+        b = collate(read_record(str(path)), cfg.learner, pad_id)
+        if b is not None:
+            out.append(b)
     return out
 
 
-def passes(rows: list[list[int]], micro_batch: int, by_length: bool) -> list[list[list[int]]]:
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i])) if by_length else range(len(rows))
-    ordered = [rows[i] for i in order]
-    return [ordered[i:i + micro_batch] for i in range(0, len(ordered), micro_batch)]
+def contiguous(b, micro_batch: int) -> list:
+    """The pass's micro-batches before: rows as they come."""
+    import torch
+
+    return list(torch.arange(b.input_ids.shape[0]).split(micro_batch))
 
 
-def timed(model, chunks: list[list[list[int]]], pad_id: int) -> float:
+def positions(b, chunks) -> int:
+    return sum(len(rows) * int(b.attention[rows].sum(1).max()) for rows in chunks)
+
+
+def timed(model, b, chunks) -> float:
+    """The no-grad pass of update.forward_pass over `chunks`, each cut to its longest row."""
     import torch
 
     from jury.learner.grpo import token_logprobs
 
     t0 = time.perf_counter()
     with torch.no_grad():
-        for chunk in chunks:
-            width = max(len(r) for r in chunk)
-            ids = torch.full((len(chunk), width), pad_id, dtype=torch.long)
-            attention = torch.zeros((len(chunk), width), dtype=torch.long)
-            for i, r in enumerate(chunk):
-                ids[i, :len(r)], attention[i, :len(r)] = torch.tensor(r), 1
-            completion = attention[:, 1:].float()
-            token_logprobs(model, ids, attention, completion)
+        for rows in chunks:
+            width = int(b.attention[rows].sum(1).max())
+            token_logprobs(model, b.input_ids[rows][:, :width], b.attention[rows][:, :width],
+                           b.completion[rows][:, : width - 1])
     return time.perf_counter() - t0
 
 
@@ -63,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from transformers import AutoModelForCausalLM
 
+    from jury.learner.update import pass_rows
     from jury.models.registry import resolve_model
     from jury.protocol.config_load import load_run_config
 
@@ -73,24 +79,24 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(cfg.learner.threads)
     model = AutoModelForCausalLM.from_pretrained(resolve_model(cfg.model, progress=False), dtype=torch.float32).eval()
     pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    steps = batches(args.run_dir, args.steps)
+    steps = batches(args.run_dir, args.steps, cfg, pad_id)
     if not steps:
         ap.error(f"{args.run_dir}: no record/step-*.msgpack (run it with record_groups=true)")
-    orders = {name: [passes(rows, micro_batch, name == "by length") for rows in steps]
-              for name in ("contiguous", "by length")}
-    positions = {name: sum(len(c) * max(len(r) for r in c) for chunks in o for c in chunks) for name, o in orders.items()}
+    orders = {"contiguous": [contiguous(b, micro_batch) for b in steps],
+              "by length": [pass_rows(b, micro_batch) for b in steps]}
+    counted = {name: sum(positions(b, c) for b, c in zip(steps, o)) for name, o in orders.items()}
     seconds = {name: [] for name in orders}
-    timed(model, orders["contiguous"][0], pad_id)  # warm-up
+    timed(model, steps[0], orders["contiguous"][0])  # warm-up
     for _ in range(args.repeats):
         for name, o in orders.items():
-            seconds[name].append(sum(timed(model, chunks, pad_id) for chunks in o))
-    tokens = sum(len(r) for rows in steps for r in rows)
+            seconds[name].append(sum(timed(model, b, c) for b, c in zip(steps, o)))
+    tokens = sum(int(b.attention.sum()) for b in steps)
     report = {"run_dir": str(args.run_dir), "steps": len(steps), "micro_batch": micro_batch, "tokens": tokens,
-              "positions": positions, "seconds": seconds,
-              "positions_ratio": positions["contiguous"] / positions["by length"],
+              "positions": counted, "seconds": seconds,
+              "positions_ratio": counted["contiguous"] / counted["by length"],
               "seconds_ratio": min(seconds["contiguous"]) / min(seconds["by length"])}
     for name in orders:
-        print(f"{name:<11} positions {positions[name]:>9,} ({positions[name] / tokens:.2f} a token)  "
+        print(f"{name:<11} positions {counted[name]:>9,} ({counted[name] / tokens:.2f} a token)  "
               f"seconds {', '.join(f'{s:.2f}' for s in seconds[name])}")
     print(f"contiguous / by length: positions {report['positions_ratio']:.2f}x, "
           f"seconds (best of each) {report['seconds_ratio']:.2f}x")
