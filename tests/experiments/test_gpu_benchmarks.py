@@ -46,6 +46,31 @@ def test_learner_step_benchmark_compares_bf16_gradient_with_fp32(tmp_path):
     assert result["step"]["completion_tokens_per_s"] > 0 and result["setting"].startswith("ZeRO-1")
 
 
+def test_learner_benchmarks_model_flops_count_each_position_by_hand():
+    """The MFU's numerator, counted position by position: every layer's matmuls (2 FLOPs a parameter),
+    the head on completion positions only, and at position t attention over t keys: QK^T and AV,
+    2·t·heads·head_dim FLOPs each a layer; the backward twice the forward. Until 2026-11-27 the
+    benchmark counted attention half (L²/2 a row where the sum of 4·t over t is 2·L(L + 1))."""
+    import types
+
+    import torch
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from learner_gpu import model_flops
+    spec = dict(num_hidden_layers=3, num_attention_heads=4, head_dim=8, hidden_size=32, vocab_size=50)
+    body = 12_345  # parameters less the embedding: any number
+    # two rows: 5 positions (2 of them completion) and 3 of 7 (all 3 completion), left-aligned, padded
+    attention = torch.tensor([[1, 1, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0]])
+    completion = torch.tensor([[0, 0, 0, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0, 0]])
+    batch = types.SimpleNamespace(attention=attention, completion=completion)
+    forward = 0
+    for row in range(2):
+        for t in range(1, int(attention[row].sum()) + 1):
+            forward += 2 * body
+            forward += spec["num_hidden_layers"] * 2 * (2 * t * spec["num_attention_heads"] * spec["head_dim"])
+    forward += 2 * spec["hidden_size"] * spec["vocab_size"] * int(completion.sum())
+    assert model_flops(spec, body, batch) == pytest.approx(3 * forward)
+
+
 def test_decode_roofline_benchmark_prices_each_step_as_jury_simulate_does(tmp_path):
     """Every decode row carries jury simulate's own price of that step (sim_gpu.decode_step_s, the
     engine overhead set to 0) beside the measured time, and the bytes a step moves are the decoder's
