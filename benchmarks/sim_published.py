@@ -113,7 +113,8 @@ def fitted(peer: Peer, steps: int) -> tuple[Peer, list[str]]:
     step time: the median response length that makes the arm's step the published one (bisection
     in log space, the datasheet efficiencies)."""
     if peer.sync_train_s:
-        eff = {"train_mfu": 0.238, "decode_bandwidth": 0.6}
+        table = load_hardware(peer.hardware)["learner"].efficiency  # the starting point of the fit
+        eff = {"train_mfu": table.train_mfu, "decode_bandwidth": table.decode_bandwidth}
         for _ in range(2):
             r = arm(peer, steps, True, [f"efficiency.{k}={v}" for k, v in eff.items()])
             eff["train_mfu"] *= r["learner_train_s"] / peer.sync_train_s

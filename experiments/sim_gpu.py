@@ -14,11 +14,16 @@ install beside its own, and has no H200 or L40S. The formulas are a few lines ea
     decode step (n sequences, mean context c)
         max( (weight bytes + n·c·KV bytes per token) / (tp · HBM bandwidth · decode_bandwidth) + overhead,
              n · (2·P + 4·L·d_attn·c) / (tp · peak · inference_mfu) )
+        c = prompt + E[l²] / (2·E[l]) over the completion lengths l: the context of a running sequence
+        averaged over every decode step, where a long completion runs for more steps than a short one
+        (prompt + E[l]/2 would price a spread of lengths short: by a third for lengths uniform on 0..T)
     prefill of a group: prompt · (2·P + 4·L·d_attn·prompt/2) / (tp · peak · inference_mfu)  (once per
         group: the G samples share the prompt's KV through prefix caching)
-    learner, per completion token: k · (2·P + 4·L·d_attn·c_train) · (1 + prompt/mean length)
-        / (peak · train_mfu), k = 3 (forward and backward), +1 with gradient checkpointing,
-        +1/epochs for each extra forward per batch (recompute_old, the KL reference)
+    learner, per completion token: k · (2·P_body·(p + E[l]) + 2·H·V·E[l] + 2·L·d_attn·E[(p + l)²])
+        / E[l] / (peak · train_mfu), p the prompt: the layers on every position, the LM head on the
+        completion's only (as grpo.token_logprobs runs it), causal attention over each whole row;
+        k = 3 (forward and backward), +1 with gradient checkpointing, +1/epochs for each extra forward
+        per batch (recompute_old, the KL reference)
     learner, per step: the AdamW step (optimizer_bytes_per_param · P / ZeRO shards over HBM) plus ZeRO's
         collectives (bf16 gradients and parameters over NVLink within a node, the network across)
     weight sync: 2·P bytes / (slower end's network · collective) + one bucket_latency_s per bucket
@@ -49,7 +54,7 @@ ROLES = ("generator", "learner")
 class Efficiency:
     """What fraction of a card's peaks the code reaches (hardware.yaml's `efficiency:` says whence each)."""
 
-    train_mfu: float = 0.238
+    train_mfu: float = 0.226
     decode_bandwidth: float = 0.6
     inference_mfu: float = 0.5
     collective: float = 0.8
@@ -96,6 +101,10 @@ class ModelShape:
             return self.params
         embed = self.vocab * self.hidden
         return self.layers * self._layer_params() + embed * (1 if self.tied_embeddings else 2)
+
+    def head_params(self) -> float:
+        """The LM head's parameters (hidden x vocabulary), shared with the embedding when tied."""
+        return self.vocab * self.hidden
 
     def matmul_params(self) -> float:
         """Parameters a token's matmuls touch: every layer and the LM head (2 FLOPs each per token)."""
@@ -196,13 +205,22 @@ def prefill_s(m: ModelShape, gpu: Gpu, tp: int, prompt_tokens: int) -> float:
     return prompt_tokens * m.forward_flops(prompt_tokens / 2) / (tp * gpu.bf16_flops * gpu.efficiency.inference_mfu)
 
 
-def train_flops_per_token(m: ModelShape, cfg: RunConfig, context: float) -> float:
-    """FLOPs per trained position per epoch: forward + backward (3 forwards' worth), one more with
+def train_passes(cfg: RunConfig) -> float:
+    """Forwards' worth of compute per trained position per epoch: forward + backward (3), one more with
     gradient checkpointing, and the once-per-batch forwards (pi_old recomputed, the KL reference)
     spread over the epochs."""
     lc = cfg.learner
-    passes = 3 + (1 if lc.gradient_checkpointing else 0) + (int(lc.recompute_old) + int(lc.kl_coef > 0)) / lc.epochs
-    return passes * m.forward_flops(context)
+    return 3 + (1 if lc.gradient_checkpointing else 0) + (int(lc.recompute_old) + int(lc.kl_coef > 0)) / lc.epochs
+
+
+def train_flops_per_token(m: ModelShape, cfg: RunConfig, prompt: float, mean: float, mean_square: float) -> float:
+    """FLOPs per completion token per epoch, for rows of a `prompt` and completions whose lengths have
+    this mean and mean square: the layers over every position, the LM head over the completion's,
+    causal attention over each row (2·L·d_attn·length² a forward), times train_passes."""
+    body = m.matmul_params() - m.head_params()
+    row_square = prompt * prompt + 2 * prompt * mean + mean_square  # E[(p + l)²]
+    forward = 2 * body * (prompt + mean) + 2 * m.head_params() * mean + 2 * m.layers * m.attn_dim * row_square
+    return train_passes(cfg) * forward / mean
 
 
 def collective_bytes(zero_stage: int, params: float, ranks: int, micro_batches: int) -> float:
@@ -238,26 +256,35 @@ def sync_costs(m: ModelShape, gpus: dict[str, Gpu], base: Sync) -> Sync:
                 bucket_latency_s=gpus["learner"].efficiency.bucket_latency_s)
 
 
-def mean_length(costs: Costs, max_new_tokens: int) -> float:
-    """The completion lengths' mean as the simulator draws them (a fixed sample: a pure function;
-    a trace's own samples, each task's group being its own)."""
+def length_draws(costs: Costs, max_new_tokens: int) -> list[int]:
+    """The completion lengths as the simulator draws them (a fixed sample: a pure function; a trace's
+    own samples, each task's group being its own)."""
     lengths = costs.generation.lengths
     if lengths.kind == "trace":
-        draws = [min(max_new_tokens, max(1, n)) for group in lengths.groups for n in group]
-    else:
-        draws = lengths.draw(random.Random(0), 4000, max_new_tokens)
+        return [min(max_new_tokens, max(1, n)) for group in lengths.groups for n in group]
+    return lengths.draw(random.Random(0), 4000, max_new_tokens)
+
+
+def mean_length(costs: Costs, max_new_tokens: int) -> float:
+    draws = length_draws(costs, max_new_tokens)
     return sum(draws) / len(draws)
+
+
+def length_moments(costs: Costs, max_new_tokens: int) -> tuple[float, float]:
+    """E[l] and E[l²] of the drawn completion lengths."""
+    draws = length_draws(costs, max_new_tokens)
+    return sum(draws) / len(draws), sum(n * n for n in draws) / len(draws)
 
 
 def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Costs) -> Costs:
     """Generation, learner and sync costs from the formulas; lengths and verifier from `base`.
 
     The simulator's decode step is step_s + seq_s·n, or flop_seq_s·n where that is larger: the
-    memory and compute sides of decode_step_s above at the run's mean decode context."""
+    memory and compute sides of decode_step_s above at the run's decode context (the module's c)."""
     gen, lrn = gpus["generator"], gpus["learner"]
     tp, prompt = cfg.generator.tensor_parallel_size, base.generation.prompt_tokens
-    length = mean_length(base, cfg.generator.max_new_tokens)
-    context = prompt + length / 2  # a sequence's mean KV length over its decode steps
+    length, square = length_moments(base, cfg.generator.max_new_tokens)
+    context = prompt + square / (2 * length)  # a running sequence's KV length, over every decode step
     bw = tp * gen.hbm_bytes_per_s * gen.efficiency.decode_bandwidth
     generation = dataclasses.replace(
         base.generation,
@@ -265,7 +292,7 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
         seq_s=context * m.kv_bytes_per_token() / bw,
         flop_seq_s=m.forward_flops(context) / (tp * gen.bf16_flops * gen.efficiency.inference_mfu),
         prefill_s=prefill_s(m, gen, tp, prompt))
-    per_token = train_flops_per_token(m, cfg, (prompt + length) / 2) * (1 + prompt / length)
+    per_token = train_flops_per_token(m, cfg, prompt, length, square)
     learner = Learner(step_s=learner_step_s(m, lrn, cfg),
                       token_s=per_token / (lrn.bf16_flops * lrn.efficiency.train_mfu))
     # each role on its own GPUs: neither slows the other (Sharing's zeros), whatever a calibration said

@@ -57,10 +57,17 @@ def test_prefill_and_training_flops_by_hand(qwen, h100):
     # a 512-token prompt: 512 x (2 x 1.72e9 + 4 x 28 layers x 2048 x 256 keys on average)
     per_token = 2 * QWEN3_1_7B + 4 * 28 * 2048 * 256
     assert prefill_s(qwen, h100, 1, 512) == pytest.approx(512 * per_token / (989.5e12 * 0.5))
-    # forward + backward (3) + checkpointing (1) + pi_old recomputed once over 2 epochs (1/2)
+    # forward + backward (3) + checkpointing (1) + pi_old recomputed once over 2 epochs (1/2); a row of
+    # 100 prompt and 1,000 completion tokens: the layers over its 1,100 positions, the head over the
+    # 1,000 completion positions only, and causal attention, 2 x 28 layers x 2048 x 1,100² a forward
     cfg = load_config(None, ["learner.gradient_checkpointing=true", "learner.recompute_old=true",
                              "learner.epochs=2"])
-    assert train_flops_per_token(qwen, cfg, 1000) == pytest.approx(4.5 * (2 * QWEN3_1_7B + 4 * 28 * 2048 * 1000))
+    body, head = 1_409_286_144, 311_164_928
+    row = 2 * body * 1100 + 2 * head * 1000 + 2 * 28 * 2048 * 1100**2
+    assert train_flops_per_token(qwen, cfg, 100, 1000, 1000**2) == pytest.approx(4.5 * row / 1000)
+    # completions of 500 and 1,500 (mean 1,000): the longer row's attention outweighs the shorter's saving
+    rows = 2 * body * 2200 + 2 * head * 2000 + 2 * 28 * 2048 * (600**2 + 1600**2)
+    assert train_flops_per_token(qwen, cfg, 100, 1000, (500**2 + 1500**2) / 2) == pytest.approx(4.5 * rows / 2000)
 
 
 def test_zero_collectives_by_hand():
@@ -101,8 +108,24 @@ def test_hardware_costs_put_the_formulas_into_the_simulators_costs(qwen):
     # the weights cross the slower network: L40S's g6e.12xlarge, 100 Gbps over 4 GPUs, at 0.8
     assert c.sync.seconds(256) == pytest.approx(
         0.05 + 2 * QWEN3_1_7B / (3.125e9 * 0.8) + math.ceil(2 * QWEN3_1_7B / 2**28) * 0.005)
-    assert c.learner.token_s == pytest.approx(3 * (2 * QWEN3_1_7B + 4 * 28 * 2048 * 550) * 1.1 / (989.5e12 * 0.208))  # the H100's own train_mfu
+    row = 2 * 1_409_286_144 * 1100 + 2 * 311_164_928 * 1000 + 2 * 28 * 2048 * 1100**2
+    assert c.learner.token_s == pytest.approx(3 * row / 1000 / (989.5e12 * 0.216))  # the H100's own train_mfu
     assert c.verifier == base.verifier and c.generation.lengths == base.generation.lengths
+
+
+def test_decode_is_priced_at_the_context_each_step_reads_summed_over_the_steps(qwen):
+    """A group of a 40-token and a 400-token completion after a 100-token prompt: its decode steps read
+    the KV of 100 + t tokens at step t of each sequence. Summed by hand over every step of both,
+    that is what the simulator's per-sequence price (seq_s at one context for every step) must add
+    up to; the mean length's midpoint (100 + 220 / 2) would price it a quarter short."""
+    gpus = load_hardware("h100-sxm")
+    cfg = load_config(None, ["generator.max_new_tokens=1024", "max_model_len=1280"])
+    base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="trace", groups=((40, 400),))))
+    c = hardware_costs(cfg, qwen, gpus, base)
+    read = sum(100 + t for n in (40, 400) for t in range(n)) * KV_PER_TOKEN / (3.35e12 * 0.6)
+    priced = (40 + 400) * c.generation.seq_s
+    assert priced == pytest.approx(read, rel=2e-3)
+    assert (40 + 400) * (100 + 220 / 2) * KV_PER_TOKEN / (3.35e12 * 0.6) < 0.75 * read
 
 
 def test_the_kv_cache_bounds_an_engines_sequences(qwen):
@@ -120,9 +143,9 @@ def test_the_hardware_table_parses_and_refuses_what_it_does_not_know():
     assert both["generator"] == both["learner"]
     h200 = both["learner"]
     assert (h200.bf16_flops, h200.hbm_bytes, h200.hbm_bytes_per_s) == (989.5e12, 141e9, 4.8e12)
-    assert h200.efficiency.train_mfu == 0.238  # ours, docs/results.md
+    assert h200.efficiency.train_mfu == 0.226  # ours, docs/results.md
     # a card's own `efficiency:` block overrides the shared one for that card alone
-    assert load_hardware("h100-sxm")["learner"].efficiency.train_mfu == 0.208
+    assert load_hardware("h100-sxm")["learner"].efficiency.train_mfu == 0.216
     assert load_hardware("h100-sxm")["learner"].efficiency.decode_bandwidth == h200.efficiency.decode_bandwidth
     split = load_hardware("generator=l40s,learner=a100-80gb")
     assert (split["generator"].name, split["learner"].bf16_flops) == ("l40s", 312e12)
