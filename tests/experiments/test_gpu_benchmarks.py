@@ -71,6 +71,35 @@ def test_learner_benchmarks_model_flops_count_each_position_by_hand():
     assert model_flops(spec, body, batch) == pytest.approx(3 * forward)
 
 
+def test_learner_benchmarks_model_flops_against_verls_counter():
+    """MFUs from different codebases count different FLOPs. verl's counter for qwen2/qwen3
+    (volcengine/verl, verl/utils/flops_counter.py, _estimate_qwen2_flops, commit 02cf355), restated:
+    6 x (layers' matmul parameters + 2 x vocabulary x hidden) x all tokens + 12 x sum of seqlen² x
+    head_dim x heads x layers. Against ours it adds the embedding lookup as a matmul, the LM head on
+    prompt positions, and attention without the causal half. On learner_gpu.py's default batch
+    verl's count is 1.245x ours: its MFU for the same step would read that much higher."""
+    import types
+
+    import torch
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from learner_gpu import model_flops
+    spec = dict(num_hidden_layers=28, num_attention_heads=16, head_dim=128, hidden_size=2048, vocab_size=151_936)
+    body = 1_409_286_144  # Qwen3-1.7B's layers (tests/experiments/test_sim_gpu.py works it by hand)
+    lengths = torch.linspace(1, 1024, 64).round().long()  # learner_gpu.py's default batch
+    width = 128 + int(lengths.max())
+    attention = (torch.arange(width) < 128 + lengths[:, None]).long()
+    completion = ((torch.arange(width) >= 128) & (attention > 0)).long()
+    batch = types.SimpleNamespace(attention=attention, completion=completion)
+    rows = (128 + lengths).double()
+    hv, d_attn = 2048 * 151_936, 16 * 128
+    verl = 6 * (body + 2 * hv) * float(rows.sum()) + 12 * float((rows**2).sum()) * d_attn * 28
+    ours = model_flops(spec, body, batch)
+    embedding, head_on_prompts = 6 * hv * float(rows.sum()), 6 * hv * 128 * 64
+    full_attention_excess = 6 * d_attn * 28 * float((rows**2 - rows).sum())  # 12·s² against 6·s·(s + 1)
+    assert verl - embedding - head_on_prompts - full_attention_excess == pytest.approx(ours, rel=1e-12)
+    assert verl / ours == pytest.approx(1.245, abs=5e-4)
+
+
 def test_decode_roofline_benchmark_prices_each_step_as_jury_simulate_does(tmp_path):
     """Every decode row carries jury simulate's own price of that step (sim_gpu.decode_step_s, the
     engine overhead set to 0) beside the measured time, and the bytes a step moves are the decoder's
