@@ -16,14 +16,16 @@ install beside its own, and has no H200 or L40S. The formulas are a few lines ea
              n · (2·P + 4·L·d_attn·c) / (tp · peak · inference_mfu) )
         c = prompt + E[l²] / (2·E[l]) over the completion lengths l: the context of a running sequence
         averaged over every decode step, where a long completion runs for more steps than a short one
-        (prompt + E[l]/2 would price a spread of lengths short: by a third for lengths uniform on 0..T)
+        (prompt + E[l]/2 would price a spread of lengths short: by a quarter for lengths uniform on 0..T)
     prefill of a group: prompt · (2·P + 4·L·d_attn·prompt/2) / (tp · peak · inference_mfu)  (once per
         group: the G samples share the prompt's KV through prefix caching)
     learner, per completion token: k · (2·P_body·(p + E[l]) + 2·H·V·E[l] + 2·L·d_attn·E[(p + l)²])
         / E[l] / (peak · train_mfu), p the prompt: the layers on every position, the LM head on the
         completion's only (as grpo.token_logprobs runs it), causal attention over each whole row;
-        k = 3 (forward and backward), +1 with gradient checkpointing, +1/epochs for each extra forward
-        per batch (recompute_old, the KL reference)
+        k = 3 (forward and backward), +1 with gradient checkpointing, +1 with a KL reference (its
+        forward runs in every micro-batch), +1/epochs for the once-per-batch forward (proximal
+        log-probs, self-rewards); with a critic (advantage=gae) its 3 (4) + 1/epochs passes more, without
+        the head (train_passes, critic_passes)
     learner, per step: the AdamW step (optimizer_bytes_per_param · P / ZeRO shards over HBM) plus ZeRO's
         collectives (bf16 gradients and parameters over NVLink within a node, the network across)
     weight sync: 2·P bytes / (slower end's network · collective) + one bucket_latency_s per bucket
@@ -103,8 +105,10 @@ class ModelShape:
         return self.layers * self._layer_params() + embed * (1 if self.tied_embeddings else 2)
 
     def head_params(self) -> float:
-        """The LM head's parameters (hidden x vocabulary), shared with the embedding when tied."""
-        return self.vocab * self.hidden
+        """The LM head's parameters (hidden x vocabulary), shared with the embedding when tied; scaled
+        with `params` as matmul_params is, so that the layers' share stays the shape's."""
+        head = self.vocab * self.hidden
+        return head * self.total_params() / self._shape_params() if self.params else head
 
     def matmul_params(self) -> float:
         """Parameters a token's matmuls touch: every layer and the LM head (2 FLOPs each per token)."""
@@ -205,22 +209,42 @@ def prefill_s(m: ModelShape, gpu: Gpu, tp: int, prompt_tokens: int) -> float:
     return prompt_tokens * m.forward_flops(prompt_tokens / 2) / (tp * gpu.bf16_flops * gpu.efficiency.inference_mfu)
 
 
+SELF_REWARDS = ("self_certainty", "entropy")  # scored by the learner in its once-per-batch forward
+
+
 def train_passes(cfg: RunConfig) -> float:
-    """Forwards' worth of compute per trained position per epoch: forward + backward (3), one more with
-    gradient checkpointing, and the once-per-batch forwards (pi_old recomputed, the KL reference)
-    spread over the epochs."""
+    """The policy's forwards' worth of compute per trained position and epoch, as learner/update.py's
+    train_shard runs them: the loss's forward and backward (3), one more with gradient checkpointing,
+    the KL reference's forward in every micro-batch of every epoch (+1), and the once-per-batch forward
+    spread over the epochs (+1/epochs), which the proximal log-probs (any correction, recompute_old)
+    and the self-rewards' scores share. Not counted: the monitor's initial-KL forward over its few rows."""
     lc = cfg.learner
-    return 3 + (1 if lc.gradient_checkpointing else 0) + (int(lc.recompute_old) + int(lc.kl_coef > 0)) / lc.epochs
+    once = lc.recompute_proximal or cfg.verifier.reward in SELF_REWARDS
+    return 3 + (1 if lc.gradient_checkpointing else 0) + (1 if lc.kl_coef > 0 else 0) + int(once) / lc.epochs
+
+
+def critic_passes(cfg: RunConfig) -> float:
+    """The critic's (advantage=gae, learner/critic.py): its values once per batch (+1/epochs) and its
+    own forward and backward in every epoch (3, 4 with gradient checkpointing); 0 without one."""
+    lc = cfg.learner
+    if lc.advantage != "gae":
+        return 0.0
+    if lc.critic_model and lc.critic_model != cfg.model:
+        raise ConfigError(f"learner.critic_model={lc.critic_model}: jury simulate --hardware prices the critic "
+                          "as the policy's shape; another critic model is not modelled")
+    return 3 + (1 if lc.gradient_checkpointing else 0) + 1 / lc.epochs
 
 
 def train_flops_per_token(m: ModelShape, cfg: RunConfig, prompt: float, mean: float, mean_square: float) -> float:
     """FLOPs per completion token per epoch, for rows of a `prompt` and completions whose lengths have
-    this mean and mean square: the layers over every position, the LM head over the completion's,
-    causal attention over each row (2·L·d_attn·length² a forward), times train_passes."""
+    this mean and mean square: the layers over every position, causal attention over each row
+    (2·L·d_attn·length² a forward), the LM head over the completion's positions, times
+    train_passes; with a critic, its passes of the same layers and attention (its head is one label)."""
     body = m.matmul_params() - m.head_params()
     row_square = prompt * prompt + 2 * prompt * mean + mean_square  # E[(p + l)²]
-    forward = 2 * body * (prompt + mean) + 2 * m.head_params() * mean + 2 * m.layers * m.attn_dim * row_square
-    return train_passes(cfg) * forward / mean
+    layers = 2 * body * (prompt + mean) + 2 * m.layers * m.attn_dim * row_square
+    policy = train_passes(cfg) * (layers + 2 * m.head_params() * mean)
+    return (policy + critic_passes(cfg) * layers) / mean
 
 
 def collective_bytes(zero_stage: int, params: float, ranks: int, micro_batches: int) -> float:
@@ -240,13 +264,16 @@ def collective_bytes(zero_stage: int, params: float, ranks: int, micro_batches: 
 
 
 def learner_step_s(m: ModelShape, gpu: Gpu, cfg: RunConfig) -> float:
-    """The per-step part: AdamW over this rank's share of the parameters, then ZeRO's collectives."""
+    """The per-step part: AdamW over this rank's share of the parameters, then ZeRO's collectives;
+    twice with a critic (advantage=gae: a second engine of the policy's shape, stage and micro-batches)."""
     lc, e = cfg.learner, gpu.efficiency
     shards = lc.num_ranks if lc.zero_stage >= 1 else 1
     optimizer = e.optimizer_bytes_per_param * m.total_params() / shards / (gpu.hbm_bytes_per_s * e.decode_bandwidth)
     micro = lc.epochs * math.ceil(cfg.batch_groups * cfg.generator.group_size / (lc.num_ranks * lc.micro_batch))
     link = gpu.nvlink_bytes_per_s if lc.num_ranks <= gpu.gpus_per_node else gpu.network_bytes_per_s
-    return optimizer + collective_bytes(lc.zero_stage, m.total_params(), lc.num_ranks, micro) / (link * e.collective)
+    engines = 2 if critic_passes(cfg) else 1
+    return engines * (optimizer + collective_bytes(lc.zero_stage, m.total_params(), lc.num_ranks, micro)
+                      / (link * e.collective))
 
 
 def sync_costs(m: ModelShape, gpus: dict[str, Gpu], base: Sync) -> Sync:

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from jury.experiments.sim_costs import Costs, Generation, Lengths, Sharing
-from jury.experiments.sim_gpu import (ModelShape, collective_bytes, decode_step_s, hardware_costs,
+from jury.experiments.sim_gpu import (ModelShape, collective_bytes, critic_passes, decode_step_s, hardware_costs,
                                       kv_limited_seqs, learner_step_s, load_hardware, load_model, prefill_s,
-                                      train_flops_per_token)
+                                      train_flops_per_token, train_passes)
 from jury.protocol.config import ConfigError
 from jury.protocol.config_load import load_config
 
@@ -68,6 +68,37 @@ def test_prefill_and_training_flops_by_hand(qwen, h100):
     # completions of 500 and 1,500 (mean 1,000): the longer row's attention outweighs the shorter's saving
     rows = 2 * body * 2200 + 2 * head * 2000 + 2 * 28 * 2048 * (600**2 + 1600**2)
     assert train_flops_per_token(qwen, cfg, 100, 1000, (500**2 + 1500**2) / 2) == pytest.approx(4.5 * rows / 2000)
+
+
+def test_the_learners_passes_are_the_forwards_update_py_runs():
+    """learner/update.py train_shard: the KL reference's forward runs in every micro-batch of every
+    epoch; one forward a batch gives the proximal log-probs (any correction, or recompute_old) and the
+    self-rewards' scores; the critic (advantage=gae) adds its values once a batch and its own forward
+    and backward each epoch, without the LM head."""
+    def passes(*over):
+        cfg = load_config(None, ["learner.epochs=2", *over])
+        return train_passes(cfg), critic_passes(cfg)
+    assert passes() == (3, 0)
+    assert passes("learner.kl_coef=0.01") == (4, 0)                  # per epoch, not spread over them
+    assert passes("learner.correction=tis_token") == (3.5, 0)        # the proximal forward, once a batch
+    assert passes("verifier.reward=self_certainty") == (3.5, 0)      # the scores' forward, once a batch
+    assert passes("learner.correction=tis_token", "verifier.reward=self_certainty") == (3.5, 0)  # one forward for both
+    assert passes("learner.advantage=gae") == (3, 3.5)
+    assert passes("learner.advantage=gae", "learner.gradient_checkpointing=true") == (4, 4.5)
+
+
+def test_a_critic_is_priced_as_the_policys_layers_and_a_second_engine(qwen):
+    h100 = load_hardware("h100-sxm")["learner"]
+    gae = load_config(None, ["learner.advantage=gae", "learner.num_ranks=8", "learner.zero_stage=2"])
+    plain = load_config(None, ["learner.num_ranks=8", "learner.zero_stage=2"])
+    body, head = 1_409_286_144, 311_164_928
+    layers = 2 * body * 1100 + 2 * 28 * 2048 * 1100**2
+    assert train_flops_per_token(qwen, gae, 100, 1000, 1000**2) == pytest.approx(
+        (3 * (layers + 2 * head * 1000) + 4 * layers) / 1000)  # epochs=1: the values' forward is a whole pass
+    assert learner_step_s(qwen, h100, gae) == pytest.approx(2 * learner_step_s(qwen, h100, plain))
+    other = load_config(None, ["learner.advantage=gae", "learner.critic_model=/m/Qwen3-0.6B"])
+    with pytest.raises(ConfigError, match="learner.critic_model=/m/Qwen3-0.6B"):
+        critic_passes(other)
 
 
 def test_zero_collectives_by_hand():
@@ -173,6 +204,10 @@ def test_a_models_shape_comes_from_its_config_json_the_table_or_overrides(tmp_pa
     big = load_model(str(tmp_path), overrides=["model.params=4.0e+6"])
     assert big.total_params() == 4e6
     assert big.matmul_params() == pytest.approx((2 * 36_864 + 64_000) * 4e6 / (2 * 36_864 + 2 * 64_000))
+    # the head scales with them, so the layers keep their share: never negative however small `params`
+    assert big.head_params() / big.matmul_params() == pytest.approx(64_000 / (2 * 36_864 + 64_000))
+    small = load_model(str(tmp_path), overrides=["model.params=1.0e+4"])
+    assert small.matmul_params() - small.head_params() == pytest.approx(2 * 36_864 * 1e4 / (2 * 36_864 + 2 * 64_000))
     assert big.kv_bytes_per_token() == m.kv_bytes_per_token()
     with pytest.raises(ConfigError, match=r"missing: layers, hidden, heads, kv_heads, head_dim, intermediate, vocab"):
         load_model("tiny")
