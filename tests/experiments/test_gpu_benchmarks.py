@@ -100,6 +100,21 @@ def test_learner_benchmarks_model_flops_against_verls_counter():
     assert verl / ours == pytest.approx(1.245, abs=5e-4)
 
 
+def test_learner_shapes_benchmark_times_each_cut_under_each_kernel(tmp_path):
+    """Every case and kernel asked for is timed, or carries the kernel's refusal; an unknown kernel is
+    refused before anything runs."""
+    run([str(ROOT / "benchmarks/learner_shapes.py"), "--tiny", "--cases", "8x1024:1,4;4x512:2",
+         "--backends", "default,math", "--reps", "1", "--json", "s.json"], tmp_path)
+    rows = json.loads((tmp_path / "s.json").read_text())["rows"]
+    assert [(r["rows"], r["micro_batch"], r["backend"]) for r in rows] == [
+        (8, 1, "default"), (8, 1, "math"), (8, 4, "default"), (8, 4, "math"), (4, 2, "default"), (4, 2, "math")]
+    assert all(r["positions_per_s"] > 0 and len(r["times_s"]) == 2 for r in rows), rows
+    assert rows[0]["positions"] == rows[2]["positions"]  # one batch, cut two ways
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks/learner_shapes.py"), "--tiny", "--backends", "fast"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 2 and "--backends: unknown fast" in out.stderr
+
+
 def test_decode_roofline_benchmark_prices_each_step_as_jury_simulate_does(tmp_path):
     """Every decode row carries jury simulate's own price of that step (sim_gpu.decode_step_s, the
     engine overhead set to 0) beside the measured time, and the bytes a step moves are the decoder's
