@@ -42,6 +42,10 @@ def parse_args():
     bad = sorted(set(args.backends.split(",")) - set(BACKENDS))
     if bad:
         p.error(f"--backends: unknown {', '.join(bad)} (known: {', '.join(BACKENDS)})")
+    try:
+        args.case_list = cases(args.cases, args.tiny)
+    except ValueError:
+        p.error(f"--cases {args.cases!r}: each ROWSxMAX_NEW:MICRO_BATCHES of positive integers, e.g. 16x4096:1,2,4")
     return args
 
 
@@ -50,9 +54,14 @@ def cases(spec: str, tiny: bool) -> list[tuple[int, int, int]]:
     for part in spec.split(";"):
         shape, micro = part.split(":")
         rows, max_new = (int(x) for x in shape.split("x"))
+        if min(rows, max_new) < 1:
+            raise ValueError(part)
         if tiny:  # the same cuts, lengths a CPU trains in seconds
             max_new = max(8, max_new // 128)
-        out.extend((rows, max_new, int(m)) for m in micro.split(","))
+        micros = [int(m) for m in micro.split(",")]
+        if min(micros) < 1:
+            raise ValueError(part)
+        out.extend((rows, max_new, m) for m in micros)
     return out
 
 
@@ -102,7 +111,7 @@ def main():
 
     rows_out = []
     print(f"{'rows x max_new':>15} {'micro':>5} {'backend':>9} {'best s':>8} {'positions/s':>12}")
-    for rows, max_new, micro in cases(args.cases, args.tiny):
+    for rows, max_new, micro in args.case_list:
         a = argparse.Namespace(rows=rows, max_new=max_new, prompt=128 if not args.tiny else 8)
         batch = make_batch(a, spec["vocab_size"], device)
         positions = float(batch.attention.sum())

@@ -113,6 +113,10 @@ def test_learner_shapes_benchmark_times_each_cut_under_each_kernel(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks/learner_shapes.py"), "--tiny", "--backends", "fast"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 2 and "--backends: unknown fast" in out.stderr
+    for bad in ("16x:2", "16x4096", "0x4096:2", "16x4096:0,2"):
+        out = subprocess.run([sys.executable, str(ROOT / "benchmarks/learner_shapes.py"), "--tiny", "--cases", bad],
+                             cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+        assert out.returncode == 2 and "each ROWSxMAX_NEW:MICRO_BATCHES" in out.stderr, (bad, out.stderr[-500:])
 
 
 def test_decode_roofline_benchmark_prices_each_step_as_jury_simulate_does(tmp_path):
