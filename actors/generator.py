@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from jury.actors.cpu_engine import cpu_engine_layout
 from jury.actors.occupancy import Occupancy, stat_logger
 from jury.protocol.config import GeneratorConfig
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, WeightUpdate
@@ -61,7 +62,8 @@ class Generator:
             **({"distributed_executor_backend": "ray"} if cfg.tensor_parallel_size > 1 and cfg.num_gpus > 0 else {}),
         )
         self.occupancy = Occupancy()  # sequences running per engine step (actors/occupancy.py)
-        self.engine = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger(self.occupancy)])
+        with cpu_engine_layout(cfg.tensor_parallel_size) as layout:  # on the CPU: the model inside the engine core
+            self.engine = AsyncLLM.from_engine_args(args, stat_loggers=[stat_logger(self.occupancy)])
         self._idle = asyncio.Event()
         self._idle.set()
         self._open = asyncio.Event()  # cleared while weights are being swapped
@@ -74,7 +76,7 @@ class Generator:
         self._spawned = 0
         self._interrupting = False
         self._retry: list[PromptTask] = []
-        self._stats = {"groups": 0, "samples": 0, "tokens": 0, "refused": 0, "interrupted": 0, "generate_s": 0.0,
+        self._stats = {"engine_inline": int(layout.inline), "groups": 0, "samples": 0, "tokens": 0, "refused": 0, "interrupted": 0, "generate_s": 0.0,
                        "pause_s": 0.0, "busy_s": 0.0}
         self._busy_since = None
         self._loop_task = self._engine_watch = None

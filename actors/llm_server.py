@@ -31,10 +31,12 @@ class LLMServer:
         from vllm.engine.arg_utils import AsyncEngineArgs
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        from jury.actors.cpu_engine import cpu_engine_layout
         from jury.protocol.reaper import start_reaper
 
         self._reaper = start_reaper()  # the engine's processes end with this actor, however it ends
-        self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_args(model_path, **kwargs)))
+        with cpu_engine_layout(kwargs.get("tensor_parallel_size", 1)):  # on the CPU: one process, pinned
+            self.engine = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_args(model_path, **kwargs)))
         self.tokenizer = None
         self.calls = self.prompts = self.tokens = 0
         self.busy_s = 0.0

@@ -3,6 +3,8 @@ regenerates; inflight swaps under it, each token labelled with the weights that 
 KV computed by the old weights is used after the swap. The same engine then refuses a sync whose
 names do not match its parameters."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -106,6 +108,23 @@ def _hf_logprobs(model, prompt_ids, completion_ids) -> np.ndarray:
     return rows[torch.arange(len(completion_ids)), torch.tensor(completion_ids)].numpy()
 
 
+def _one_engine_process_pinned(gen):
+    """On the CPU the model runs inside vLLM's engine core (actors/cpu_engine.py): the engine core is
+    the one process below the actor (no worker beside it), started on vLLM's "auto" cores with an
+    OpenMP thread a core; the actor itself keeps every core it had."""
+    import psutil
+    import ray
+
+    from jury.actors.cpu_engine import bind_cores
+
+    actor = psutil.Process(ray.get(gen.pid.remote()))
+    below = [p for p in actor.children(recursive=True) if "resource_tracker" not in " ".join(p.cmdline())]
+    assert [" ".join(p.cmdline()).strip() for p in below] == ["VLLM::EngineCore"], [p.cmdline() for p in below]
+    cores = bind_cores(None, sorted(os.sched_getaffinity(0)))
+    assert below[0].cpu_affinity() == cores and actor.cpu_affinity() == sorted(os.sched_getaffinity(0))
+    assert below[0].environ()["OMP_NUM_THREADS"] == str(len(cores))
+
+
 def test_inflight_labels_each_token_with_the_weights_that_sampled_it(tiny_model_path):
     """The engine's log-prob of every token is the one the weights it is labelled with give, over the
     whole sequence (Hugging Face, recomputed): a label late by an engine step, or KV computed by the
@@ -119,6 +138,7 @@ def test_inflight_labels_each_token_with_the_weights_that_sampled_it(tiny_model_
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         gen, sender = _start(tiny_model_path, "inflight")
+        _one_engine_process_pinned(gen)
         hf = {0: AutoModelForCausalLM.from_pretrained(tiny_model_path).eval()}
         w1 = _perturbed(hf[0].state_dict())
         hf[1] = AutoModelForCausalLM.from_pretrained(tiny_model_path).eval()

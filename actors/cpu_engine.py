@@ -1,0 +1,95 @@
+"""Where a vLLM engine runs when it has no GPU: its model inside the engine core, pinned.
+
+vLLM's CPU build starts an engine as two processes below the actor that owns it: the engine core
+(the scheduler) and a worker (the model), which it pins to the cores VLLM_CPU_OMP_THREADS_BIND
+names ("auto": every core but the last) with one OpenMP thread a core. The worker waits for each
+step's message by spinning (about a second after every message), so it holds a core while the
+learner beside it trains; and each process imports vLLM and torch again (10-13 s here).
+
+On the CPU the engine here runs its model inside the engine core instead (vLLM's in-process
+executor, VLLM_ENABLE_V1_MULTIPROCESSING=0: the layout vLLM itself uses on a GPU at tensor
+parallel 1). The scheduler and the model took turns anyway (vLLM turns async scheduling off on
+the CPU), so nothing runs less in parallel. vLLM's own binding does not reach that executor, so
+the engine core is pinned here to the cores the bind names, with as many OpenMP threads.
+Measured side by side (benchmarks/engine_layout.py; docs/results.md, "Where a CPU engine runs"):
+the embedded default starts 3-13 s sooner and trains 1.18-1.38x the tokens a second, its learner's
+forward-backward 0.65-0.76x as long, no longer sharing a core with a spin.
+
+A VLLM_ENABLE_V1_MULTIPROCESSING set by the user is left alone (vLLM's two processes and its own
+binding, as shipped); so is an engine on GPUs, or over more than one CPU worker (tensor parallel),
+which needs the two processes.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
+BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def bind_cores(bind: str | None, allowed: list[int]) -> list[int] | None:
+    """The cores a VLLM_CPU_OMP_THREADS_BIND value names, of those this process may use. "auto" (or
+    unset): vLLM's choice for one engine, every allowed core but the last (kept for its scheduler;
+    the one core when there is one). "nobind": None, nothing pinned. Otherwise a list of cores and
+    ranges ("0,2-3"); a core this process may not use is refused by name."""
+    allowed = sorted(allowed)
+    if bind is None or bind.strip() in ("", "auto"):
+        return allowed[:-1] or allowed
+    if bind.strip() == "nobind":
+        return None
+    if "|" in bind:
+        raise ValueError(f"{BIND}={bind!r}: one engine worker's cores here ('|' separates the workers of a "
+                         f"tensor-parallel CPU engine, which keeps vLLM's own processes)")
+    cores: list[int] = []
+    for part in bind.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            first, last = int(lo), int(hi or lo)
+        except ValueError:
+            raise ValueError(f"{BIND}={bind!r}: {part.strip()!r} is not a core or a range of cores (0,2-3)") from None
+        if last < first:
+            raise ValueError(f"{BIND}={bind!r}: the range {part.strip()!r} runs backwards")
+        cores.extend(range(first, last + 1))
+    outside = sorted(set(cores) - set(allowed))
+    if outside:
+        raise ValueError(f"{BIND}={bind!r}: core(s) {outside} are not among this process's cores {allowed}")
+    return sorted(set(cores))
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    inline: bool                   # the model runs inside the engine core (one vLLM process)
+    cores: list[int] | None = None  # the cores the engine core starts pinned to (None: not pinned)
+
+
+@contextlib.contextmanager
+def cpu_engine_layout(tensor_parallel_size: int = 1):
+    """Around AsyncLLM.from_engine_args in the actor that owns the engine. On the CPU (vLLM's
+    platform), at tensor parallel 1, unless the user set VLLM_ENABLE_V1_MULTIPROCESSING: the model
+    runs inside the engine core, which starts pinned to the bind's cores with one OpenMP thread
+    each (the child process inherits this process's affinity and environment at its start; both
+    are given back to this actor afterwards). Otherwise nothing changes. Yields the CpuLayout."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu() or tensor_parallel_size > 1 or MULTIPROCESSING in os.environ:
+        yield CpuLayout(inline=os.environ.get(MULTIPROCESSING) == "0" and current_platform.is_cpu())
+        return
+    own = sorted(os.sched_getaffinity(0))
+    cores = bind_cores(os.environ.get(BIND), own)
+    saved = {k: os.environ.get(k) for k in (MULTIPROCESSING, "OMP_NUM_THREADS")}
+    os.environ[MULTIPROCESSING] = "0"
+    if cores is not None:
+        os.environ["OMP_NUM_THREADS"] = str(len(cores))
+        os.sched_setaffinity(0, cores)
+    try:
+        yield CpuLayout(inline=True, cores=cores)
+    finally:
+        if cores is not None:
+            os.sched_setaffinity(0, own)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -1,0 +1,64 @@
+"""Where a CPU engine runs (actors/cpu_engine.py): the cores a VLLM_CPU_OMP_THREADS_BIND names,
+and the layout set around the engine's start and given back after it. A real engine's processes
+are checked in test_sync_modes.py, on the engine it starts anyway."""
+
+import os
+
+import pytest
+
+from jury.actors.cpu_engine import BIND, MULTIPROCESSING, CpuLayout, bind_cores, cpu_engine_layout
+
+
+def test_the_cores_a_bind_names():
+    assert bind_cores(None, [0, 1]) == [0]             # vLLM's auto: all but the last, kept for the scheduler
+    assert bind_cores("auto", [3, 1, 2]) == [1, 2]      # of the cores allowed, in order
+    assert bind_cores(" ", [5]) == [5]                  # one core: that one
+    assert bind_cores("nobind", [0, 1]) is None
+    assert bind_cores("0,2-3", [0, 1, 2, 3]) == [0, 2, 3]
+    assert bind_cores("1,1,0", [0, 1]) == [0, 1]
+
+
+@pytest.mark.parametrize("bind, says", [
+    ("0-x", "'0-x' is not a core or a range"),
+    ("3", r"core\(s\) \[3\] are not among this process's cores \[0, 1\]"),
+    ("1-0", "runs backwards"),
+    ("0|1", "tensor-parallel CPU engine"),
+])
+def test_a_bind_that_names_no_usable_cores_is_refused_by_name(bind, says):
+    with pytest.raises(ValueError, match=says):
+        bind_cores(bind, [0, 1])
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for k in (MULTIPROCESSING, BIND, "OMP_NUM_THREADS"):
+        monkeypatch.delenv(k, raising=False)
+    own = os.sched_getaffinity(0)
+    yield own
+    os.sched_setaffinity(0, own)
+
+
+def test_the_layout_holds_while_the_engine_starts_and_is_given_back(clean_env, monkeypatch):
+    allowed = sorted(clean_env)
+    monkeypatch.setenv(BIND, str(allowed[0]))
+    with cpu_engine_layout() as layout:
+        assert layout.inline and layout.cores == [allowed[0]]
+        assert os.environ[MULTIPROCESSING] == "0" and os.environ["OMP_NUM_THREADS"] == "1"
+        assert os.sched_getaffinity(0) == {allowed[0]}   # what the engine core inherits at its start
+    assert os.sched_getaffinity(0) == clean_env
+    assert MULTIPROCESSING not in os.environ and "OMP_NUM_THREADS" not in os.environ
+
+
+def test_a_layout_the_user_chose_is_left_alone(clean_env, monkeypatch):
+    monkeypatch.setenv(MULTIPROCESSING, "1")   # vLLM's two processes and its own binding
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    with cpu_engine_layout() as layout:
+        assert not layout.inline and layout.cores is None and os.environ[MULTIPROCESSING] == "1" and os.environ["OMP_NUM_THREADS"] == "7"
+        assert os.sched_getaffinity(0) == clean_env
+    monkeypatch.delenv(MULTIPROCESSING)
+    with cpu_engine_layout(tensor_parallel_size=2) as layout:  # several CPU workers need their processes
+        assert not layout.inline and MULTIPROCESSING not in os.environ
+    monkeypatch.setenv(BIND, "nobind")
+    with cpu_engine_layout() as layout:                       # in one process, pinned nowhere
+        assert layout == CpuLayout(inline=True) and os.environ[MULTIPROCESSING] == "0" and os.environ["OMP_NUM_THREADS"] == "7"
+        assert os.sched_getaffinity(0) == clean_env
