@@ -154,16 +154,26 @@ class Sharing:
 VLLM_CPU_SPIN_S = 1.0  # vLLM's CPU worker: SpinCondition's busy_loop_s (docs/results.md, "What takes the cores")
 
 
-def with_cores(sharing: Sharing, cores: int, threads: int, engines: int) -> Sharing:
+def engine_spin_s(run_dir: Path) -> float:
+    """How long a run's CPU engines held their cores after decoding: none where its generators ran
+    the model inside the engine core (actors/cpu_engine.py; their `engine_inline` counter in its
+    last metrics row), vLLM's worker's spin where they did not, or where the run predates the
+    counter (every run before that change used vLLM's two processes)."""
+    inline = [v for k, v in _last_metrics(run_dir).items() if k.endswith("/engine_inline")]
+    return 0.0 if inline and all(inline) else VLLM_CPU_SPIN_S
+
+
+def with_cores(sharing: Sharing, cores: int, threads: int, engines: int, spin_s: float = VLLM_CPU_SPIN_S) -> Sharing:
     """The cores model fitted to the same run as `sharing`'s factors: the engine_load with which
     learner_rate, all `engines` busy beside `threads` learner threads, is the learner factor's
-    1/(1 + learner). Unchanged where the engines' workers leave no core free (nothing to fit)."""
+    1/(1 + learner). `spin_s`: how long an engine keeps its cores after decoding (engine_spin_s of
+    the run). Unchanged where the engines' workers leave no core free (nothing to fit)."""
     pinned = min(cores, engines * engine_cores(cores, engines))
     if cores - pinned <= 0:
         return sharing
     share = min(1.0, cores / threads) / (1 + sharing.learner)  # each learner thread's part of a core, engines busy
     load = max(0.0, ((cores - pinned) / share - threads) / engines)
-    return dataclasses.replace(sharing, cores=cores, engine_load=load, spin_s=VLLM_CPU_SPIN_S)
+    return dataclasses.replace(sharing, cores=cores, engine_load=load, spin_s=spin_s)
 
 
 def machine_cores() -> int:

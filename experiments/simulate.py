@@ -45,8 +45,8 @@ from pathlib import Path
 import simpy
 
 from jury.cluster.feeder import draw_staleness
-from jury.experiments.sim_costs import (Costs, Sharing, calibrate, calibration_run, machine_cores, sharing_run,
-                                        with_cores)
+from jury.experiments.sim_costs import (Costs, Sharing, calibrate, calibration_run, engine_spin_s, machine_cores,
+                                        sharing_run, with_cores)
 from jury.protocol.config import ConfigError, RunConfig
 from jury.protocol.plan import RunPlan, make_plan
 
@@ -517,7 +517,7 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
     sharing = fit_sharing(cfg, costs, learner_ratio, generator_ratio)
     if cores:
         machine = json.loads((Path(bench_dir) / "bench.json").read_text())["config"].get("cores") or machine_cores()
-        sharing = with_cores(sharing, machine, cfg.learner.threads, cfg.num_generators)
+        sharing = with_cores(sharing, machine, cfg.learner.threads, cfg.num_generators, engine_spin_s(run_dir))
     return replace(costs, sharing=sharing)
 
 

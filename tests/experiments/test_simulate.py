@@ -611,6 +611,23 @@ def test_the_cores_model_fitted_to_a_run_reproduces_its_factor_and_prices_other_
     assert "sharing.cores must be a whole number of cores, got 0.5" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("rows, spin", [
+    ([], 1.0),                                                                 # no metrics
+    ([{"step": 0}], 1.0),                                                      # before the counter: vLLM's two processes
+    ([{"step": 0, "generator0/engine_inline": 0}, {"step": 1, "generator0/engine_inline": 1}], 0.0),  # the last row's
+    ([{"step": 0, "generator0/engine_inline": 1, "generator1/engine_inline": 0}], 1.0),  # one engine still spins
+])
+def test_the_cores_model_spins_as_the_run_s_engines_did(tmp_path, rows, spin):
+    """A run whose generators ran the model inside the engine core (actors/cpu_engine.py) had no worker
+    spinning after each decode; the cores model fitted to it holds no core after decoding."""
+    from jury.experiments.sim_costs import VLLM_CPU_SPIN_S, engine_spin_s, with_cores
+
+    if rows:
+        (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert engine_spin_s(tmp_path) == spin * VLLM_CPU_SPIN_S
+    assert with_cores(Sharing(learner=0.5), 2, 1, 1, engine_spin_s(tmp_path)).spin_s == spin * VLLM_CPU_SPIN_S
+
+
 def test_sharing_from_needs_a_calibration(tmp_path, capsys):
     from jury.experiments.cli import main
 
