@@ -6,8 +6,8 @@ Runs `jury train` (a weight sync every step, steps without end) for --minutes on
 first step is done (start-up growth is not a leak), then stops it with Ctrl-C as a person
 would. Every --every seconds it sums the RSS (MiB) of the processes of each role among the
 driver's descendants only (another run on the machine is not counted): the driver, the
-learner ranks, the generator actors, their vLLM engine cores and the engine workers under
-them, the verifier workers and their check processes, the LLM servers, and Ray's own
+learner ranks, the generator actors, their vLLM engine cores (which run the model on the CPU,
+actors/cpu_engine.py; the engine workers under them in vLLM's own layout), the verifier workers and their check processes, the LLM servers, and Ray's own
 processes. It prints each role's slope in MiB/min over the whole run and over its last half
 (a leak that levels off shows a smaller second number; one that does not, the same or a
 larger), and the same per 1,000 learner steps (a leak per sync or per step shows as the same

@@ -15,9 +15,11 @@ def generator_placement(g, i: int) -> dict:
 
 
 def engine_cpu_binds(engines: int, cores: list[int]) -> list[str]:
-    """VLLM_CPU_OMP_THREADS_BIND for each of `engines` CPU engines on one machine with these cores.
+    """VLLM_CPU_OMP_THREADS_BIND for each of `engines` CPU engines on one machine with these cores
+    (the cores an engine's model runs on: its engine core's, actors/cpu_engine.py, or in vLLM's own
+    layout its worker's).
 
-    Left to itself ("auto"), every vLLM CPU engine pins its worker to the same cores, all of the
+    Left to itself ("auto"), every vLLM CPU engine pins its model to the same cores, all of the
     machine's but the last (kept for its scheduler process): two engines on two cores both decode
     on core 0 while core 1 has only the schedulers and the learner (seen here with
     num_generators=2). Split instead: engine i gets k = max(1, (C - E) // E) cores of its own,

@@ -1,7 +1,8 @@
 """Every process a run starts ends with it, however its parent ends.
 
-vLLM's engine core and its worker are processes of their own under the actor that owns the
-engine (a generator, an LLM server). When that actor is SIGKILLed (a frozen generator killed
+vLLM's engine core (and, where vLLM starts one, its worker: the CPU build's own layout,
+actors/cpu_engine.py) are processes of their own under the actor that owns the engine (a
+generator, an LLM server). When that actor is SIGKILLed (a frozen generator killed
 at the end of a run, a driver killed with -9, Ray's own clean-up) nobody shuts the engine
 down, and the engine processes live on, holding gigabytes. A reaper is a small process beside
 the actor that outlives it:
