@@ -76,8 +76,9 @@ class Generator:
         self._spawned = 0
         self._interrupting = False
         self._retry: list[PromptTask] = []
-        self._stats = {"engine_inline": int(layout.inline), "groups": 0, "samples": 0, "tokens": 0, "refused": 0, "interrupted": 0, "generate_s": 0.0,
-                       "pause_s": 0.0, "busy_s": 0.0}
+        self._stats = {"groups": 0, "samples": 0, "tokens": 0, "refused": 0, "interrupted": 0, "generate_s": 0.0,
+                       "pause_s": 0.0, "busy_s": 0.0,
+                       "engine_inline": int(layout.inline)}  # 1: the model in the engine core (cpu_engine.py)
         self._busy_since = None
         self._loop_task = self._engine_watch = None
         self.tasks = self.rollouts = None
