@@ -312,6 +312,11 @@ def main(argv: list[str] | None = None) -> int:
         folders = args.dirs
     if not folders and not args.cross and not args.predict and not args.forced:
         ap.error("no bench folder to report (give DIRs, --cross, --predict, --forced or --run)")
+    for flag, named in (("DIR", [str(f) for f in folders]), ("--cross", args.cross.split(",") if args.cross else []),
+                        ("--predict", args.predict.split(",") if args.predict else [])):
+        for folder in named:
+            if not (Path(folder) / "bench.json").is_file():
+                ap.error(f"{flag} {folder}: no bench.json there (a `jury bench` folder, or a bench name after --run)")
     if folders:
         print(report(folders, args.sharing_from, args.cores))
     if args.cross:

@@ -163,6 +163,18 @@ def test_a_cross_or_predict_that_is_not_two_folders_is_refused_by_name(flag, cap
         assert f"{flag} {value}: two bench folders, BASE,OTHER" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flag", ["--cross", "--predict", ""])
+def test_a_folder_with_no_bench_is_refused_by_name(flag, tmp_path, capsys):
+    bench = tmp_path / "toy"
+    bench.mkdir()
+    (bench / "bench.json").write_text("{}")
+    missing = tmp_path / "toy-learner2threads"  # a bench name given where a folder is asked for
+    with pytest.raises(SystemExit) as e:
+        sim_predict.main([flag, f"{bench},{missing}"] if flag else [str(missing)])
+    assert e.value.code == 2
+    assert f"{flag or 'DIR'} {missing}: no bench.json there" in capsys.readouterr().err
+
+
 def test_the_runs_calibrated_on_are_the_first_staleness_and_the_sharing_run(tmp_path):
     (tmp_path / "bench.json").write_text(json.dumps({"config": {"staleness": [0, 1, 2]}}))
     assert sim_predict.fitted_runs(tmp_path, "max_staleness=1") == ("max_staleness=0", "max_staleness=1")
