@@ -37,6 +37,13 @@ def parse_args(argv=None):
             p.error(f"--{name} {getattr(args, name)}: at least 1")
     if not 0 <= args.warmup < args.steps - 1:
         p.error(f"--warmup {args.warmup}: from 0 to --steps - 2 ({args.steps - 2}), so that two steps are timed")
+    from jury.protocol.config import ConfigError
+    from jury.protocol.config_load import load_config
+
+    try:
+        load_config(None, args.overrides)  # refused here, by name, not after a run has started
+    except ConfigError as e:
+        p.error(f"settings: {e}")
     args.layouts = args.layouts.split(",")
     unknown = [x for x in args.layouts if x not in LAYOUTS]
     if unknown or not args.layouts:

@@ -37,6 +37,7 @@ def test_the_figures_count_the_steps_after_the_warm_up(tmp_path):
     (["--steps", "0"], "--steps 0: at least 1"),
     (["--steps", "10", "--warmup", "9"], "--warmup 9: from 0 to --steps - 2"),
     (["--layouts", "vllm,mp"], r"--layouts: \['mp'\] not among vllm, inline"),
+    (["learner.nosuch=1"], "settings: .*nosuch"),
 ])
 def test_bad_arguments_are_refused_by_name(argv, says, capsys):
     with pytest.raises(SystemExit) as e:
