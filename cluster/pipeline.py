@@ -28,7 +28,8 @@ from jury.cluster.errors import RunFailed, SyncTimeout, ray_start_failed
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
 from jury.cluster.metrics import stage
-from jury.cluster.placement import engine_cpu_binds, generator_placement, server_placement, server_tensor_parallel
+from jury.cluster.placement import (check_cpu_bind, engine_cpu_binds, generator_placement, server_placement,
+                                    server_tensor_parallel)
 from jury.protocol.transport import CurveKeys
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,9 @@ class Pipeline:
             self._init_ray()
             if cfg.check_resources:
                 check_resources(cfg, [n["Resources"] for n in ray.nodes() if n["Alive"]])
+            if self.started_ray:  # one machine: this process's cores are the engines'
+                check_cpu_bind(os.environ.get("VLLM_CPU_OMP_THREADS_BIND"), sorted(os.sched_getaffinity(0)),
+                               cfg.generator.num_gpus == 0 and cfg.generator.tensor_parallel_size == 1)
         # a local run binds on loopback; on a cluster every actor binds on its own node's
         # address (host=None) and returns the endpoint, so nothing is hard-coded
         self.host = "127.0.0.1" if self.started_ray else None

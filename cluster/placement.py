@@ -29,6 +29,20 @@ def engine_cpu_binds(engines: int, cores: list[int]) -> list[str]:
     return [",".join(str(cores[(i * k + j) % len(cores)]) for j in range(k)) for i in range(engines)]
 
 
+def check_cpu_bind(bind: str | None, cores: list[int], cpu_engines: bool):
+    """A VLLM_CPU_OMP_THREADS_BIND the user set, refused before anything starts when it names no
+    usable cores of this machine (actors.cpu_engine.bind_cores), not in each engine's actor."""
+    from jury.actors.cpu_engine import bind_cores
+    from jury.protocol.config import ConfigError
+
+    if bind is None or not cpu_engines:
+        return
+    try:
+        bind_cores(bind, cores)
+    except ValueError as e:
+        raise ConfigError(f"{e} (the CPU engines' cores; unset it for vLLM's own choice)") from None
+
+
 def generator_bundles(g) -> list[dict]:
     """Placement-group bundles for one tensor-parallel GPU engine: the actor's CPUs and custom
     resources, then one GPU per tensor-parallel rank. [] when no group is needed (TP 1, or CPU)."""

@@ -103,3 +103,16 @@ def test_several_cpu_engines_on_one_machine_decode_on_cores_of_their_own():
         binds = [set(map(int, b.split(","))) for b in engine_cpu_binds(engines, cores)]
         assert all(binds[i].isdisjoint(binds[j]) for i in range(engines) for j in range(i))
         assert len(set(cores) - set().union(*binds)) >= engines
+
+
+def test_a_cpu_bind_naming_no_usable_core_is_refused_before_anything_starts():
+    """A VLLM_CPU_OMP_THREADS_BIND the user set is checked once, by the driver, against this machine's
+    cores: not in each engine's actor, where Ray would restart it to fail again."""
+    from jury.cluster.placement import check_cpu_bind
+    from jury.protocol.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"VLLM_CPU_OMP_THREADS_BIND='9': core\(s\) \[9\] are not among"):
+        check_cpu_bind("9", [0, 1], cpu_engines=True)
+    check_cpu_bind("9", [0, 1], cpu_engines=False)  # GPU engines do not read it
+    check_cpu_bind(None, [0, 1], cpu_engines=True)
+    check_cpu_bind("1", [0, 1], cpu_engines=True)
