@@ -4,10 +4,15 @@
     python benchmarks/learner_gpu.py --zero 2
     python benchmarks/learner_gpu.py --zero 0 --accum bf16  # the only accumulation DeepSpeed allows at stage 0
     python benchmarks/learner_gpu.py --tiny                  # a two-layer model on the CPU: a smoke run
+    python benchmarks/learner_gpu.py --model Qwen2.5-32B --layers 4 --no-grad-check
+                                                             # another shape of configs/simulate/models.yaml,
+                                                             # its first layers only (what one GPU holds)
 
 No generator, verifier or Ray: the learner's own code on a constructed batch. The model has
 Qwen3-1.7B's shape (hidden 2048, 28 layers, vocabulary 151,936, tied head) with random weights
-(no download), the batch `--rows` completions of random tokens whose lengths are spread evenly
+(no download); `--model` takes another shape from configs/simulate/models.yaml (built as a Qwen3
+decoder: a Qwen2.5 shape gets Qwen3's q/k norms and no qkv bias, a few thousand parameters a layer),
+and `--layers` keeps its first layers, for shapes whose optimizer state one GPU cannot hold. The batch `--rows` completions of random tokens whose lengths are spread evenly
 over 1..`--max-new` after a `--prompt`-token prompt, with random advantages.
 
 1. Gradient. The bf16 engine and an fp32 copy of the same weights (the bf16 values, widened)
@@ -27,7 +32,11 @@ over 1..`--max-new` after a `--prompt`-token prompt, with random advantages.
    attention: a position t multiplies t keys and t values, 4·t·heads·head_dim FLOPs a layer, so
    2·L(L + 1)·heads·head_dim a row's forward; three forwards' worth with the backward). Until 2026-11-27
    the last term was half that (L^2 / 2): MFUs measured before then are low by 1.3% of themselves at
-   the default batch, more at longer rows.
+   the default batch, more at longer rows. An untied head's parameters are counted in the head term
+   only, as `jury simulate` counts them. `mfu_less_optimizer` is the same FLOPs over the step less
+   its optimizer step: what configs/simulate/hardware.yaml's `train_mfu` means. Until 2026-11-27 (the
+   sixth GPU session) the learner's `optimizer_s` also held the last micro-batch's backward, still
+   queued on the GPU when its clock was read (more of it, the fewer and larger the micro-batches).
 Prints one JSON line (and writes it with --json).
 """
 from __future__ import annotations
@@ -48,6 +57,29 @@ TINY = dict(hidden_size=64, num_hidden_layers=2, intermediate_size=128, num_atte
             max_position_embeddings=512, rope_theta=1e6, rms_norm_eps=1e-6)
 
 
+def model_spec(name: str, layers: int) -> dict:
+    """transformers' Qwen3Config keywords for a shape of configs/simulate/models.yaml, cut to `layers`."""
+    if name == "Qwen3-1.7B-Base":
+        spec = dict(QWEN3_1_7B)
+    else:
+        from jury.experiments.sim_gpu import load_model
+        from jury.protocol.config import ConfigError
+
+        try:
+            m = load_model(name)
+        except ConfigError as e:
+            raise SystemExit(f"learner_gpu: --model {name!r}: {e}")
+        spec = dict(hidden_size=m.hidden, num_hidden_layers=m.layers, intermediate_size=m.intermediate,
+                    num_attention_heads=m.heads, num_key_value_heads=m.kv_heads, head_dim=m.head_dim,
+                    vocab_size=m.vocab, tie_word_embeddings=m.tied_embeddings, max_position_embeddings=40960,
+                    rope_theta=1e6, rms_norm_eps=1e-6)
+    if layers:
+        if layers > spec["num_hidden_layers"]:
+            raise SystemExit(f"learner_gpu: --layers {layers}: {name} has {spec['num_hidden_layers']}")
+        spec["num_hidden_layers"] = layers
+    return spec
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--zero", type=int, default=1, choices=(0, 1, 2))
@@ -63,9 +95,16 @@ def parse_args():
     p.add_argument("--steps", type=int, default=3, help="timed steps")
     p.add_argument("--peak-tflops", type=float, default=989.0,
                    help="datasheet dense bf16 peak (H100/H200 SXM: 989)")
+    p.add_argument("--model", default="Qwen3-1.7B-Base",
+                   help="a shape in configs/simulate/models.yaml (Qwen3-1.7B-Base: the default above)")
+    p.add_argument("--layers", type=int, default=0, help="keep only the model's first LAYERS (0: all)")
+    p.add_argument("--no-grad-check", action="store_true",
+                   help="skip part 1 (its fp32 copy and gradients need about 3x the model's memory again)")
     p.add_argument("--tiny", action="store_true", help="a two-layer model on the CPU (smoke run)")
     p.add_argument("--json", default="", help="also write the result here")
     args = p.parse_args()
+    if args.layers < 0:
+        p.error(f"--layers {args.layers}: a count of layers, or 0 for all")
     if args.tiny:
         args.rows, args.prompt, args.max_new, args.micro_batch, args.grad_rows, args.steps = 8, 8, 24, 4, 8, 1
         args.grad_micro_batch = 1
@@ -93,6 +132,13 @@ def make_batch(args, vocab: int, device, seed: int = 0):
     return Batch(*(t.to(device) if isinstance(t, torch.Tensor) else t for t in
                    (batch.input_ids, batch.attention, batch.completion, batch.behav_logp, batch.advantages,
                     batch.rewards, batch.num_groups, batch.in_loss, batch.penalty)))
+
+
+def body_params(params: int, spec: dict) -> int:
+    """The parameters model_flops counts at every position: all but the embedding (which reads no
+    FLOPs) and an untied head (counted on completion positions only, as the tied one is)."""
+    tables = 1 if spec["tie_word_embeddings"] else 2
+    return params - tables * spec["vocab_size"] * spec["hidden_size"]
 
 
 def model_flops(spec: dict, params_less_embedding: int, batch) -> float:
@@ -151,14 +197,14 @@ def main():
     from jury.protocol.plan import Sampling
 
     device = torch.device("cpu" if args.tiny else "cuda")
-    spec = TINY if args.tiny else QWEN3_1_7B
+    spec = TINY if args.tiny else model_spec(args.model, args.layers)
     _init_distributed("gloo" if args.tiny else "nccl", 0, 1, None)
     torch.manual_seed(0)
     with torch.device(device):
         model = Qwen3ForCausalLM(Qwen3Config(**spec)).to(torch.bfloat16)
     use_fused_head(model)
     params = sum(p.numel() for p in model.parameters())
-    params_less_embedding = params - spec["vocab_size"] * spec["hidden_size"]
+    params_less_embedding = body_params(params, spec)
     batch = make_batch(args, spec["vocab_size"], device)
     sampling = Sampling(temperature=1.0, top_p=1.0, max_new_tokens=args.max_new)
     cfg = LearnerConfig(dtype="bfloat16", zero_stage=max(args.zero, 1), micro_batch=args.micro_batch,
@@ -178,48 +224,51 @@ def main():
         loss, _ = micro_loss(module, batch, idx, cfg, total_tokens=tokens, total_seqs=seqs, sampling=sampling)
         return loss
 
-    with torch.device(device):
-        ref = Qwen3ForCausalLM(Qwen3Config(**spec))
-    ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
-    use_fused_head(ref)
-    for idx in chunks:
-        loss_of(ref, idx).backward()
-    want = {n: p.grad.detach().clone() for n, p in ref.named_parameters()}
-    del ref
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
+    grad = None
+    if not args.no_grad_check:
+        with torch.device(device):
+            ref = Qwen3ForCausalLM(Qwen3Config(**spec))
+        ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()})
+        use_fused_head(ref)
+        for idx in chunks:
+            loss_of(ref, idx).backward()
+        want = {n: p.grad.detach().clone() for n, p in ref.named_parameters()}
+        del ref
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
 
-    # the same bf16 model in plain torch (no DeepSpeed), each micro-batch's gradient added in fp32:
-    # what bf16 arithmetic alone costs, to tell it from anything DeepSpeed does
-    plain = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in model.named_parameters()}
-    for idx in chunks:
-        loss_of(model, idx).backward()
-        for n, p in model.named_parameters():
-            if p.grad is not None:
-                plain[n] += p.grad.float()
-                p.grad = None
+        # the same bf16 model in plain torch (no DeepSpeed), each micro-batch's gradient added in fp32:
+        # what bf16 arithmetic alone costs, to tell it from anything DeepSpeed does
+        plain = {n: torch.zeros_like(p, dtype=torch.float32) for n, p in model.named_parameters()}
+        for idx in chunks:
+            loss_of(model, idx).backward()
+            for n, p in model.named_parameters():
+                if p.grad is not None:
+                    plain[n] += p.grad.float()
+                    p.grad = None
 
     engine, *_ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()],
                                       config=ds_config)
-    engine.train()
-    for i, idx in enumerate(chunks):
-        engine.set_gradient_accumulation_boundary(i == len(chunks) - 1)
-        _before_forward(engine)
-        engine.backward(loss_of(engine.module, idx), scale_wrt_gas=False)
-    deepspeed_grad, missing = {}, []
-    for n, p in engine.module.named_parameters():
-        got = safe_get_full_grad(p)
-        if got is None:
-            missing.append(n)
-        else:
-            deepspeed_grad[n] = got.detach().float().clone()
-    engine.step()
-    grad = {**compare(deepspeed_grad, want), "params_without_grad": missing[:5],
-            "rows": args.grad_rows, "micro_batches": len(chunks), "completion_tokens": tokens,
-            "plain_torch_bf16_vs_fp32": compare(plain, want),
-            "deepspeed_vs_plain_torch_bf16": compare(deepspeed_grad, plain)}
-    del plain, deepspeed_grad, want
+    if not args.no_grad_check:
+        engine.train()
+        for i, idx in enumerate(chunks):
+            engine.set_gradient_accumulation_boundary(i == len(chunks) - 1)
+            _before_forward(engine)
+            engine.backward(loss_of(engine.module, idx), scale_wrt_gas=False)
+        deepspeed_grad, missing = {}, []
+        for n, p in engine.module.named_parameters():
+            got = safe_get_full_grad(p)
+            if got is None:
+                missing.append(n)
+            else:
+                deepspeed_grad[n] = got.detach().float().clone()
+        engine.step()
+        grad = {**compare(deepspeed_grad, want), "params_without_grad": missing[:5],
+                "rows": args.grad_rows, "micro_batches": len(chunks), "completion_tokens": tokens,
+                "plain_torch_bf16_vs_fp32": compare(plain, want),
+                "deepspeed_vs_plain_torch_bf16": compare(deepspeed_grad, plain)}
+        del plain, deepspeed_grad, want
 
     # 2. the learner's step on the whole batch
     shard = send_shards(batch, plan_shards(batch, 1, 1), device)
@@ -239,12 +288,14 @@ def main():
             split.append(timers)
     step_s = sorted(times)[len(times) // 2]
     flops = model_flops(spec, params_less_embedding, batch)
+    opt_s = sorted(t.get("optimizer_s", 0.0) for t in split)[len(split) // 2]
     positions, completion = float(batch.attention.sum()), float(batch.completion.sum())
     measured = matmul_tflops(device)
     result = {
         "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "setting": label,
         "torch": torch.__version__, "deepspeed": deepspeed.__version__,
-        "model": "Qwen3-1.7B shape, random weights" if not args.tiny else "tiny", "params": params,
+        "model": "tiny" if args.tiny else f"{args.model} shape, random weights, {spec['num_hidden_layers']} layers",
+        "params": params,
         "gradient": grad,
         "step": {"rows": args.rows, "positions": positions, "completion_tokens": completion,
                  "micro_batch": args.micro_batch, "median_s": step_s, "steps": times,
@@ -252,6 +303,7 @@ def main():
                  "positions_per_s": positions / step_s, "completion_tokens_per_s": completion / step_s,
                  "model_tflops": flops / step_s / 1e12,
                  "mfu_datasheet": flops / step_s / (args.peak_tflops * 1e12),
+                 "mfu_less_optimizer": flops / (step_s - opt_s) / (args.peak_tflops * 1e12),
                  "matmul_tflops_measured": measured,
                  "mfu_measured_matmul": flops / step_s / (measured * 1e12) if measured else None,
                  "peak_memory_gb": torch.cuda.max_memory_allocated() / 1e9 if device.type == "cuda" else None},

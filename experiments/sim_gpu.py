@@ -20,7 +20,8 @@ install beside its own, and has no H200 or L40S. The formulas are a few lines ea
     prefill of a group: prompt · (2·P + 4·L·d_attn·prompt/2) / (tp · peak · inference_mfu)  (once per
         group: the G samples share the prompt's KV through prefix caching)
     learner, per completion token: k · (2·P_body·(p + E[l]) + 2·H·V·E[l] + 2·L·d_attn·E[(p + l)²])
-        / E[l] / (peak · train_mfu), p the prompt: the layers on every position, the LM head on the
+        / E[l] / (peak · train_mfu · s), s the shape's measured gain at the run's micro-batch
+        (models.yaml's train_mfu_scale; 1 where none is measured), p the prompt: the layers on every position, the LM head on the
         completion's only (as grpo.token_logprobs runs it), causal attention over each whole row;
         k = 3 (forward and backward), +1 with gradient checkpointing, +1 with a KL reference (its
         forward runs in every micro-batch), +1/epochs for the once-per-batch forward (proximal
@@ -88,6 +89,22 @@ class ModelShape:
     vocab: int
     tied_embeddings: bool = True
     params: float = 0.0   # > 0: overrides the count from the shape (weight bytes and FLOPs scale with it)
+    # (micro-batch rows, factor) pairs: this shape's learner reaches the card's train_mfu times the
+    # factor (models.yaml says where each was measured); between two micro-batches the factor is
+    # interpolated in log2(rows), outside them the nearest is kept; none: 1
+    train_mfu_scale: tuple = ()
+
+    def train_scale(self, micro_batch: int) -> float:
+        points = self.train_mfu_scale
+        if not points:
+            return 1.0
+        if micro_batch <= points[0][0]:
+            return points[0][1]
+        for (r0, f0), (r1, f1) in zip(points, points[1:]):
+            if micro_batch <= r1:
+                w = math.log2(micro_batch / r0) / math.log2(r1 / r0)
+                return f0 + w * (f1 - f0)
+        return points[-1][1]
 
     @property
     def attn_dim(self) -> int:
@@ -182,16 +199,36 @@ def load_model(model: str, path: Path | None = None, overrides: list[str] = ()) 
                 "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
                 "intermediate": hf["intermediate_size"], "vocab": hf["vocab_size"],
                 "tied_embeddings": bool(hf.get("tie_word_embeddings", False))}
+    known = yaml.safe_load((path or CONFIGS / "models.yaml").read_text())["models"]
+    entry = dict(known.get(folder.name, {}))
+    if data:  # the shape from config.json; what was measured of it from models.yaml
+        data["train_mfu_scale"] = entry.get("train_mfu_scale", {})
     else:
-        known = yaml.safe_load((path or CONFIGS / "models.yaml").read_text())["models"]
-        data = dict(known.get(folder.name, {}))
+        data = entry
     data = _overridden(data, overrides, "model.")
+    data["train_mfu_scale"] = _scale_points(data.get("train_mfu_scale") or {}, model)
     missing = [f.name for f in dataclasses.fields(ModelShape)
                if f.default is dataclasses.MISSING and f.name not in data]
     if missing:
         raise ConfigError(f"model {model!r}: no config.json here and not in configs/simulate/models.yaml; "
                           f"give its shape as model.KEY=VALUE (missing: {', '.join(missing)})")
     return _build(ModelShape, data, f"model {model}")
+
+
+def _scale_points(scale, model: str) -> tuple:
+    """models.yaml's `train_mfu_scale: {rows: factor, ...}` as sorted pairs; anything else refused."""
+    if not isinstance(scale, dict) or not all(
+            isinstance(k, int) and not isinstance(k, bool) and k > 0 and isinstance(v, (int, float))
+            and not isinstance(v, bool) and v > 0 for k, v in scale.items()):
+        raise ConfigError(f"model {model!r}: train_mfu_scale must map micro-batch rows (whole numbers > 0) "
+                          f"to factors > 0, e.g. {{8: 1.0, 16: 1.1}}; got {scale!r}")
+    return tuple(sorted((k, float(v)) for k, v in scale.items()))
+
+
+def train_efficiency(m: ModelShape, gpu: Gpu, micro_batch: int) -> float:
+    """The learner's model FLOP/s over the card's dense bf16 peak: the card's train_mfu, measured on
+    Qwen3-1.7B's shape, times what this shape was measured to gain at this micro-batch."""
+    return gpu.efficiency.train_mfu * m.train_scale(micro_batch)
 
 
 # ── the formulas ──
@@ -321,7 +358,7 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
         prefill_s=prefill_s(m, gen, tp, prompt))
     per_token = train_flops_per_token(m, cfg, prompt, length, square)
     learner = Learner(step_s=learner_step_s(m, lrn, cfg),
-                      token_s=per_token / (lrn.bf16_flops * lrn.efficiency.train_mfu))
+                      token_s=per_token / (lrn.bf16_flops * train_efficiency(m, lrn, cfg.learner.micro_batch)))
     # each role on its own GPUs: neither slows the other (Sharing's zeros), whatever a calibration said
     return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync),
                                sharing=Sharing())

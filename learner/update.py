@@ -138,6 +138,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
                                          proximal=torch.zeros_like(dummy.completion))
                     loss = loss * 0.0
                 engine.backward(loss * world, scale_wrt_gas=False)
+            _finish(device)  # else the last backward, still queued on the GPU, is timed as the optimizer's
             t1 = time.perf_counter()
             if not engine.zero_optimization():  # DeepSpeed reports the norm under ZeRO only
                 timers["grad_norm"] = grad_norm(engine)
@@ -145,9 +146,16 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
             if skipped:
                 sums["nonfinite_skips"] += 1
                 timers["nonfinite"] = skipped
+            _finish(device)
             timers["forward_backward_s"] = timers.get("forward_backward_s", 0.0) + t1 - t0
             timers["optimizer_s"] = timers.get("optimizer_s", 0.0) + time.perf_counter() - t1
     return sums
+
+
+def _finish(device) -> None:
+    """Wait for the work queued on a GPU, so that a timer read next counts it (once a mini-batch)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def step_if_finite(engine, loss: float) -> str | None:

@@ -71,6 +71,31 @@ def test_learner_benchmarks_model_flops_count_each_position_by_hand():
     assert model_flops(spec, body, batch) == pytest.approx(3 * forward)
 
 
+def test_learner_benchmark_counts_another_shapes_layers_as_jury_simulate_does():
+    """`--model Qwen2.5-32B --layers 2`: the decoder built from models.yaml's shape, cut to two layers,
+    has the body jury simulate prices (its matmul parameters less the head) to within the norms
+    (the head untied, so neither table is in the body), and a bad shape or count is refused by name."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from jury.experiments.sim_gpu import load_model
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from learner_gpu import body_params, model_spec
+    spec = model_spec("Qwen2.5-32B", 2)
+    assert (spec["num_hidden_layers"], spec["hidden_size"], spec["tie_word_embeddings"]) == (2, 5120, False)
+    with torch.device("meta"):
+        params = sum(p.numel() for p in Qwen3ForCausalLM(Qwen3Config(**spec)).parameters())
+    shape = load_model("Qwen2.5-32B")
+    two = type(shape)(**{**shape.__dict__, "layers": 2})
+    want = two.matmul_params() - two.head_params()
+    norms = 2 * (2 * 5120 + 2 * 128) + 5120  # per layer two RMSNorms and Qwen3's q/k norms; the final norm
+    assert body_params(params, spec) == want + norms
+    with pytest.raises(SystemExit, match="has 64"):
+        model_spec("Qwen2.5-32B", 65)
+    with pytest.raises(SystemExit, match="'Nope'"):
+        model_spec("Nope", 0)
+
+
 def test_learner_benchmarks_model_flops_against_verls_counter():
     """MFUs from different codebases count different FLOPs. verl's counter for qwen2/qwen3
     (volcengine/verl, verl/utils/flops_counter.py, _estimate_qwen2_flops, commit 02cf355), restated:

@@ -1,6 +1,7 @@
 """`jury simulate --hardware` and `--sweep`: the GPU formulas against numbers worked by hand from
 the datasheets in configs/simulate/hardware.yaml and Qwen3-1.7B's shape, the tables' parsing and
 their refusals, and a sweep on a tiny grid. Pure functions and millisecond simulations."""
+import dataclasses
 import json
 import math
 
@@ -9,7 +10,7 @@ import pytest
 from jury.experiments.sim_costs import Costs, Generation, Lengths, Sharing
 from jury.experiments.sim_gpu import (ModelShape, collective_bytes, critic_passes, decode_step_s, hardware_costs,
                                       kv_limited_seqs, learner_step_s, load_hardware, load_model, prefill_s,
-                                      train_flops_per_token, train_passes)
+                                      train_efficiency, train_flops_per_token, train_passes)
 from jury.protocol.config import ConfigError
 from jury.protocol.config_load import load_config
 
@@ -127,7 +128,8 @@ def test_the_learners_step_by_hand(qwen):
 
 def test_hardware_costs_put_the_formulas_into_the_simulators_costs(qwen):
     gpus = load_hardware("generator=l40s,learner=h100-sxm")
-    cfg = load_config(None, ["learner.num_ranks=8", "generator.max_new_tokens=4096", "max_model_len=4352"])
+    cfg = load_config(None, ["learner.num_ranks=8", "generator.max_new_tokens=4096", "max_model_len=4352",
+                             "learner.micro_batch=8"])  # the micro-batch train_mfu was measured at
     # a CPU calibration's sharing factors in the base: on GPUs each role has its own, none slows another
     base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1000)),
                  sharing=Sharing(learner=0.6, generator=0.5))
@@ -142,6 +144,40 @@ def test_hardware_costs_put_the_formulas_into_the_simulators_costs(qwen):
     row = 2 * 1_409_286_144 * 1100 + 2 * 311_164_928 * 1000 + 2 * 28 * 2048 * 1100**2
     assert c.learner.token_s == pytest.approx(3 * row / 1000 / (989.5e12 * 0.216))  # the H100's own train_mfu
     assert c.verifier == base.verifier and c.generation.lengths == base.generation.lengths
+
+
+def test_a_shapes_measured_training_gain_scales_the_cards_train_mfu(qwen, tmp_path):
+    """models.yaml's train_mfu_scale: Qwen2.5-32B's layers were measured at 1.775 / 1.912 / 1.904x
+    Qwen3-1.7B's MFU in micro-batches of 4 / 8 / 16 rows (an H200, docs/results.md). Between two
+    measured micro-batches the factor goes linearly in log2(rows); outside, the nearest is kept; a
+    shape with none measured trains at the card's figure; a bad table is refused by name."""
+    big = load_model("/mnt/models/Qwen2.5-32B")
+    assert big.train_mfu_scale == ((4, 1.775), (8, 1.912), (16, 1.904))
+    assert [big.train_scale(r) for r in (1, 4, 8, 16, 64)] == [1.775, 1.775, 1.912, 1.904, 1.904]
+    assert big.train_scale(6) == pytest.approx(1.775 + math.log2(1.5) * (1.912 - 1.775))
+    assert qwen.train_scale(4) == 1.0 and qwen.train_scale(16) == 1.097
+    unmeasured = load_model("/mnt/models/Qwen2.5-Math-7B")
+    assert unmeasured.train_mfu_scale == () and unmeasured.train_scale(16) == 1.0
+
+    h100 = load_hardware("h100-sxm")
+    base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1000)))
+    for rows, factor in ((4, 1.775), (16, 1.904)):
+        cfg = load_config(None, [f"learner.micro_batch={rows}"])
+        plain = hardware_costs(cfg, dataclasses.replace(big, train_mfu_scale=()), h100, base)
+        assert hardware_costs(cfg, big, h100, base).learner.token_s == pytest.approx(plain.learner.token_s / factor)
+        assert train_efficiency(big, h100["learner"], rows) == pytest.approx(0.216 * factor)
+    # a model folder with its own config.json takes its measured gain from models.yaml by name
+    folder = tmp_path / "Qwen2.5-32B"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 64, "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
+        "intermediate_size": 27648, "vocab_size": 152064, "tie_word_embeddings": False}))
+    assert load_model(str(folder)) == big
+    # the command line's model.train_mfu_scale replaces it; a table that is not one is refused
+    assert load_model(str(folder), overrides=["model.train_mfu_scale={8: 1.5}"]).train_scale(32) == 1.5
+    for bad in ("2", "{0: 1.0}", "{8: -1}", "{8: true}", "[1, 2]"):
+        with pytest.raises(ConfigError, match="train_mfu_scale must map micro-batch rows"):
+            load_model("/mnt/models/Qwen2.5-32B", overrides=[f"model.train_mfu_scale={bad}"])
 
 
 def test_decode_is_priced_at_the_context_each_step_reads_summed_over_the_steps(qwen):
