@@ -457,9 +457,10 @@ def _fitted_runs(folder: Path, report: dict) -> dict[str, dict]:
 def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, float]:
     """The bench run `name` (as `jury bench` names it, "max_staleness=1") to fit the sharing factors
     to, and how much slower than alone each role ran in it: (its folder, learner ratio, generator
-    ratio). Learner: its train seconds per token over `costs`' alone token_s. Generator: the decode
-    line's alone tokens/s at the sequences the run kept running while busy (occupancy over its busy
-    share), over the tokens/s it made per busy generator. Each ratio is at least 1.
+    ratio). Learner: its train seconds per token over `costs`' alone token_s. Generator: the tokens
+    the decode line says the engines would have made alone at the sequences they ran, bin by bin of
+    the run's occupancy timeline (_alone_tokens), over the tokens the run made in the same span. Each
+    ratio is at least 1.
 
     The synchronous calibration run hardly overlaps the roles, so factors fitted to it say little of
     an asynchronous run, where generation and training share the cores throughout (docs/results.md,
@@ -473,14 +474,34 @@ def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, f
                          f"(it has {', '.join(k.removeprefix('end_to_end/') for k in runs)})")
     run = runs[key]
     run_dir = run_folder(folder, run["run_dir"])
-    busy = max(1e-9, 1 - run.get("idle/generator", 0.0))
-    n = run["occupancy_mean"] / busy
-    g = costs.generation
-    alone_tokens_per_s = n / (g.step_s + g.seq_s * n)
-    generator_ratio = alone_tokens_per_s / (run["tokens_per_s"] / (_num_generators(run_dir) * busy))
+    generator_ratio = _alone_tokens(run_dir, run, costs.generation) / _loop_tokens(run_dir, run)
     learner_ratio = run["learner_train_s"] / (run["tokens_per_s"] * run["step_s"]) / run_epochs(run_dir) \
         / costs.learner.token_s
     return run_dir, max(1.0, learner_ratio), max(1.0, generator_ratio)
+
+
+def _alone_tokens(run_dir: Path, run: dict, g: Generation) -> float:
+    """Tokens the engines would have decoded alone over the run's timed loop: each 0.1 s bin of
+    occupancy.json at the decode line's rate for the sequences running in it, n / (step_s + seq_s·n),
+    summed over bins and engines. Not the rate at the mean of n: the rate is concave in n, so an
+    occupancy that swings within a step (a full batch, then a few long completions) made fewer tokens
+    than its mean says (on the chain task's max_staleness=1 run 1.43x alone where the mean said 1.71x,
+    which the fit read as a generator slowed eight-fold beside the learner)."""
+    start, end = _loop_span(run_dir, run)
+    timelines = json.loads((run_dir / "occupancy.json").read_text())["generators"].values()
+    return sum(t["bin_s"] * n / (g.step_s + g.seq_s * n) for t in timelines
+               for at, n in zip(t["t"], t["running"]) if start <= at < end and n > 0)
+
+
+def _loop_tokens(run_dir: Path, run: dict) -> float:
+    start, end = _loop_span(run_dir, run)
+    return max(1e-9, run["tokens_per_s"] * (end - start))
+
+
+def _loop_span(run_dir: Path, run: dict) -> tuple[float, float]:
+    """The bench's timed loop on metrics.jsonl's clock (occupancy.json's): from the end of its
+    warm-up steps to the last step."""
+    return run["loop_start_s"], _last_metrics(run_dir)["time_s"]
 
 
 def _calibration_key(runs: dict[str, dict], report: dict) -> str:

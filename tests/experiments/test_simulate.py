@@ -169,6 +169,20 @@ def test_the_shipped_costs_file_is_the_defaults():
     assert load_costs(str(Path(__file__).parents[2] / "configs" / "simulate" / "costs.yaml")) == Costs()
 
 
+def write_timeline(run_dir, running, busy=1.0, start=10.0, bin_s=0.1):
+    """metrics.jsonl's first and last time_s around the loop (start, start + 4 s), and occupancy.json
+    with `running` sequences in each 0.1 s bin over the loop's first `busy` share, none after it."""
+    end = start + 4.0
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps({"step": i, "time_s": t}) + "\n"
+                                                   for i, t in enumerate((start - 0.5, end))))
+    bins = round((end - start) / bin_s)
+    busy_bins = busy * bins
+    timeline = {"bin_s": bin_s, "t": [start + i * bin_s for i in range(bins)],
+                "running": [n * min(1.0, max(0.0, busy_bins - i)) for i, n in enumerate(running)],
+                "waiting": [0.0] * bins}
+    (run_dir / "occupancy.json").write_text(json.dumps({"clock": "time_s", "generators": {"generator0": timeline}}))
+
+
 def bench_folder(tmp_path):
     """A `jury bench` folder as it writes one, two runs, made up numbers (worked in the test below)."""
     runs = {"0": (10, 0.5, 1000, 0.2, 0.25, [30, 50, None]), "2": (30, 0.25, 2000, 0.1, 0.8, [70]),
@@ -184,7 +198,10 @@ def bench_folder(tmp_path):
         report[f"end_to_end/max_staleness={k}"] = {
             "occupancy_mean": occupancy, "idle/generator": idle, "tokens_per_s": tokens_per_s, "step_s": 0.5,
             "learner_train_s": train_s, "sync_total_s": sync_s, "completions_per_s": 50.0, "staleness_mean": 0.5,
-            "run_dir": f"/elsewhere/{name}"}  # moved: found beside bench.json
+            "loop_start_s": 10.0, "run_dir": f"/elsewhere/{name}"}  # moved: found beside bench.json
+        # the timed loop, 8 steps of 0.5 s from 10.0 on metrics.jsonl's clock, and the engine's
+        # occupancy over it: busy (1 - idle) of the time at the sequences it ran while busy
+        write_timeline(tmp_path / name, [occupancy / (1 - idle) if idle < 1 else 0.0] * 40, busy=1 - idle)
     (tmp_path / "bench.json").write_text(json.dumps(report))
     return tmp_path
 
@@ -446,6 +463,32 @@ def test_calibration_fits_the_factors_that_reproduce_the_measured_slowdowns(tmp_
     assert c.sharing.learner > 0.4 and c.sharing.generator > 0.5
     r = simulate(load_config(str(folder / "staleness-2" / "config.yaml")), c)
     assert (r["slowdown/learner"], r["slowdown/generator"]) == pytest.approx((1.4, 1.5), rel=0.01)
+
+
+def test_the_generators_slowdown_is_read_bin_by_bin_from_the_occupancy_timeline(tmp_path):
+    """An engine whose running count swings within a step (a full batch, then a few long completions)
+    makes fewer tokens than the decode line gives at its mean count: n / (step_s + seq_s·n) is concave.
+    The run below is busy 3 s of its 4-s loop, half of that at 70 sequences and half at 10 (mean 40),
+    and makes 6,667 tokens; alone, at 0.005 + 0.00025·n s a step, 1.5 s at 70 make 4,667 and 1.5 s at
+    10 make 2,000: the same, ratio 1. Priced at the mean (2,667 tokens/s at 40 over 3 s = 8,000) it
+    would read 1.2, a generator slowed beside the learner that was not; at a steady 40 it is 1.2."""
+    folder = bench_folder(tmp_path)
+    report = json.loads((folder / "bench.json").read_text())
+    report["end_to_end/max_staleness=2"]["tokens_per_s"] = 6666.67 / 4
+    (folder / "bench.json").write_text(json.dumps(report))
+    costs = Costs(generation=Generation(step_s=0.005, seq_s=0.00025), learner=Learner(token_s=0.00025))
+    run = folder / "staleness-2"
+    write_timeline(run, [70.0] * 15 + [10.0] * 15 + [0.0] * 10)
+    assert sharing_run(str(folder), "max_staleness=2", costs)[2] == pytest.approx(1.0, abs=1e-4)
+    write_timeline(run, [40.0] * 30 + [0.0] * 10)
+    assert sharing_run(str(folder), "max_staleness=2", costs)[2] == pytest.approx(1.2, abs=1e-4)
+    # bins outside the timed loop (warm-up, after the last step) are not counted
+    write_timeline(run, [40.0] * 30 + [0.0] * 10, start=10.0)
+    timeline = json.loads((run / "occupancy.json").read_text())
+    timeline["generators"]["generator0"]["t"] = [9.0] + timeline["generators"]["generator0"]["t"] + [14.5]
+    timeline["generators"]["generator0"]["running"] = [500.0] + timeline["generators"]["generator0"]["running"] + [500.0]
+    (run / "occupancy.json").write_text(json.dumps(timeline))
+    assert sharing_run(str(folder), "max_staleness=2", costs)[2] == pytest.approx(1.2, abs=1e-4)
 
 
 def test_calibration_prices_a_token_per_epoch_as_the_model_multiplies_by_epochs(tmp_path):
