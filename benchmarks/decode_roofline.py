@@ -267,7 +267,7 @@ def main():
     for length in (int(x) for x in args.prompt.split(",")):
         prompts = torch.randint(0, m.vocab, (args.prefill_rows, length), device=device)
         t = timed(lambda: dec.prefill(prompts), max(3, args.iters // 5), cuda)
-        flops = args.prefill_rows * length * m.forward_flops(length / 2)
+        flops = args.prefill_rows * m.prefill_flops(length)  # the head on the last position, as prefill runs it
         rows.append({"phase": "prefill", "n": args.prefill_rows, "context": length, "measured_s": t,
                      "predicted_s": args.prefill_rows * prefill_s(m, gpu, 1, length),
                      "tokens_per_s": args.prefill_rows * length / t, "flop_fraction": flops / t / gpu.bf16_flops})

@@ -97,6 +97,7 @@ class Verifier:
 class Learner:
     step_s: float = 0.0       # per step: optimizer step, ZeRO communication
     token_s: float = 0.0005   # per trained token, per epoch, on one rank
+    overhead_s: float = 0.0   # per step, after the sync: the driver's bookkeeping (neither wait, training nor sync)
 
 
 @dataclass(frozen=True)
@@ -342,7 +343,8 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     them to the calibration run's actual overlap. Without an alone arm in bench.json, that role's
     pipeline cost is taken as its alone cost (factor 0).
     Verifier: the verifier-only samples/s. Sync: the run with the least sync time (inflight's, when
-    run: no drain in it). Lengths: the calibration run's recorded groups as a trace by task index
+    run: no drain in it). The driver's overhead a step: the calibration run's step less its wait,
+    training and sync (_driver_overhead). Lengths: the calibration run's recorded groups as a trace by task index
     (Lengths); a run without a record, its ledger's group means."""
     base = base or Costs()
     folder = Path(bench_dir)
@@ -372,14 +374,27 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     verifier_only = report.get("verifier_only", {})
     check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
     sync_s = min(r["sync_total_s"] for r in runs.values())
+    overhead_s = _driver_overhead(sync_run)
     lengths = _recorded_lengths(calibration_dir) or Lengths(kind="empirical", values=_ledger_lengths(calibration_dir))
     return Costs(generation=Generation(step_s / generator_ratio, seq_s / generator_ratio, lengths=lengths),
-                 verifier=Verifier(check_s, base.verifier.gate_s), learner=Learner(step_s=0.0, token_s=token_s),
+                 verifier=Verifier(check_s, base.verifier.gate_s),
+                 learner=Learner(step_s=0.0, token_s=token_s, overhead_s=overhead_s),
                  sync=Sync(fixed_s=sync_s), sharing=Sharing(learner_ratio - 1, generator_ratio - 1))
 
 
+def _driver_overhead(run: dict) -> float:
+    """A bench run's seconds a step outside the learner's wait, its training and the sync: what the
+    driver does between steps (the roles' stats, metrics, the ledger). 0 for a row that lacks one of
+    them (a bench from before they were reported)."""
+    keys = ("step_s", "learner_wait_s", "learner_train_s", "sync_total_s")
+    if not all(k in run for k in keys):
+        return 0.0
+    return max(0.0, run["step_s"] - run["learner_wait_s"] - run["learner_train_s"] - run["sync_total_s"])
+
+
 def _sync_decode_line(run_dir: Path, warmup: int = 2) -> tuple[float, float] | None:
-    """(step_s, seq_s) from a synchronous run: each timed step's learner/wait_s against its recorded
+    """(step_s, seq_s) from a synchronous run: each timed step's generation (its learner/wait_s and
+    the driver's bookkeeping before it, which the batch generates through) against its recorded
     batch's longest completion and total completion tokens, least squares through the origin,
     each coefficient kept >= 0; None unless the run is synchronous, has a record and 3 timed steps,
     and its one engine holds the whole batch at once (batch_groups·group_size <= max_num_seqs and
@@ -397,8 +412,11 @@ def _sync_decode_line(run_dir: Path, warmup: int = 2) -> tuple[float, float] | N
     if cfg.max_staleness or cfg.num_generators != 1 or cfg.batch_groups * g.group_size > g.max_num_seqs \
             or cfg.batch_groups > g.max_tasks_in_flight:
         return None
-    waits = {r["step"]: r["learner/wait_s"] for r in read_metrics(run_dir)
-             if r.get("step", -1) >= warmup and "learner/wait_s" in r}
+    # the batch generates from its admission, at the end of the step before: through the driver's
+    # bookkeeping (Learner.overhead_s: the row's step less its wait, training and sync) and the wait
+    waits = {r["step"]: r["learner/wait_s"] + max(0.0, r.get("perf/step_s", 0.0) - r["learner/wait_s"]
+                                                  - r.get("learner/train_s", 0.0) - r.get("sync/total_s", 0.0))
+             for r in read_metrics(run_dir) if r.get("step", -1) >= warmup and "learner/wait_s" in r}
     points = []
     for step, wait in sorted(waits.items()):
         path = run_dir / "record" / f"step-{step:06d}.msgpack"

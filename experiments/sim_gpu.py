@@ -17,7 +17,8 @@ install beside its own, and has no H200 or L40S. The formulas are a few lines ea
         c = prompt + E[l²] / (2·E[l]) over the completion lengths l: the context of a running sequence
         averaged over every decode step, where a long completion runs for more steps than a short one
         (prompt + E[l]/2 would price a spread of lengths short: by a quarter for lengths uniform on 0..T)
-    prefill of a group: prompt · (2·P + 4·L·d_attn·prompt/2) / (tp · peak · inference_mfu)  (once per
+    prefill of a group: (prompt · (2·P_body + 4·L·d_attn·prompt/2) + 2·H·V) / (tp · peak · inference_mfu)
+        (the LM head on the last position only; until 2026-11-27 on every one, 18% of Qwen3-1.7B's; once per
         group: the G samples share the prompt's KV through prefix caching)
     learner, per completion token: k · (2·P_body·(p + E[l]) + 2·H·V·E[l] + 2·L·d_attn·E[(p + l)²])
         / E[l] / (peak · train_mfu · s), s the shape's measured gain at the run's micro-batch
@@ -142,6 +143,12 @@ class ModelShape:
         """One token's forward with `context` keys before it: the matmuls plus attention (QK and AV)."""
         return 2 * self.matmul_params() + 4 * self.layers * self.attn_dim * context
 
+    def prefill_flops(self, prompt: int) -> float:
+        """A prompt's forward: every position through the layers, causal attention (prompt/2 keys a
+        position on average), and the LM head on the last position only, whose logits give the first
+        token (vLLM computes no others; benchmarks/decode_roofline.py's prefill neither)."""
+        return prompt * (self.forward_flops(prompt / 2) - 2 * self.head_params()) + 2 * self.head_params()
+
 
 # ── the tables ──
 
@@ -243,7 +250,7 @@ def decode_step_s(m: ModelShape, gpu: Gpu, tp: int, running: int, context: float
 
 
 def prefill_s(m: ModelShape, gpu: Gpu, tp: int, prompt_tokens: int) -> float:
-    return prompt_tokens * m.forward_flops(prompt_tokens / 2) / (tp * gpu.bf16_flops * gpu.efficiency.inference_mfu)
+    return m.prefill_flops(prompt_tokens) / (tp * gpu.bf16_flops * gpu.efficiency.inference_mfu)
 
 
 SELF_REWARDS = ("self_certainty", "entropy")  # scored by the learner in its once-per-batch forward

@@ -20,6 +20,7 @@ It runs the loop the driver runs (cluster/driver.py), with time taken from the s
     sync       every sync_every steps: the generators stop taking tasks and drain (wait for their
                groups), interrupt (abort them, to start again on the new weights) or pause
                (inflight: their groups go on afterwards); then the sync's own time; version = step + 1
+    driver     admits the next tasks, then its bookkeeping (Learner.overhead_s) before the next step
 
 With --hardware the costs come from GPU formulas (experiments/sim_gpu.py), and --sweep runs a grid of
 generator:learner splits and staleness bounds (experiments/sim_sweep.py).
@@ -417,9 +418,12 @@ class Simulation:
                 self.version = step + 1
                 for e in self.engines:
                     e.resume(self.version)
+            t3 = self.env.now
             self.admit()
+            if self.costs.learner.overhead_s:  # the driver's bookkeeping: the admitted tasks start meanwhile
+                yield self.env.timeout(self.costs.learner.overhead_s)
             self.steps.append({"start": t0, "end": self.env.now, "wait_s": t1 - t0, "train_s": t2 - t1,
-                               "sync_s": self.env.now - t2, "dropped": len(dropped),
+                               "sync_s": t3 - t2, "dropped": len(dropped),
                                "generator_busy_s": sum(e.busy_s for e in self.engines),
                                "queue/feeder": len(self.ready), "queue/learner": len(self.inbox)})
 

@@ -55,9 +55,10 @@ def test_decode_is_memory_bound_at_long_context_and_flop_bound_at_large_short_ba
 
 
 def test_prefill_and_training_flops_by_hand(qwen, h100):
-    # a 512-token prompt: 512 x (2 x 1.72e9 + 4 x 28 layers x 2048 x 256 keys on average)
-    per_token = 2 * QWEN3_1_7B + 4 * 28 * 2048 * 256
-    assert prefill_s(qwen, h100, 1, 512) == pytest.approx(512 * per_token / (989.5e12 * 0.5))
+    # a 512-token prompt: 512 x (2 x the layers' 1.41e9 + 4 x 28 layers x 2048 x 256 keys on average),
+    # and the LM head (151,936 x 2048) on its last position only: the first token's logits
+    per_token = 2 * 1_409_286_144 + 4 * 28 * 2048 * 256
+    assert prefill_s(qwen, h100, 1, 512) == pytest.approx((512 * per_token + 2 * 311_164_928) / (989.5e12 * 0.5))
     # forward + backward (3) + checkpointing (1) + pi_old recomputed once over 2 epochs (1/2); a row of
     # 100 prompt and 1,000 completion tokens: the layers over its 1,100 positions, the head over the
     # 1,000 completion positions only, and causal attention, 2 x 28 layers x 2048 x 1,100² a forward

@@ -66,6 +66,24 @@ def test_inflight_is_bounded_by_the_learner_when_it_is_the_slowest():
     assert r["step_s"] == pytest.approx((5 * 1.1 + 1.0) / 6)  # no sync after the last step
 
 
+def test_the_drivers_bookkeeping_adds_to_a_learner_bound_step_and_hides_under_generation():
+    """Learner.overhead_s, after the sync and the admission: a learner-bound step is train + sync +
+    overhead; a synchronous one generates its next batch meanwhile, so its step is unchanged and its
+    wait shorter by the overhead (the cases of the two tests above, with 0.04 s of bookkeeping)."""
+    cfg = config(steps=8, batch_groups=4, max_staleness=4, **{"generator.group_size": 4,
+                                                              "generator.sync_mode": "inflight"})
+    c = costs(gen_step=0.001, check=0.001, learner_step=1.0, sync=0.1)
+    r = simulate(cfg, replace(c, learner=replace(c.learner, overhead_s=0.04)))
+    assert r["learner_wait_s"] == pytest.approx(0.0, abs=1e-9)
+    assert r["step_s"] == pytest.approx((5 * 1.14 + 1.04) / 6)
+    assert r["sync_total_s"] == pytest.approx(5 * 0.1 / 6)  # not in the sync's time
+    sync = config(steps=6, batch_groups=2, max_staleness=0, num_verifiers=1, **{"generator.group_size": 2})
+    c = costs(gen_step=0.01, check=0.05, learner_step=0.01, token_s=0.001, sync=0.03)
+    plain, busy = simulate(sync, c), simulate(sync, replace(c, learner=replace(c.learner, overhead_s=0.04)))
+    assert busy["step_s"] == pytest.approx(plain["step_s"]) == pytest.approx((3 * 0.38 + 0.35) / 4)
+    assert busy["learner_wait_s"] == pytest.approx(plain["learner_wait_s"] - 0.04)
+
+
 def test_inflight_is_bounded_by_generation_when_it_is_the_slowest():
     # one group at a time (max_tasks_in_flight 1): 10 steps x 0.01 = 0.1 s a group, 0.4 s a batch,
     # plus the 0.01 s each sync pauses it; the learner (0.05 + 0.01) keeps up, so a step is 0.41 s
@@ -221,6 +239,17 @@ def test_calibration_reads_a_bench_folder(tmp_path):
     assert c.generation.lengths == Lengths(kind="empirical", values=(30.0, 50.0))
 
 
+def test_calibration_takes_the_drivers_overhead_from_its_run(tmp_path):
+    """The calibration run's step (0.5 s) less its wait (0.02), training (0.25) and sync (0.2): 0.03 s
+    a step the driver spends on its own. A bench row without the learner's wait (older benches): 0."""
+    folder = bench_folder(tmp_path)
+    assert calibrate(str(folder)).learner.overhead_s == 0.0
+    report = json.loads((folder / "bench.json").read_text())
+    report["end_to_end/max_staleness=0"]["learner_wait_s"] = 0.02
+    (folder / "bench.json").write_text(json.dumps(report))
+    assert calibrate(str(folder)).learner.overhead_s == pytest.approx(0.03)
+
+
 def test_a_bench_run_under_interrupt_is_compared_with_the_groups_its_metrics_say_it_restarted(tmp_path):
     """against_bench: a run whose config says sync_mode=interrupt gets its generators' counters from
     its last metrics row beside the model's count; a run under another mode, or one whose metrics
@@ -294,6 +323,13 @@ def test_a_synchronous_calibration_run_gives_the_engines_alone_costs(tmp_path):
     c = calibrate(str(folder))
     assert (c.generation.step_s, c.generation.seq_s) == pytest.approx((0.01, 0.001))
     assert c.sharing.generator == 0.0
+    # the batch generates from its admission at the end of the step before, through the driver's
+    # bookkeeping (the row's step less its wait, training and sync): that part is on the line too
+    timed = [dict(r, **{"learner/wait_s": r["learner/wait_s"] - 0.004, "learner/train_s": 0.05, "sync/total_s": 0.03,
+                        "perf/step_s": r["learner/wait_s"] - 0.004 + 0.004 + 0.05 + 0.03}) for r in rows]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in timed))
+    assert (calibrate(str(folder)).generation.step_s, calibrate(str(folder)).generation.seq_s) == \
+        pytest.approx((0.01, 0.001))
     # the wait made of longest completions alone: the line keeps step_s >= 0 and seq_s >= 0
     rows = [dict(r, **{"learner/wait_s": 0.02 * max(n for g in batches[r["step"]] for n in g)}) for r in rows]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
