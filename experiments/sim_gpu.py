@@ -18,12 +18,13 @@ install beside its own, and has no H200 or L40S. The formulas are a few lines ea
         averaged over every decode step, where a long completion runs for more steps than a short one
         (prompt + E[l]/2 would price a spread of lengths short: by a quarter for lengths uniform on 0..T)
     prefill of a group: (prompt · (2·P_body + 4·L·d_attn·prompt/2) + 2·H·V) / (tp · peak · inference_mfu)
-        (the LM head on the last position only; until 2026-11-27 on every one, 18% of Qwen3-1.7B's; once per
-        group: the G samples share the prompt's KV through prefix caching)
+        (the LM head on the last position only: until 2026-11-27 on every one, 18% of Qwen3-1.7B's
+        FLOPs; once per group: the G samples share the prompt's KV through prefix caching)
     learner, per completion token: k · (2·P_body·(p + E[l]) + 2·H·V·E[l] + 2·L·d_attn·E[(p + l)²])
         / E[l] / (peak · train_mfu · s), s the shape's measured gain at the run's micro-batch
-        (models.yaml's train_mfu_scale; 1 where none is measured), p the prompt: the layers on every position, the LM head on the
-        completion's only (as grpo.token_logprobs runs it), causal attention over each whole row;
+        (models.yaml's train_mfu_scale; 1 where none is measured), p the prompt: the layers on
+        every position, the LM head on the completion's only (as grpo.token_logprobs runs it),
+        causal attention over each whole row;
         k = 3 (forward and backward), +1 with gradient checkpointing, +1 with a KL reference (its
         forward runs in every micro-batch), +1/epochs for the once-per-batch forward (proximal
         log-probs, self-rewards); with a critic (advantage=gae) its 3 (4) + 1/epochs passes more, without
@@ -365,7 +366,8 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
         prefill_s=prefill_s(m, gen, tp, prompt))
     per_token = train_flops_per_token(m, cfg, prompt, length, square)
     learner = Learner(step_s=learner_step_s(m, lrn, cfg),
-                      token_s=per_token / (lrn.bf16_flops * train_efficiency(m, lrn, cfg.learner.micro_batch)))
+                      token_s=per_token / (lrn.bf16_flops * train_efficiency(m, lrn, cfg.learner.micro_batch)),
+                      overhead_s=base.learner.overhead_s)  # the driver's, not the GPUs': as given
     # each role on its own GPUs: neither slows the other (Sharing's zeros), whatever a calibration said
     return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync),
                                sharing=Sharing())

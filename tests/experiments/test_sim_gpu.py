@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from jury.experiments.sim_costs import Costs, Generation, Lengths, Sharing
+from jury.experiments.sim_costs import Costs, Generation, Learner, Lengths, Sharing
 from jury.experiments.sim_gpu import (ModelShape, collective_bytes, critic_passes, decode_step_s, hardware_costs,
                                       kv_limited_seqs, learner_step_s, load_hardware, load_model, prefill_s,
                                       train_efficiency, train_flops_per_token, train_passes)
@@ -133,9 +133,10 @@ def test_hardware_costs_put_the_formulas_into_the_simulators_costs(qwen):
                              "learner.micro_batch=8"])  # the micro-batch train_mfu was measured at
     # a CPU calibration's sharing factors in the base: on GPUs each role has its own, none slows another
     base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1000)),
-                 sharing=Sharing(learner=0.6, generator=0.5))
+                 sharing=Sharing(learner=0.6, generator=0.5), learner=Learner(token_s=1.0, overhead_s=0.03))
     c = hardware_costs(cfg, qwen, gpus, base)
     assert c.sharing == Sharing(learner=0.0, generator=0.0)
+    assert c.learner.overhead_s == 0.03  # the driver's bookkeeping a step: the GPUs do not change it
     context = 100 + 1000 / 2
     for n in (1, 64, 256):  # the simulator's step, at the mean context, is the formula's
         assert c.generation.decode_step_s(n) == pytest.approx(decode_step_s(qwen, gpus["generator"], 1, n, context))
