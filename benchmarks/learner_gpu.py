@@ -12,8 +12,9 @@ No generator, verifier or Ray: the learner's own code on a constructed batch. Th
 Qwen3-1.7B's shape (hidden 2048, 28 layers, vocabulary 151,936, tied head) with random weights
 (no download); `--model` takes another shape from configs/simulate/models.yaml (built as a Qwen3
 decoder: a Qwen2.5 shape gets Qwen3's q/k norms and no qkv bias, a few thousand parameters a layer),
-and `--layers` keeps its first layers, for shapes whose optimizer state one GPU cannot hold. The batch `--rows` completions of random tokens whose lengths are spread evenly
-over 1..`--max-new` after a `--prompt`-token prompt, with random advantages.
+and `--layers` keeps its first layers, for shapes whose optimizer state one GPU cannot hold. The
+batch: `--rows` completions of random tokens whose lengths are spread evenly over 1..`--max-new`
+after a `--prompt`-token prompt, with random advantages.
 
 1. Gradient. The bf16 engine and an fp32 copy of the same weights (the bf16 values, widened)
    take the same mini-batch of `--grad-rows` rows in micro-batches of `--grad-micro-batch`, through
