@@ -492,34 +492,24 @@ def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, f
                          f"(it has {', '.join(k.removeprefix('end_to_end/') for k in runs)})")
     run = runs[key]
     run_dir = run_folder(folder, run["run_dir"])
-    generator_ratio = _alone_tokens(run_dir, run, costs.generation) / _loop_tokens(run_dir, run)
+    start, end = run["loop_start_s"], _last_metrics(run_dir)["time_s"]  # the timed loop, metrics.jsonl's clock
+    made = max(1e-9, run["tokens_per_s"] * (end - start))
+    generator_ratio = _alone_tokens(run_dir, start, end, costs.generation) / made
     learner_ratio = run["learner_train_s"] / (run["tokens_per_s"] * run["step_s"]) / run_epochs(run_dir) \
         / costs.learner.token_s
     return run_dir, max(1.0, learner_ratio), max(1.0, generator_ratio)
 
 
-def _alone_tokens(run_dir: Path, run: dict, g: Generation) -> float:
-    """Tokens the engines would have decoded alone over the run's timed loop: each 0.1 s bin of
-    occupancy.json at the decode line's rate for the sequences running in it, n / (step_s + seq_s·n),
+def _alone_tokens(run_dir: Path, start: float, end: float, g: Generation) -> float:
+    """Tokens the engines would have decoded alone from `start` to `end` (occupancy.json's clock):
+    each 0.1 s bin at the decode line's rate for the sequences running in it, n / decode_step_s(n),
     summed over bins and engines. Not the rate at the mean of n: the rate is concave in n, so an
     occupancy that swings within a step (a full batch, then a few long completions) made fewer tokens
     than its mean says (on the chain task's max_staleness=1 run 1.43x alone where the mean said 1.71x,
     which the fit read as a generator slowed eight-fold beside the learner)."""
-    start, end = _loop_span(run_dir, run)
     timelines = json.loads((run_dir / "occupancy.json").read_text())["generators"].values()
-    return sum(t["bin_s"] * n / (g.step_s + g.seq_s * n) for t in timelines
+    return sum(t["bin_s"] * n / g.decode_step_s(n) for t in timelines
                for at, n in zip(t["t"], t["running"]) if start <= at < end and n > 0)
-
-
-def _loop_tokens(run_dir: Path, run: dict) -> float:
-    start, end = _loop_span(run_dir, run)
-    return max(1e-9, run["tokens_per_s"] * (end - start))
-
-
-def _loop_span(run_dir: Path, run: dict) -> tuple[float, float]:
-    """The bench's timed loop on metrics.jsonl's clock (occupancy.json's): from the end of its
-    warm-up steps to the last step."""
-    return run["loop_start_s"], _last_metrics(run_dir)["time_s"]
 
 
 def _calibration_key(runs: dict[str, dict], report: dict) -> str:
