@@ -3,7 +3,9 @@
 vLLM calls a stat logger after each engine step with its scheduler's counts (a group of G
 samples is G running requests). `Occupancy` keeps them as a timeline of fixed-width bins,
 each the time-weighted mean over the bin, and the integral of running sequences over time
-(sequence-seconds), a counter from which any span's mean occupancy follows. This is what
+(sequence-seconds), a counter from which any span's mean occupancy follows. Each bin also
+counts the engine steps that ended in it and the tokens they generated and prefilled: how fast
+the engine really went at that occupancy (what `jury simulate --calibration` reads). This is what
 shows the tail of synchronous RL: the engine at full batch at the start of a step, then a
 long stretch with a few long samples running while the rest of the machine waits.
 
@@ -25,18 +27,27 @@ MAX_POINTS = 20_000  # a timeline longer than this (about 33 minutes at BIN_S) i
 class Occupancy:
     def __init__(self, bin_s: float = BIN_S, max_hold_s: float = MAX_HOLD_S, max_bins: int = MAX_BINS):
         self.bin_s, self.max_hold_s = bin_s, max_hold_s
-        self.bins: deque = deque(maxlen=max_bins)  # [bin index, running seq-s, waiting seq-s] per bin
+        # per bin: [bin index, running seq-s, waiting seq-s, steps, generated tokens, prompt tokens]
+        self.bins: deque = deque(maxlen=max_bins)
         self.running_area = 0.0   # sequence-seconds running, since start
         self.max_running = 0
         self._last: tuple[float, int, int] | None = None  # (time, running, waiting) of the last step
 
-    def record(self, running: int, waiting: int, now: float | None = None):
+    def record(self, running: int, waiting: int, now: float | None = None, tokens: int = 0, prompt_tokens: int = 0):
+        """One engine step, ended at `now`: the counts it leaves, and the tokens it generated and prefilled."""
         now = time.time() if now is None else now
         if self._last is not None:
             t, r, w = self._last
             self._add(t, min(now, t + self.max_hold_s), r, w)
         self._last = (now, running, waiting)
         self.max_running = max(self.max_running, running)
+        k = math.floor(now / self.bin_s)
+        if not self.bins or self.bins[-1][0] < k:
+            self.bins.append([k, 0.0, 0.0, 0, 0, 0])
+        if self.bins[-1][0] == k:
+            self.bins[-1][3] += 1
+            self.bins[-1][4] += tokens
+            self.bins[-1][5] += prompt_tokens
 
     def _add(self, t0: float, t1: float, running: int, waiting: int):
         """Spread `running` and `waiting` held from t0 to t1 over the bins they cover. Bins are
@@ -50,31 +61,33 @@ class Occupancy:
             if hi <= lo:
                 continue
             if not self.bins or self.bins[-1][0] < k:
-                self.bins.append([k, 0.0, 0.0])
+                self.bins.append([k, 0.0, 0.0, 0, 0, 0])
             if self.bins[-1][0] == k:  # a late, out-of-order span is dropped
                 self.bins[-1][1] += running * (hi - lo)
                 self.bins[-1][2] += waiting * (hi - lo)
 
     def timeline(self, since: float = 0.0, max_points: int = MAX_POINTS) -> dict:
-        """Bins starting at or after `since`: start times (s since the epoch) and the mean
-        sequences running and waiting in each. Past `max_points` bins, every f consecutive bins
+        """Bins starting at or after `since`: start times (s since the epoch), the mean
+        sequences running and waiting in each, and the engine steps that ended in it with the
+        tokens they generated and prefilled (counts). Past `max_points` bins, every f consecutive bins
         are merged into one f times as wide (f the smallest that fits; `bin_s` says the width),
         so a five-hour run's occupancy.json stays a few hundred kB, not 6 MB."""
         rows = [b for b in self.bins if b[0] * self.bin_s >= since - 1e-6]
         f = max(1, math.ceil((rows[-1][0] - rows[0][0] + 1) / max_points)) if rows else 1
         if f > 1:
             merged: list = []
-            for k, run, wait in rows:
+            for k, *sums in rows:
                 if merged and merged[-1][0] == k // f:
-                    merged[-1][1] += run
-                    merged[-1][2] += wait
+                    for i, v in enumerate(sums, 1):
+                        merged[-1][i] += v
                 else:
-                    merged.append([k // f, run, wait])
+                    merged.append([k // f, *sums])
             rows = merged
         width = self.bin_s * f
         return {"bin_s": width, "t": [round(b[0] * width, 3) for b in rows],
                 "running": [round(b[1] / width, 2) for b in rows],
-                "waiting": [round(b[2] / width, 2) for b in rows]}
+                "waiting": [round(b[2] / width, 2) for b in rows],
+                "steps": [b[3] for b in rows], "tokens": [b[4] for b in rows], "prompt_tokens": [b[5] for b in rows]}
 
 
 def stat_logger(occupancy: Occupancy):
@@ -88,7 +101,10 @@ def stat_logger(occupancy: Occupancy):
 
         def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
             if scheduler_stats is not None:
-                occupancy.record(scheduler_stats.num_running_reqs, scheduler_stats.num_waiting_reqs)
+                it = iteration_stats
+                occupancy.record(scheduler_stats.num_running_reqs, scheduler_stats.num_waiting_reqs,
+                                 tokens=it.num_generation_tokens if it else 0,
+                                 prompt_tokens=it.num_prompt_tokens if it else 0)
 
         def log_engine_initialized(self):
             pass
