@@ -34,7 +34,8 @@ and the mean staleness within 0.3 versions, or within the run-to-run spread wher
 issue allows it). `--repeat N` runs each bench N times (folders NAME, NAME.r2, ...); a folder NAME.rK
 given beside NAME is a repeat of it. An arm's spread is the largest of its repeats' completions/s over
 the smallest, less 1 (and the range of their mean staleness); the prediction, from NAME's calibration,
-is compared with NAME's measurement.
+is compared with NAME's measurement. `--each` calibrates on every repeat in turn (each predicting its
+own runs): one bench run is a noisy calibration, and this shows by how much.
 """
 from __future__ import annotations
 
@@ -228,17 +229,30 @@ def predict(base: Path, other: Path, sharing_from: str = "", cores: bool = False
     return text
 
 
-def report(folders: list[Path], sharing_from: str = "", cores: bool = False) -> str:
+def report(folders: list[Path], sharing_from: str = "", cores: bool = False, each_repeat: bool = False) -> str:
+    """A table per bench, calibrated on NAME and compared with NAME's runs (the bounds widened to the
+    spread over its repeats). `each_repeat`: a bench with repeats is calibrated on each repeat in
+    turn, each compared with its own runs, and a last line counts the rows within bounds under each
+    calibration: how much a prediction moves with the one run it was calibrated on."""
     from jury.experiments.simulate import against_bench, calibrated
 
     parts = []
     for folder, group in repeats_of(folders).items():
-        costs = calibrated(str(folder), sharing_from=sharing_from, cores=cores)
         spread, each = spreads(group)
-        name = folder.name + (f", {len(group)} repeats" if len(group) > 1 else "") + cores_note(costs)
-        parts.append(table(name, (costs.sharing.learner, costs.sharing.generator),
-                           verdicts(against_bench(str(folder), costs), spread), each,
-                           fitted_runs(folder, sharing_from), restarts(group)))
+        counts = []
+        for member in group if each_repeat else [folder]:
+            costs = calibrated(str(member), sharing_from=sharing_from, cores=cores)
+            name = member.name + (f", {len(group)} repeats" if len(group) > 1 else "") + cores_note(costs)
+            rows = verdicts(against_bench(str(member), costs), spread)
+            fitted = fitted_runs(member, sharing_from)
+            parts.append(table(name, (costs.sharing.learner, costs.sharing.generator), rows, each, fitted,
+                               restarts(group)))
+            predicted = [r for r in rows if r["run"] not in fitted]
+            counts.append((member.name, sum(r["within"] for r in predicted), len(predicted)))
+        if len(counts) > 1:
+            parts.append(f"\n{folder.name} calibrated on each of its {len(counts)} repeats in turn, predicted runs "
+                         f"within bounds: " + "; ".join(f"{n}: {k} of {m}" for n, k, m in counts)
+                         + f" ({sum(k for _, k, _ in counts)} of {sum(m for _, _, m in counts)})")
     return "\n".join(parts)
 
 
@@ -270,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sharing-from", default=SHARING_FROM, metavar="RUN",
                     help=f"the run of each bench the sharing factors are fitted to ({SHARING_FROM}; '' for the "
                          "calibration run, max_staleness=0, as before 2026-11-27)")
+    ap.add_argument("--each", action="store_true",
+                    help="a bench with repeats (NAME.r2 ...): calibrate on each repeat in turn, not on NAME alone")
     ap.add_argument("--cores", action="store_true",
                     help="the learner slowed by the cores model (Sharing.learner_rate), not by its factor")
     args = ap.parse_args(argv)
@@ -318,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
             if not (Path(folder) / "bench.json").is_file():
                 ap.error(f"{flag} {folder}: no bench.json there (a `jury bench` folder, or a bench name after --run)")
     if folders:
-        print(report(folders, args.sharing_from, args.cores))
+        print(report(folders, args.sharing_from, args.cores, args.each))
     if args.cross:
         base, other = (Path(x) for x in args.cross.split(","))
         print(cross(base, other, args.sharing_from, args.cores))

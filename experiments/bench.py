@@ -98,6 +98,7 @@ def end_to_end(cfg, run_dir: Path) -> dict:
     batch_seqs = cfg.batch_groups * cfg.generator.group_size
     ends = [before["time_s"]] + [r["time_s"] for r in rows]
     tails = [x for t in occupancy.values() for x in tail_shares(t, ends, batch_seqs)]
+    engine = engine_steps(occupancy.values(), ends[0], ends[-1])
     wall = sum(r["perf/step_s"] for r in rows)
     n = len(rows)
     mean = lambda key: sum(r.get(key, 0.0) for r in rows) / n  # noqa: E731
@@ -130,9 +131,29 @@ def end_to_end(cfg, run_dir: Path) -> dict:
         "occupancy_mean": running,
         "occupancy_of_batch": running / batch_seqs,
         "tail_share": sum(tails) / len(tails) if tails else math.nan,
+        **engine,
         "loop_start_s": before["time_s"],
         "run_dir": str(run_dir),
     }
+
+
+def engine_steps(timelines, start: float, end: float) -> dict:
+    """The engines' own pace over [start, end) (occupancy.json's clock), from the steps each bin
+    counts: seconds per engine step while an engine had sequences running, and the tokens a step
+    generated (the sequences it advanced). Empty for a timeline without step counts (runs from
+    before occupancy counted them)."""
+    steps = tokens = 0
+    running_s = 0.0
+    for t in timelines:
+        if "steps" not in t:
+            return {}
+        for at, n, k, made in zip(t["t"], t["running"], t["steps"], t["tokens"]):
+            if start <= at < end:
+                steps, tokens = steps + k, tokens + made
+                running_s += t["bin_s"] if n > 0 else 0.0
+    if not steps:
+        return {}
+    return {"engine_step_s": running_s / steps, "engine_tokens_per_step": tokens / steps}
 
 
 def learner_only(run_dir: Path, overrides: tuple[str, ...] = (), name: str = "replay") -> dict:
@@ -365,9 +386,17 @@ def plot_bench(report: dict, out: Path) -> list[Path]:
                             label="running")
             ax.plot([xs[i] for i in keep], [t["waiting"][i] for i in keep], lw=0.6, color="tab:red",
                     label="waiting")
+            if "tokens" in t:  # the engine's pace: tokens it generated a second, bin by bin
+                twin = ax.twinx()
+                twin.plot([xs[i] for i in keep], [t["tokens"][i] / t["bin_s"] for i in keep], lw=0.5,
+                          color="tab:green", alpha=0.8)
+                twin.set_ylabel("tokens/s", fontsize=7, color="tab:green")
+                twin.tick_params(labelsize=6, colors="tab:green")
         ax.axhline(batch, color="gray", lw=0.8, ls="--", label="one batch")
         ax.set_ylabel("sequences", fontsize=8)
-        ax.set_title(f"{name}: mean {r['occupancy_mean']:.1f} running, tail {r['tail_share']:.0%} of a step",
+        pace = (f", a step {1e3 * r['engine_step_s']:.1f} ms at {r['engine_tokens_per_step']:.0f} tokens"
+                if "engine_step_s" in r else "")
+        ax.set_title(f"{name}: mean {r['occupancy_mean']:.1f} running, tail {r['tail_share']:.0%} of a step{pace}",
                      fontsize=9)
     axes[0, 0].legend(fontsize=7, loc="upper right")
     axes[-1, 0].set_xlabel("seconds since the timed loop began")

@@ -57,6 +57,22 @@ def test_bench_reports_every_stage_side_by_side(tiny_model_path, tmp_path):
         timeline = json.loads((Path(r["run_dir"]) / "occupancy.json").read_text())["generators"]["generator0"]
         assert len(timeline["t"]) == len(timeline["running"]) > 0 and max(timeline["running"]) > 0, name
     assert 0 <= sync["tail_share"] <= 1
+    # the engines' own pace, from the steps the stat logger counted: the synchronous run's engine
+    # generated, inside the timed loop, the tokens its timed steps trained (each batch is generated
+    # within its step). An asynchronous run this
+    # short may have generated everything before its timed loop: then it reports no pace
+    assert 0 < sync["engine_step_s"] < 1 and sync["engine_tokens_per_step"] >= 1
+    for name, r in runs.items():
+        assert "engine_step_s" not in r or (0 < r["engine_step_s"] < 1 and r["engine_tokens_per_step"] >= 1), name
+    from jury.cluster.metrics import read_metrics
+
+    rows = read_metrics(sync["run_dir"])
+    timeline = json.loads((Path(sync["run_dir"]) / "occupancy.json").read_text())["generators"]["generator0"]
+    # the bin the loop starts in counts whole: the batch before it was trained before that (synchronous)
+    made = sum(k for at, k in zip(timeline["t"], timeline["tokens"])
+               if sync["loop_start_s"] - timeline["bin_s"] < at < rows[-1]["time_s"])
+    trained = sum(r["rollout/tokens"] for r in rows[2:])
+    assert made == pytest.approx(trained, rel=0.1)
     # the arm: the largest staleness again with its override, and its cost as ratios to that run
     arm = runs["max_staleness=2,recompute"]
     assert "recompute_old: true" in (Path(arm["run_dir"]) / "config.yaml").read_text()
@@ -85,3 +101,16 @@ def test_sync_modes_add_runs_at_the_largest_staleness_and_never_repeat_the_confi
         (0, None), (1, None), (2, None), (4, None), (4, "interrupt"), (4, "inflight")]
     assert planned_runs([0, 2], ["inflight", "inflight", "drain"], "inflight") == [(0, None), (2, None), (2, "drain")]
     assert planned_runs([0], [], "drain") == [(0, None)]
+
+
+def test_engine_pace_is_read_from_the_steps_each_bin_counts():
+    from jury.experiments.bench import engine_steps
+
+    t = {"bin_s": 0.1, "t": [0.0, 0.1, 0.2, 0.3, 0.4], "running": [8.0, 8.0, 0.0, 4.0, 4.0],
+         "steps": [10, 10, 0, 20, 5], "tokens": [80, 80, 0, 80, 20]}
+    # over [0.1, 0.4): two bins with sequences running (0.2 s), 30 steps, 160 tokens
+    assert engine_steps([t], 0.1, 0.4) == {"engine_step_s": pytest.approx(0.2 / 30),
+                                           "engine_tokens_per_step": pytest.approx(160 / 30)}
+    assert engine_steps([t, t], 0.0, 0.5)["engine_tokens_per_step"] == pytest.approx(260 / 45)
+    assert engine_steps([{k: v for k, v in t.items() if k not in ("steps", "tokens")}], 0.0, 0.5) == {}
+    assert engine_steps([t], 5.0, 6.0) == {}  # no step in the span

@@ -198,3 +198,30 @@ def test_predict_takes_nothing_of_the_other_bench_but_its_configs(tmp_path):
     text = sim_predict.predict(base, other, "")
     assert "toy-epochs2 predicted from toy's calibration alone" in text and "async over sync" in text
     assert text.replace("toy-epochs2 predicted", "toy predicted") == sim_predict.predict(base, base, "")
+
+
+def test_each_repeat_can_be_the_calibration_in_turn(tmp_path):
+    """--each: a bench with a repeat is calibrated on each folder in turn, each compared with its own
+    runs under the spread of both; the last line counts the predicted runs within bounds under each.
+    The repeat measured its max_staleness=2 arm as the model predicts it (97 completions/s at
+    staleness 2; the bench itself 50 at 0.5): within bounds against the repeat, not against the bench."""
+    import shutil
+
+    from test_simulate import bench_folder
+
+    (tmp_path / "toy").mkdir()
+    base = bench_folder(tmp_path / "toy")
+    r2 = tmp_path / "toy.r2"
+    shutil.copytree(base, r2)
+    report = json.loads((r2 / "bench.json").read_text())
+    report["end_to_end/max_staleness=2"].update(completions_per_s=95.0, staleness_mean=2.0)
+    (r2 / "bench.json").write_text(json.dumps(report))
+    one = sim_predict.report([base, r2], "")
+    both = sim_predict.report([base, r2], "", each_repeat=True)
+    assert one.count("\n### ") == 1 and both.count("\n### ") == 2
+    assert "### toy, 2 repeats" in both and "### toy.r2, 2 repeats" in both
+    assert "| max_staleness=2 | 96.7 / 95 | 1.02 | 50, 95 | 90% | 2.00 / 2.00 | yes |" in both
+    assert "| max_staleness=2 | 96.7 / 50 | 1.93 | 50, 95 | 90% | 2.00 / 0.50 | no |" in both
+    assert both.rstrip().endswith("toy calibrated on each of its 2 repeats in turn, predicted runs within bounds: "
+                                  "toy: 0 of 2; toy.r2: 1 of 2 (1 of 4)")
+    assert "in turn" not in sim_predict.report([base], "", each_repeat=True)  # no repeat: one table, no count
