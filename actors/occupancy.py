@@ -101,10 +101,11 @@ def stat_logger(occupancy: Occupancy):
 
         def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
             if scheduler_stats is not None:
-                it = iteration_stats
+                # read defensively: an exception here would end AsyncLLM's output loop, and these
+                # fields are vLLM's internals (IterationStats), not an API it keeps
                 occupancy.record(scheduler_stats.num_running_reqs, scheduler_stats.num_waiting_reqs,
-                                 tokens=it.num_generation_tokens if it else 0,
-                                 prompt_tokens=it.num_prompt_tokens if it else 0)
+                                 tokens=getattr(iteration_stats, "num_generation_tokens", 0) or 0,
+                                 prompt_tokens=getattr(iteration_stats, "num_prompt_tokens", 0) or 0)
 
         def log_engine_initialized(self):
             pass

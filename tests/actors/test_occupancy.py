@@ -101,5 +101,6 @@ def test_the_stat_logger_passes_each_steps_tokens():
     logger.record(SimpleNamespace(num_running_reqs=5, num_waiting_reqs=1),
                   SimpleNamespace(num_generation_tokens=5, num_prompt_tokens=40))
     logger.record(SimpleNamespace(num_running_reqs=5, num_waiting_reqs=0), None)  # a step with no output
+    logger.record(SimpleNamespace(num_running_reqs=5, num_waiting_reqs=0), SimpleNamespace())  # fields renamed
     tl = occ.timeline()
-    assert sum(tl["steps"]) == 2 and sum(tl["tokens"]) == 5 and sum(tl["prompt_tokens"]) == 40
+    assert sum(tl["steps"]) == 3 and sum(tl["tokens"]) == 5 and sum(tl["prompt_tokens"]) == 40
