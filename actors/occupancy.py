@@ -5,7 +5,7 @@ samples is G running requests). `Occupancy` keeps them as a timeline of fixed-wi
 each the time-weighted mean over the bin, and the integral of running sequences over time
 (sequence-seconds), a counter from which any span's mean occupancy follows. Each bin also
 counts the engine steps that ended in it and the tokens they generated and prefilled: how fast
-the engine really went at that occupancy (what `jury simulate --calibration` reads). This is what
+the engine really went at that occupancy (`jury bench` reports it as the engine's pace). This is what
 shows the tail of synchronous RL: the engine at full batch at the start of a step, then a
 long stretch with a few long samples running while the rest of the machine waits.
 
