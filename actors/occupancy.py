@@ -41,13 +41,17 @@ class Occupancy:
             self._add(t, min(now, t + self.max_hold_s), r, w)
         self._last = (now, running, waiting)
         self.max_running = max(self.max_running, running)
-        k = math.floor(now / self.bin_s)
+        b = self._bin(math.floor(now / self.bin_s))
+        if b is not None:
+            b[3] += 1
+            b[4] += tokens
+            b[5] += prompt_tokens
+
+    def _bin(self, k: int) -> list | None:
+        """Bin k, opened if it is past the last; None for a bin before it (late, out of order: dropped)."""
         if not self.bins or self.bins[-1][0] < k:
             self.bins.append([k, 0.0, 0.0, 0, 0, 0])
-        if self.bins[-1][0] == k:
-            self.bins[-1][3] += 1
-            self.bins[-1][4] += tokens
-            self.bins[-1][5] += prompt_tokens
+        return self.bins[-1] if self.bins[-1][0] == k else None
 
     def _add(self, t0: float, t1: float, running: int, waiting: int):
         """Spread `running` and `waiting` held from t0 to t1 over the bins they cover. Bins are
@@ -60,11 +64,10 @@ class Occupancy:
             lo, hi = max(t0, k * self.bin_s), min(t1, (k + 1) * self.bin_s)
             if hi <= lo:
                 continue
-            if not self.bins or self.bins[-1][0] < k:
-                self.bins.append([k, 0.0, 0.0, 0, 0, 0])
-            if self.bins[-1][0] == k:  # a late, out-of-order span is dropped
-                self.bins[-1][1] += running * (hi - lo)
-                self.bins[-1][2] += waiting * (hi - lo)
+            b = self._bin(k)
+            if b is not None:
+                b[1] += running * (hi - lo)
+                b[2] += waiting * (hi - lo)
 
     def timeline(self, since: float = 0.0, max_points: int = MAX_POINTS) -> dict:
         """Bins starting at or after `since`: start times (s since the epoch), the mean
