@@ -35,7 +35,10 @@ issue allows it). `--repeat N` runs each bench N times (folders NAME, NAME.r2, .
 given beside NAME is a repeat of it. An arm's spread is the largest of its repeats' completions/s over
 the smallest, less 1 (and the range of their mean staleness); the prediction, from NAME's calibration,
 is compared with NAME's measurement. `--each` calibrates on every repeat in turn (each predicting its
-own runs): one bench run is a noisy calibration, and this shows by how much.
+own runs): one bench run is a noisy calibration, and this shows by how much. With it each
+calibration is also judged as a plan uses it: each run's completions/s over the calibration run's,
+predicted against measured, the bound widened to how much that measured ratio moved between the
+repeats (a calibration run that ran fast moves every prediction made from it).
 """
 from __future__ import annotations
 
@@ -77,7 +80,7 @@ def verdicts(rows: dict[str, dict], spreads: dict[str, tuple[float, float]] | No
         cps_bound, st_bound = (max(THROUGHPUT_BOUND, spread[0]), max(STALENESS_BOUND, spread[1])) if spread \
             else (THROUGHPUT_BOUND, STALENESS_BOUND)
         out.append({"run": name, "predicted": p_cps, "measured": m_cps, "ratio": ratio,
-                    "staleness": (p_st, m_st), "spread": spread, "bound": cps_bound,
+                    "staleness": (p_st, m_st), "spread": spread, "bound": cps_bound, "bound_staleness": st_bound,
                     "within": abs(ratio - 1) <= cps_bound + 1e-12 and abs(p_st - m_st) <= st_bound + 1e-12,
                     "outside_calibration": values.get("outside_calibration", []),
                     "interrupted": values.get("interrupted")})
@@ -100,6 +103,45 @@ def spreads(folders: list[Path]) -> tuple[dict[str, tuple[float, float]], dict[s
         if len(values) > 1 and min(cps) > 0:
             out[name] = (max(cps) / min(cps) - 1, max(st) - min(st))
     return out, {name: [c for c, _ in values] for name, values in measured.items()}
+
+
+def relative_spreads(folders: list[Path], base: str) -> dict[str, tuple[float, list[float]]]:
+    """Each arm's completions/s over its own bench's run `base` (the calibration run), in every repeat
+    of one bench: run -> (the spread of that ratio, largest over smallest less 1; the ratio in each
+    repeat). A calibration carries its run's noise into every prediction made from it, so a model
+    calibrated on one repeat can miss an arm of another by as much as this ratio moves between
+    repeats, however right the model is. Arms run once, and `base` itself, are left out."""
+    ratios: dict[str, list[float]] = {}
+    for folder in folders:
+        runs = {k.removeprefix("end_to_end/"): v.get("completions_per_s", 0.0)
+                for k, v in json.loads((folder / "bench.json").read_text()).items() if k.startswith("end_to_end/")}
+        if runs.get(base, 0.0) > 0:
+            for name, cps in runs.items():
+                if name != base and cps > 0:
+                    ratios.setdefault(name, []).append(cps / runs[base])
+    return {name: (max(r) / min(r) - 1, r) for name, r in ratios.items() if len(r) > 1}
+
+
+def relative(rows: list[dict], base: str, spread: dict[str, tuple[float, list[float]]],
+             fitted: tuple[str, ...]) -> tuple[str, int, int]:
+    """The predicted runs judged as a plan uses them: each one's completions/s over the calibration
+    run's (`base`), predicted against measured, within 15% or within that measured ratio's spread over
+    the repeats where wider, and the mean staleness within its bound as before. (line, within, of)"""
+    by = {r["run"]: r for r in rows}
+    if base not in by:
+        return "", 0, 0
+    parts, inside = [], 0
+    predicted = [r for r in rows if r["run"] not in fitted and r["run"] in spread]
+    for r in predicted:
+        p = r["predicted"] / by[base]["predicted"]
+        m = r["measured"] / by[base]["measured"]
+        ok = abs(p / m - 1) <= max(THROUGHPUT_BOUND, spread[r["run"]][0]) + 1e-12 and \
+            abs(r["staleness"][0] - r["staleness"][1]) <= r["bound_staleness"] + 1e-12
+        inside += ok
+        parts.append(f"{r['run']} {p:.2f} / {m:.2f} (spread {spread[r['run']][0]:.0%}) {'yes' if ok else 'no'}")
+    line = (f"\nOver {base}'s completions/s, predicted / measured, within 15% or the spread of the measured "
+            f"ratio over the repeats where wider: {'; '.join(parts)}. {inside} of {len(predicted)}")
+    return line, inside, len(predicted)
 
 
 def restarts(folders: list[Path]) -> dict[str, list[int | None]]:
@@ -239,7 +281,7 @@ def report(folders: list[Path], sharing_from: str = "", cores: bool = False, eac
     parts = []
     for folder, group in repeats_of(folders).items():
         spread, each = spreads(group)
-        counts = []
+        counts, over = [], []
         for member in group if each_repeat else [folder]:
             costs = calibrated(str(member), sharing_from=sharing_from, cores=cores)
             name = member.name + (f", {len(group)} repeats" if len(group) > 1 else "") + cores_note(costs)
@@ -249,10 +291,16 @@ def report(folders: list[Path], sharing_from: str = "", cores: bool = False, eac
                                restarts(group)))
             predicted = [r for r in rows if r["run"] not in fitted]
             counts.append((member.name, sum(r["within"] for r in predicted), len(predicted)))
+            if each_repeat and len(group) > 1:
+                line, k, m = relative(rows, fitted[0], relative_spreads(group, fitted[0]), fitted)
+                parts.append(line)
+                over.append((member.name, k, m))
         if len(counts) > 1:
             parts.append(f"\n{folder.name} calibrated on each of its {len(counts)} repeats in turn, predicted runs "
                          f"within bounds: " + "; ".join(f"{n}: {k} of {m}" for n, k, m in counts)
                          + f" ({sum(k for _, k, _ in counts)} of {sum(m for _, _, m in counts)})")
+            parts.append(f"over its {fitted[0]} run: " + "; ".join(f"{n}: {k} of {m}" for n, k, m in over)
+                         + f" ({sum(k for _, k, _ in over)} of {sum(m for _, _, m in over)})")
     return "\n".join(parts)
 
 

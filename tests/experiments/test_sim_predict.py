@@ -222,6 +222,41 @@ def test_each_repeat_can_be_the_calibration_in_turn(tmp_path):
     assert "### toy, 2 repeats" in both and "### toy.r2, 2 repeats" in both
     assert "| max_staleness=2 | 96.7 / 95 | 1.02 | 50, 95 | 90% | 2.00 / 2.00 | yes |" in both
     assert "| max_staleness=2 | 96.7 / 50 | 1.93 | 50, 95 | 90% | 2.00 / 0.50 | no |" in both
-    assert both.rstrip().endswith("toy calibrated on each of its 2 repeats in turn, predicted runs within bounds: "
-                                  "toy: 0 of 2; toy.r2: 1 of 2 (1 of 4)")
+    assert "toy calibrated on each of its 2 repeats in turn, predicted runs within bounds: " \
+           "toy: 0 of 2; toy.r2: 1 of 2 (1 of 4)" in both
+    # the same runs over the calibration run's completions/s (the repeat's 95 / 50 against 96.7 / 45.8)
+    assert "max_staleness=2 2.11 / 1.90 (spread 90%) yes" in both
+    assert both.rstrip().endswith("over its max_staleness=0 run: toy: 0 of 2; toy.r2: 1 of 2 (1 of 4)")
     assert "in turn" not in sim_predict.report([base], "", each_repeat=True)  # no repeat: one table, no count
+
+
+def test_a_calibration_run_that_ran_fast_is_judged_by_how_much_the_ratio_over_it_moves(tmp_path):
+    """The repeat's synchronous run ran 25% faster and its max_staleness=4 run as fast as the bench's:
+    each arm's ratio over the synchronous run moved by 25% between the repeats though the arm itself
+    did not. A model calibrated on the repeat that predicts 2x over it misses the arm by 25% against
+    its own 0% spread, and is within the 25% the ratio moves."""
+    def bench(name, arms):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "bench.json").write_text(json.dumps(
+            {f"end_to_end/{run}": {"completions_per_s": c, "staleness_mean": s} for run, (c, s) in arms.items()}))
+        return folder
+
+    toy = bench("toy", {"max_staleness=0": (100.0, 0.0), "max_staleness=4": (200.0, 3.8)})
+    r2 = bench("toy.r2", {"max_staleness=0": (125.0, 0.0), "max_staleness=4": (200.0, 3.8)})
+    single = bench("chain", {"max_staleness=0": (10.0, 0.0), "max_staleness=4": (20.0, 3.8)})
+    rel = sim_predict.relative_spreads([toy, r2], "max_staleness=0")
+    assert rel == {"max_staleness=4": (pytest.approx(0.25), [2.0, 1.6])}  # the calibration run itself left out
+    assert sim_predict.relative_spreads([single], "max_staleness=0") == {}  # once: no spread
+    spread, _ = sim_predict.spreads([toy, r2])
+    rows = sim_predict.verdicts({"max_staleness=0": {"completions_per_s": (125.0, 125.0), "staleness_mean": (0.0, 0.0)},
+                                 "max_staleness=4": {"completions_per_s": (250.0, 200.0), "staleness_mean": (3.8, 3.8)}},
+                                spread)
+    assert [r["within"] for r in rows] == [True, False]
+    line, inside, of = sim_predict.relative(rows, "max_staleness=0", rel, ("max_staleness=0",))
+    assert (inside, of) == (1, 1) and "max_staleness=4 2.00 / 1.60 (spread 25%) yes" in line
+    # the staleness bound still holds: the same ratio a version staler is out
+    rows[1]["staleness"] = (3.8, 3.2)
+    assert sim_predict.relative(rows, "max_staleness=0", rel, ("max_staleness=0",))[1:] == (0, 1)
+    # no calibration run among the rows: nothing to judge
+    assert sim_predict.relative(rows[1:], "max_staleness=0", rel, ()) == ("", 0, 0)
