@@ -64,13 +64,27 @@ class CpuLayout:
     cores: list[int] | None = None  # the cores the engine core starts pinned to (None: not pinned)
 
 
+def _give_back(pinned: set[int], own: list[int]):
+    """Every thread of this process on exactly the pinned cores goes back to `own`: the creating
+    thread, and the threads the engine's start made while the pin held (AsyncLLM's ZeroMQ I/O thread
+    among them), which inherited it and would otherwise wake on the engine core's core for every step's
+    outputs. A thread that ended meanwhile is skipped."""
+    for tid in [0] + [int(t) for t in os.listdir("/proc/self/task")]:
+        try:
+            if tid == 0 or os.sched_getaffinity(tid) == pinned:
+                os.sched_setaffinity(tid, own)
+        except (ProcessLookupError, FileNotFoundError):
+            pass
+
+
 @contextlib.contextmanager
 def cpu_engine_layout(tensor_parallel_size: int = 1):
     """Around AsyncLLM.from_engine_args in the actor that owns the engine. On the CPU (vLLM's
     platform), at tensor parallel 1, unless the user set VLLM_ENABLE_V1_MULTIPROCESSING: the model
     runs inside the engine core, which starts pinned to the bind's cores with one OpenMP thread
     each (the child process inherits this process's affinity and environment at its start; both
-    are given back to this actor afterwards). Otherwise nothing changes. Yields the CpuLayout."""
+    are given back to this actor afterwards, the affinity to every thread started meanwhile too).
+    Otherwise nothing changes. Yields the CpuLayout."""
     from vllm.platforms import current_platform
 
     if not current_platform.is_cpu() or tensor_parallel_size > 1 or MULTIPROCESSING in os.environ:
@@ -87,7 +101,7 @@ def cpu_engine_layout(tensor_parallel_size: int = 1):
         yield CpuLayout(inline=True, cores=cores)
     finally:
         if cores is not None:
-            os.sched_setaffinity(0, own)
+            _give_back(set(cores), own)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

@@ -49,6 +49,32 @@ def test_the_layout_holds_while_the_engine_starts_and_is_given_back(clean_env, m
     assert MULTIPROCESSING not in os.environ and "OMP_NUM_THREADS" not in os.environ
 
 
+def test_threads_the_engine_start_made_are_given_back_too(clean_env, monkeypatch):
+    """A thread started while the pin holds (AsyncLLM's ZeroMQ I/O thread, in a real actor) inherits
+    it; after the layout it has the actor's cores again. A thread pinned elsewhere is left alone."""
+    import threading
+
+    allowed = sorted(clean_env)
+    if len(allowed) < 2:
+        pytest.skip("needs two cores to tell a pinned thread from a free one")
+    monkeypatch.setenv(BIND, str(allowed[0]))
+    stop = threading.Event()
+    own_pin = threading.Thread(target=stop.wait)
+    own_pin.start()
+    os.sched_setaffinity(own_pin.native_id, {allowed[-1]})  # a thread pinned by someone else
+    with cpu_engine_layout():
+        started = threading.Thread(target=stop.wait)
+        started.start()
+        assert os.sched_getaffinity(started.native_id) == {allowed[0]}
+    try:
+        assert os.sched_getaffinity(started.native_id) == clean_env
+        assert os.sched_getaffinity(own_pin.native_id) == {allowed[-1]}
+    finally:
+        stop.set()
+        started.join()
+        own_pin.join()
+
+
 def test_a_layout_the_user_chose_is_left_alone(clean_env, monkeypatch):
     monkeypatch.setenv(MULTIPROCESSING, "1")   # vLLM's two processes and its own binding
     monkeypatch.setenv("OMP_NUM_THREADS", "7")

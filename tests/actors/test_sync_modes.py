@@ -122,6 +122,9 @@ def _one_engine_process_pinned(gen):
     assert [" ".join(p.cmdline()).strip() for p in below] == ["VLLM::EngineCore"], [p.cmdline() for p in below]
     cores = bind_cores(None, sorted(os.sched_getaffinity(0)))
     assert below[0].cpu_affinity() == cores and actor.cpu_affinity() == sorted(os.sched_getaffinity(0))
+    # every thread of the actor too, those the engine's start made while the pin held among them
+    pinned = {t.id: sorted(os.sched_getaffinity(t.id)) for t in actor.threads()}
+    assert all(c == sorted(os.sched_getaffinity(0)) for c in pinned.values()), pinned
     assert below[0].environ()["OMP_NUM_THREADS"] == str(len(cores))
 
 
