@@ -39,7 +39,10 @@ class LocalLLMClient:
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
         from vllm import LLM
 
-        self.llm = LLM(model=model, max_model_len=max_model_len, seed=seed, dtype=dtype, enforce_eager=True)
+        from jury.actors.cpu_engine import in_process_cpu_engine
+
+        with in_process_cpu_engine():  # on the CPU: the engine in this process, none to start beside it
+            self.llm = LLM(model=model, max_model_len=max_model_len, seed=seed, dtype=dtype, enforce_eager=True)
         self.tokenizer = self.llm.get_tokenizer()
         self.calls = 0
 

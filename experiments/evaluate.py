@@ -111,9 +111,12 @@ def generate_vllm(model: str, tokenizer: str, prompts: list[str], s: Sampling,
     with _stdout_to_stderr():
         from vllm import LLM, SamplingParams
 
+        from jury.actors.cpu_engine import in_process_cpu_engine
+
         t0 = time.perf_counter()
-        llm = LLM(model=model, tokenizer=tokenizer, dtype=s.dtype, max_model_len=s.max_model_len, seed=s.seed,
-                  enforce_eager=True)
+        with in_process_cpu_engine() as inline:  # on the CPU: no engine processes to start
+            llm = LLM(model=model, tokenizer=tokenizer, dtype=s.dtype, max_model_len=s.max_model_len, seed=s.seed,
+                      enforce_eager=True)
         try:
             start_s = time.perf_counter() - t0
             limit = llm.llm_engine.model_config.max_model_len - s.max_new_tokens
@@ -124,7 +127,7 @@ def generate_vllm(model: str, tokenizer: str, prompts: list[str], s: Sampling,
             t1 = time.perf_counter()
             outs = iter(llm.generate([p for p, ok in zip(prompts, fits) if ok], params, use_tqdm=progress))
             texts = [[c.text for c in next(outs).outputs] if ok else None for ok in fits]
-            timing = {"engine_start_s": start_s, "generate_s": time.perf_counter() - t1}
+            timing = {"engine_start_s": start_s, "generate_s": time.perf_counter() - t1, "engine_inline": inline}
         finally:
             # vLLM's default grace of 5 s is too short on a loaded 2-core machine: it then force-kills
             llm.llm_engine.engine_core.shutdown(timeout=30)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from jury.actors.cpu_engine import BIND, MULTIPROCESSING, CpuLayout, bind_cores, cpu_engine_layout
+from jury.actors.cpu_engine import BIND, MULTIPROCESSING, CpuLayout, bind_cores, cpu_engine_layout, in_process_cpu_engine
 
 
 def test_the_cores_a_bind_names():
@@ -88,3 +88,18 @@ def test_a_layout_the_user_chose_is_left_alone(clean_env, monkeypatch):
     with cpu_engine_layout() as layout:                       # in one process, pinned nowhere
         assert layout == CpuLayout(inline=True) and os.environ[MULTIPROCESSING] == "0" and os.environ["OMP_NUM_THREADS"] == "7"
         assert os.sched_getaffinity(0) == clean_env
+
+
+def test_an_engine_in_a_process_of_its_own_runs_in_it_unpinned(clean_env, monkeypatch):
+    """`jury evaluate` and `jury select`: the whole engine in the calling process while vllm.LLM
+    starts, nothing pinned, and the environment given back; a user's choice, or several CPU
+    workers, leave vLLM's processes as shipped. The real engine: tests/experiments/test_evaluate.py."""
+    with in_process_cpu_engine() as inline:
+        assert inline and os.environ[MULTIPROCESSING] == "0" and os.sched_getaffinity(0) == clean_env
+    assert MULTIPROCESSING not in os.environ
+    with in_process_cpu_engine(tensor_parallel_size=2) as inline:
+        assert not inline and MULTIPROCESSING not in os.environ
+    monkeypatch.setenv(MULTIPROCESSING, "1")
+    with in_process_cpu_engine() as inline:
+        assert not inline and os.environ[MULTIPROCESSING] == "1"
+    assert os.environ[MULTIPROCESSING] == "1"

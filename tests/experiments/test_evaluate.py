@@ -199,9 +199,10 @@ def test_cli_refuses_k_above_n_before_starting_an_engine(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_real_engine_on_the_tiny_model(tiny_model_path, tmp_path):
-    """`python -m jury.experiments.evaluate`: a real entry point, so vLLM's spawned engine core
-    re-imports a guarded __main__, as under the `jury` command. `--json` alone prints the
-    result on stdout, which must parse although vLLM and its children log to stdout."""
+    """`python -m jury.experiments.evaluate`: a real entry point, as under the `jury` command (on a
+    GPU vLLM spawns its engine core, which re-imports a guarded __main__; on the CPU the engine runs
+    in this process). `--json` alone prints the result on stdout, which must parse although vLLM
+    logs to stdout."""
     t0 = time.time()
     proc = subprocess.run(
         [sys.executable, "-m", "jury.experiments.evaluate", tiny_model_path, "--count", "16", "-n", "4",
@@ -225,4 +226,8 @@ def test_real_engine_on_the_tiny_model(tiny_model_path, tmp_path):
     assert 0.0 <= s["distinct_answers"] <= 4.0
     # the tiny model is warmed up to a sampled pass rate of about 0.2: neither hopeless nor perfect
     assert 0.0 < s["pass@1"] < 1.0
+    # on the CPU the engine ran inside this process (actors/cpu_engine.py, in_process_cpu_engine)
+    from vllm.platforms import current_platform
+
+    assert s["engine_inline"] is current_platform.is_cpu()
     print(f"eval wall {wall:.1f}s, engine start {s['engine_start_s']:.1f}s, generate {s['generate_s']:.1f}s")
