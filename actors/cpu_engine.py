@@ -115,7 +115,7 @@ def in_process_cpu_engine(tensor_parallel_size: int = 1):
     `jury select`): on the CPU at tensor parallel 1, unless the user set
     VLLM_ENABLE_V1_MULTIPROCESSING, the whole engine runs in this process (vLLM's in-process client
     and executor), with no engine core and worker to start and no worker spinning beside it. The
-    tiny model here: the engine up in 3 s against 22 s, 64 completions generated 2.6x as fast
+    tiny model here: the engine up in 3 s against 22 s, 64 completions in 0.09-0.18 s against 0.26 s
     (docs/results.md, "Where a CPU engine runs"). Nothing is pinned: the process has the machine to
     itself, and torch's threads use its cores. vLLM then seeds this process's global random state
     with the engine's seed (it warns so). Yields whether the engine runs in this process."""
