@@ -111,7 +111,7 @@ def cpu_engine_layout(tensor_parallel_size: int = 1):
 
 @contextlib.contextmanager
 def in_process_cpu_engine(tensor_parallel_size: int = 1):
-    """Around vllm.LLM(...) in a process that does nothing else while it runs (`jury evaluate`,
+    """Around vllm.LLM(...) in a process that does nothing else while it runs (`jury eval`,
     `jury select`): on the CPU at tensor parallel 1, unless the user set
     VLLM_ENABLE_V1_MULTIPROCESSING, the whole engine runs in this process (vLLM's in-process client
     and executor), with no engine core and worker to start and no worker spinning beside it. The

@@ -91,7 +91,7 @@ def test_a_layout_the_user_chose_is_left_alone(clean_env, monkeypatch):
 
 
 def test_an_engine_in_a_process_of_its_own_runs_in_it_unpinned(clean_env, monkeypatch):
-    """`jury evaluate` and `jury select`: the whole engine in the calling process while vllm.LLM
+    """`jury eval` and `jury select`: the whole engine in the calling process while vllm.LLM
     starts, nothing pinned, and the environment given back; a user's choice, or several CPU
     workers, leave vLLM's processes as shipped. The real engine: tests/experiments/test_evaluate.py."""
     with in_process_cpu_engine() as inline:
