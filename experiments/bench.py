@@ -148,10 +148,11 @@ def engine_steps(timelines, start: float, end: float) -> dict:
         if "steps" not in t:
             return {}
         for at, n, k, made in zip(t["t"], t["running"], t["steps"], t["tokens"]):
-            if start <= at < end:
-                steps, tokens = steps + k, tokens + made
-                running_s += t["bin_s"] if n > 0 else 0.0
-    if not steps:
+            # a bin with nothing running holds no decode step: vLLM reports its stats after an
+            # abort or a pause too, which the stat logger counts, with no token
+            if start <= at < end and n > 0:
+                steps, tokens, running_s = steps + k, tokens + made, running_s + t["bin_s"]
+    if not steps or not tokens:  # nothing decoded in the span (a short run can finish before it)
         return {}
     return {"engine_step_s": running_s / steps, "engine_tokens_per_step": tokens / steps}
 

@@ -114,3 +114,8 @@ def test_engine_pace_is_read_from_the_steps_each_bin_counts():
     assert engine_steps([t, t], 0.0, 0.5)["engine_tokens_per_step"] == pytest.approx(260 / 45)
     assert engine_steps([{k: v for k, v in t.items() if k not in ("steps", "tokens")}], 0.0, 0.5) == {}
     assert engine_steps([t], 5.0, 6.0) == {}  # no step in the span
+    # stats vLLM reports with nothing running (after an abort, a pause) are no decode step: a span
+    # with only those measures no pace (an asynchronous bench run that decoded all before its loop)
+    idle = {"bin_s": 0.1, "t": [0.0, 0.1], "running": [0.0, 0.0], "steps": [3, 1], "tokens": [0, 0]}
+    assert engine_steps([idle], 0.0, 0.2) == {}
+    assert engine_steps([t, idle], 0.1, 0.4) == engine_steps([t], 0.1, 0.4)
