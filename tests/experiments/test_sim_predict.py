@@ -52,18 +52,21 @@ def test_the_speedup_is_the_fastest_asynchronous_run_over_the_synchronous_one():
     assert sim_predict.speedup(rows, "measured") == pytest.approx(2.5)
 
 
-def test_the_bound_widens_to_the_run_to_run_spread_of_repeats(tmp_path):
-    """Repeats NAME.r2 ... of a bench NAME: an arm's spread is its largest completions/s over its
-    smallest, less 1, and the staleness range; a prediction outside 15% but inside that spread is within."""
-    import json
-
+def arms_bench(tmp_path):
+    """bench(name, {run: (completions/s, mean staleness)}) -> a folder with that bench.json."""
     def bench(name, arms):
         folder = tmp_path / name
         folder.mkdir()
         (folder / "bench.json").write_text(json.dumps(
             {f"end_to_end/{run}": {"completions_per_s": c, "staleness_mean": s} for run, (c, s) in arms.items()}))
         return folder
+    return bench
 
+
+def test_the_bound_widens_to_the_run_to_run_spread_of_repeats(tmp_path):
+    """Repeats NAME.r2 ... of a bench NAME: an arm's spread is its largest completions/s over its
+    smallest, less 1, and the staleness range; a prediction outside 15% but inside that spread is within."""
+    bench = arms_bench(tmp_path)
     toy = bench("toy", {"max_staleness=1": (100.0, 1.0), "max_staleness=4": (120.0, 3.8)})
     r2 = bench("toy.r2", {"max_staleness=1": (130.0, 1.0), "max_staleness=4": (121.0, 3.2)})
     other = bench("chain", {"max_staleness=1": (10.0, 1.0)})
@@ -235,13 +238,7 @@ def test_a_calibration_run_that_ran_fast_is_judged_by_how_much_the_ratio_over_it
     each arm's ratio over the synchronous run moved by 25% between the repeats though the arm itself
     did not. A model calibrated on the repeat that predicts 2x over it misses the arm by 25% against
     its own 0% spread, and is within the 25% the ratio moves."""
-    def bench(name, arms):
-        folder = tmp_path / name
-        folder.mkdir()
-        (folder / "bench.json").write_text(json.dumps(
-            {f"end_to_end/{run}": {"completions_per_s": c, "staleness_mean": s} for run, (c, s) in arms.items()}))
-        return folder
-
+    bench = arms_bench(tmp_path)
     toy = bench("toy", {"max_staleness=0": (100.0, 0.0), "max_staleness=4": (200.0, 3.8)})
     r2 = bench("toy.r2", {"max_staleness=0": (125.0, 0.0), "max_staleness=4": (200.0, 3.8)})
     single = bench("chain", {"max_staleness=0": (10.0, 0.0), "max_staleness=4": (20.0, 3.8)})
