@@ -33,8 +33,10 @@ class Occupancy:
         self.max_running = 0
         self._last: tuple[float, int, int] | None = None  # (time, running, waiting) of the last step
 
-    def record(self, running: int, waiting: int, now: float | None = None, tokens: int = 0, prompt_tokens: int = 0):
-        """One engine step, ended at `now`: the counts it leaves, and the tokens it generated and prefilled."""
+    def record(self, running: int, waiting: int, now: float | None = None, tokens: int = 0, prompt_tokens: int = 0,
+               step: bool = True):
+        """One engine step, ended at `now`: the counts it leaves, and the tokens it generated and
+        prefilled. step=False: the counts alone, from a report that was not a step (no step counted)."""
         now = time.time() if now is None else now
         if self._last is not None:
             t, r, w = self._last
@@ -43,7 +45,7 @@ class Occupancy:
         self.max_running = max(self.max_running, running)
         b = self._bin(math.floor(now / self.bin_s))
         if b is not None:
-            b[3] += 1
+            b[3] += step
             b[4] += tokens
             b[5] += prompt_tokens
 
@@ -105,10 +107,13 @@ def stat_logger(occupancy: Occupancy):
         def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
             if scheduler_stats is not None:
                 # read defensively: an exception here would end AsyncLLM's output loop, and these
-                # fields are vLLM's internals (IterationStats), not an API it keeps
+                # fields are vLLM's internals (IterationStats), not an API it keeps. AsyncLLM passes
+                # no iteration_stats for a report without outputs (vLLM 0.32's output_handler): the
+                # stats after an abort or a pause, not a step that decoded
                 occupancy.record(scheduler_stats.num_running_reqs, scheduler_stats.num_waiting_reqs,
                                  tokens=getattr(iteration_stats, "num_generation_tokens", 0) or 0,
-                                 prompt_tokens=getattr(iteration_stats, "num_prompt_tokens", 0) or 0)
+                                 prompt_tokens=getattr(iteration_stats, "num_prompt_tokens", 0) or 0,
+                                 step=iteration_stats is not None)
 
         def log_engine_initialized(self):
             pass

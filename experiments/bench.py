@@ -149,7 +149,8 @@ def engine_steps(timelines, start: float, end: float) -> dict:
             return {}
         for at, n, k, made in zip(t["t"], t["running"], t["steps"], t["tokens"]):
             # a bin with nothing running holds no decode step: vLLM reports its stats after an
-            # abort or a pause too, which the stat logger counts, with no token
+            # abort or a pause too, which the stat logger counted as steps before it skipped them
+            # (occupancy.json of runs before 2026-11-28)
             if start <= at < end and n > 0:
                 steps, tokens, running_s = steps + k, tokens + made, running_s + t["bin_s"]
     if not steps or not tokens:  # nothing decoded in the span (a short run can finish before it)

@@ -100,7 +100,9 @@ def test_the_stat_logger_passes_each_steps_tokens():
     logger = stat_logger(occ)(vllm_config=None)
     logger.record(SimpleNamespace(num_running_reqs=5, num_waiting_reqs=1),
                   SimpleNamespace(num_generation_tokens=5, num_prompt_tokens=40))
-    logger.record(SimpleNamespace(num_running_reqs=5, num_waiting_reqs=0), None)  # a step with no output
+    # a report with no output (AsyncLLM's stats after an abort or a pause): occupancy, not a step
+    logger.record(SimpleNamespace(num_running_reqs=0, num_waiting_reqs=2), None)
+    assert occ._last[1:] == (0, 2)  # its counts are held from here on
     logger.record(SimpleNamespace(num_running_reqs=5, num_waiting_reqs=0), SimpleNamespace())  # fields renamed
     tl = occ.timeline()
-    assert sum(tl["steps"]) == 3 and sum(tl["tokens"]) == 5 and sum(tl["prompt_tokens"]) == 40
+    assert sum(tl["steps"]) == 2 and sum(tl["tokens"]) == 5 and sum(tl["prompt_tokens"]) == 40
