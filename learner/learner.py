@@ -83,6 +83,37 @@ def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[st
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
 
 
+def held_values(p: torch.Tensor) -> torch.Tensor:
+    """The values of parameter `p` that this rank holds: all of them, or under ZeRO-3 its partition
+    (`ds_tensor`) without the padding. DeepSpeed cuts a parameter into equal partitions and leaves the
+    tail that the ranks do not divide unwritten (torch.empty in _partition_param, deepspeed 0.19):
+    a 1-element bias on 2 ranks is all padding on rank 1, and reads whatever the memory held."""
+    local = getattr(p, "ds_tensor", None)
+    if local is None:
+        return p.detach()
+    size = local.numel()
+    start = size * dist.get_rank(group=getattr(p, "ds_process_group", None))
+    return local.detach().narrow(0, 0, max(0, min(p.ds_numel - start, size)))
+
+
+def first_nonfinite(module, world: int) -> str:
+    """The first parameter of `module` that holds inf or NaN (of every rank's values: its ZeRO-3
+    partition), with the lowest rank that holds it, or "". A collective when `world` > 1: every rank
+    returns the same answer, so the run's message does not depend on which rank's error reaches the
+    driver first."""
+    name = ""
+    for n, p in module.named_parameters():
+        local = held_values(p)
+        if local.numel() and not bool(torch.isfinite(local).all()):
+            name = n
+            break
+    if world == 1:
+        return name
+    names = [""] * world
+    dist.all_gather_object(names, name)
+    return next((f"{n} on rank {r}" for r, n in enumerate(names) if n), "")
+
+
 class Learner:
     def __init__(self, cfg: LearnerConfig, model_path: str, batch_groups: int, *, sampling: Sampling,
                  learner_reward: LearnerReward | None = None, overlong: Overlong | None = None,
@@ -500,21 +531,8 @@ class Learner:
         return self.version
 
     def _nonfinite_weights(self, module=None) -> str:
-        """The first parameter of `module` (the policy's by default; of every rank's: its ZeRO-3
-        partition) that holds inf or NaN, with the lowest rank that holds it, or "". A collective:
-        every rank returns the same answer, so the run's message does not depend on which rank's
-        error reaches the driver first."""
-        name = ""
-        for n, p in (module or self.engine.module).named_parameters():
-            local = getattr(p, "ds_tensor", p)  # ZeRO-3: this rank's partition
-            if local.numel() and not bool(torch.isfinite(local.detach()).all()):
-                name = n
-                break
-        if self.world == 1:
-            return name
-        names = [""] * self.world
-        dist.all_gather_object(names, name)
-        return next((f"{n} on rank {r}" for r, n in enumerate(names) if n), "")
+        """first_nonfinite of `module`, the policy's by default."""
+        return first_nonfinite(module or self.engine.module, self.world)
 
     def _write_checkpoint(self, path):
         from transformers import AutoTokenizer
