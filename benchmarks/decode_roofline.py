@@ -219,6 +219,9 @@ def main():
         sys.exit("decode_roofline.py: no CUDA device (use --tiny for the CPU smoke run)")
     device = torch.device("cuda" if cuda else "cpu")
     m = ModelShape(**TINY) if args.tiny else load_model(args.model)
+    if m.experts:
+        sys.exit(f"decode_roofline.py: {args.model} is a mixture of {m.experts} experts; the measured decoder "
+                 "is dense layers only")
     gpu = load_hardware(args.hardware)["generator"]
     gpu = dataclasses.replace(gpu, efficiency=dataclasses.replace(gpu.efficiency, decode_step_overhead_s=0.0))
     dec = Decoder(m, device, torch.bfloat16)

@@ -70,6 +70,9 @@ def model_spec(name: str, layers: int) -> dict:
             m = load_model(name)
         except ConfigError as e:
             raise SystemExit(f"learner_gpu: --model {name!r}: {e}")
+        if m.experts:
+            raise SystemExit(f"learner_gpu: --model {name!r} is a mixture of {m.experts} experts; this benchmark "
+                             "builds dense Qwen3 layers only")
         spec = dict(hidden_size=m.hidden, num_hidden_layers=m.layers, intermediate_size=m.intermediate,
                     num_attention_heads=m.heads, num_key_value_heads=m.kv_heads, head_dim=m.head_dim,
                     vocab_size=m.vocab, tie_word_embeddings=m.tied_embeddings, max_position_embeddings=40960,

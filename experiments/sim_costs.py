@@ -82,9 +82,15 @@ class Generation:
     # attention over the longer context is not charged beyond the prompt's)
     rebuild_kv_after_sync: bool = False
     lengths: Lengths = field(default_factory=Lengths)
+    # a mixture of experts: reading every routed expert's weights once takes expert_step_s, and a
+    # step reads the share its sequences are routed to, 1 - (1 - expert_share)^n of them for n
+    # sequences (expert_share: experts per token over experts; sim_gpu.ModelShape.experts_read)
+    expert_step_s: float = 0.0
+    expert_share: float = 0.0
 
     def decode_step_s(self, running: int) -> float:
-        return max(self.step_s + self.seq_s * running, self.flop_seq_s * running)
+        experts = self.expert_step_s * (1.0 - (1.0 - self.expert_share) ** running) if self.expert_step_s else 0.0
+        return max(self.step_s + experts + self.seq_s * running, self.flop_seq_s * running)
 
 
 @dataclass(frozen=True)
@@ -261,6 +267,10 @@ def _check(costs: Costs):
         raise ConfigError(f"costs: sharing.cores must be a whole number of cores, got {costs.sharing.cores!r}")
     if costs.sync.bandwidth_bytes_per_s <= 0:
         raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
+    g = costs.generation
+    if g.expert_share > 1 or (g.expert_step_s and not g.expert_share):
+        raise ConfigError(f"costs: generation.expert_share must be in (0, 1] with generation.expert_step_s > 0 (the "
+                          f"experts a token is routed to, over the experts), got {g.expert_share!r}")
 
 
 def load_costs(path: str | None, overrides: list[str] = ()) -> Costs:

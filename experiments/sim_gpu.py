@@ -34,7 +34,10 @@ install beside its own, and has no H200 or L40S. The formulas are a few lines ea
     weight sync: 2·P bytes / (slower end's network · collective) + one bucket_latency_s per bucket
 
 P counts the parameters a token's matmuls touch (the layers and the LM head, not the embedding
-lookup); weight bytes count all of them. No overlap of ZeRO's communication with compute is
+lookup); weight bytes count all of them. Of a mixture of experts (ModelShape.experts), P counts the
+experts a token is routed to (the active parameters) and a decode step reads the routed experts'
+weights only as far as its n sequences reach them, 1 - (1 - k/E)^n of them under uniform routing;
+the optimizer, ZeRO, the KV cache's room and the weight sync count every parameter. No overlap of ZeRO's communication with compute is
 assumed (an upper bound on its time).
 """
 from __future__ import annotations
@@ -95,6 +98,22 @@ class ModelShape:
     # factor (models.yaml says where each was measured); between two micro-batches the factor is
     # interpolated in log2(rows), outside them the nearest is kept; none: 1
     train_mfu_scale: tuple = ()
+    # a mixture of experts (Qwen2/3-MoE, Mixtral): every layer's MLP is `experts` routed experts of
+    # `expert_intermediate` each, a token routed to `experts_per_token` of them, plus a router (hidden x
+    # experts) and an optional shared expert of `shared_intermediate` every token passes; `intermediate`
+    # is then unused. 0 experts: a dense gated MLP of `intermediate`.
+    experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate: int = 0
+    shared_intermediate: int = 0
+
+    def __post_init__(self):
+        if self.experts and not (0 < self.experts_per_token <= self.experts and self.expert_intermediate > 0):
+            raise ConfigError(f"a mixture of {self.experts} experts needs 0 < experts_per_token <= experts and "
+                              f"expert_intermediate > 0 (got {self.experts_per_token}, {self.expert_intermediate})")
+        if not self.experts and (self.experts_per_token or self.expert_intermediate or self.shared_intermediate):
+            raise ConfigError("experts_per_token, expert_intermediate and shared_intermediate describe a mixture "
+                              "of experts: give `experts` too")
 
     def train_scale(self, micro_batch: int) -> float:
         points = self.train_mfu_scale
@@ -112,10 +131,20 @@ class ModelShape:
     def attn_dim(self) -> int:
         return self.heads * self.head_dim
 
-    def _layer_params(self) -> int:
+    def _layer_params(self, routed: int | None = None) -> int:
+        """A layer's parameters; of a mixture, with `routed` of its experts (all by default: the
+        weights; experts_per_token: what one token's matmuls touch)."""
         kv = self.kv_heads * self.head_dim
         attn = self.hidden * self.attn_dim * 2 + self.hidden * kv * 2  # q and o, k and v
-        return attn + 3 * self.hidden * self.intermediate              # gated MLP: gate, up, down
+        if not self.experts:
+            return attn + 3 * self.hidden * self.intermediate          # gated MLP: gate, up, down
+        routed = self.experts if routed is None else routed
+        mlp = 3 * self.hidden * (routed * self.expert_intermediate + self.shared_intermediate)
+        return attn + mlp + self.hidden * self.experts                 # and the router's logits
+
+    def _scaled(self, count: float) -> float:
+        """A count from the shape, scaled as `params` scales the whole (1 without it)."""
+        return count * self.total_params() / self._shape_params() if self.params else count
 
     def total_params(self) -> float:
         if self.params:
@@ -123,16 +152,34 @@ class ModelShape:
         embed = self.vocab * self.hidden
         return self.layers * self._layer_params() + embed * (1 if self.tied_embeddings else 2)
 
+    def routed_params(self) -> float:
+        """A mixture's routed experts, all layers: weights a decode step reads only for the experts
+        some running sequence is routed to (0 for a dense model)."""
+        return self._scaled(self.layers * 3 * self.hidden * self.experts * self.expert_intermediate)
+
+    def experts_read(self, running: int) -> float:
+        """The share of a layer's routed experts that `running` sequences' tokens are routed to, in
+        expectation under uniform routing: each token takes experts_per_token of `experts` distinct
+        ones, so an expert is missed by all with probability (1 - k/E)^running."""
+        if not self.experts:
+            return 0.0
+        return 1.0 - (1.0 - self.experts_per_token / self.experts) ** running
+
+    def weight_bytes_read(self, running: int) -> float:
+        """bf16 bytes of weights one decode step reads: all but the routed experts, and those a
+        step's tokens are routed to."""
+        return 2 * (self.total_params() - self.routed_params() * (1.0 - self.experts_read(running)))
+
     def head_params(self) -> float:
         """The LM head's parameters (hidden x vocabulary), shared with the embedding when tied; scaled
         with `params` as matmul_params is, so that the layers' share stays the shape's."""
-        head = self.vocab * self.hidden
-        return head * self.total_params() / self._shape_params() if self.params else head
+        return self._scaled(self.vocab * self.hidden)
 
     def matmul_params(self) -> float:
-        """Parameters a token's matmuls touch: every layer and the LM head (2 FLOPs each per token)."""
-        counted = self.layers * self._layer_params() + self.vocab * self.hidden
-        return counted * self.total_params() / self._shape_params() if self.params else counted
+        """Parameters a token's matmuls touch: every layer and the LM head (2 FLOPs each per token);
+        of a mixture, the experts the token is routed to (the active parameters)."""
+        routed = self.experts_per_token if self.experts else None
+        return self._scaled(self.layers * self._layer_params(routed) + self.vocab * self.hidden)
 
     def _shape_params(self) -> float:
         return dataclasses.replace(self, params=0.0).total_params()
@@ -201,12 +248,7 @@ def load_model(model: str, path: Path | None = None, overrides: list[str] = ()) 
     folder = Path(model)
     data: dict = {}
     if (folder / "config.json").exists():
-        hf = json.loads((folder / "config.json").read_text())
-        data = {"layers": hf["num_hidden_layers"], "hidden": hf["hidden_size"], "heads": hf["num_attention_heads"],
-                "kv_heads": hf.get("num_key_value_heads", hf["num_attention_heads"]),
-                "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
-                "intermediate": hf["intermediate_size"], "vocab": hf["vocab_size"],
-                "tied_embeddings": bool(hf.get("tie_word_embeddings", False))}
+        data = _hf_shape(json.loads((folder / "config.json").read_text()), folder / "config.json")
     known = yaml.safe_load((path or CONFIGS / "models.yaml").read_text())["models"]
     entry = dict(known.get(folder.name, {}))
     if data:  # the shape from config.json; what was measured of it from models.yaml
@@ -221,6 +263,44 @@ def load_model(model: str, path: Path | None = None, overrides: list[str] = ()) 
         raise ConfigError(f"model {model!r}: no config.json here and not in configs/simulate/models.yaml; "
                           f"give its shape as model.KEY=VALUE (missing: {', '.join(missing)})")
     return _build(ModelShape, data, f"model {model}")
+
+
+# config.json keys of architectures whose cost the shape does not model: refused by name, not priced
+# as the dense or uniform mixture they are not
+UNMODELLED = {
+    "kv_lora_rank": "multi-head latent attention (DeepSeek-V2/V3): its KV cache is not K and V per head",
+    "q_lora_rank": "multi-head latent attention (DeepSeek-V2/V3)",
+    "first_k_dense_replace": "dense MLPs in the first layers of a mixture",
+    "moe_layer_freq": "a mixture in only some layers",
+    "sliding_window": "sliding-window attention (its KV cache stops growing)",
+    "linear_num_value_heads": "linear attention layers (Qwen3-Next)",
+}
+
+ANYWAY = (" (to price it as a model without it, name the model by a path with no config.json here and give "
+          "its shape as model.KEY=VALUE)")
+
+
+def _hf_shape(hf: dict, where: Path) -> dict:
+    """A Hugging Face config.json's shape: a Llama-like dense model, or a mixture of experts in every
+    layer (Qwen2-MoE and Qwen3-MoE: num_experts, moe_intermediate_size, shared_expert_intermediate_size;
+    Mixtral: num_local_experts, each expert of intermediate_size)."""
+    for key, what in UNMODELLED.items():
+        if hf.get(key) and not (key == "sliding_window" and not hf.get("use_sliding_window", True)):
+            raise ConfigError(f"{where}: {key}={hf[key]!r}: {what} is not modelled{ANYWAY}")
+    if hf.get("decoder_sparse_step", 1) != 1 or hf.get("mlp_only_layers"):
+        raise ConfigError(f"{where}: decoder_sparse_step={hf.get('decoder_sparse_step', 1)}, mlp_only_layers="
+                          f"{hf.get('mlp_only_layers')}: a mixture in only some layers is not modelled{ANYWAY}")
+    data = {"layers": hf["num_hidden_layers"], "hidden": hf["hidden_size"], "heads": hf["num_attention_heads"],
+            "kv_heads": hf.get("num_key_value_heads") or hf["num_attention_heads"],
+            "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
+            "intermediate": hf["intermediate_size"], "vocab": hf["vocab_size"],
+            "tied_embeddings": bool(hf.get("tie_word_embeddings", False))}
+    experts = hf.get("num_experts") or hf.get("num_local_experts") or hf.get("n_routed_experts") or 0
+    if experts:
+        data.update(experts=experts, experts_per_token=hf.get("num_experts_per_tok", 0),
+                    expert_intermediate=hf.get("moe_intermediate_size") or hf["intermediate_size"],
+                    shared_intermediate=hf.get("shared_expert_intermediate_size") or 0)
+    return data
 
 
 def _scale_points(scale, model: str) -> tuple:
@@ -244,7 +324,7 @@ def train_efficiency(m: ModelShape, gpu: Gpu, micro_batch: int) -> float:
 def decode_step_s(m: ModelShape, gpu: Gpu, tp: int, running: int, context: float) -> float:
     """One decode step of an engine over `tp` GPUs with `running` sequences at mean context `context`."""
     e = gpu.efficiency
-    memory = (2 * m.total_params() + running * context * m.kv_bytes_per_token()) / (
+    memory = (m.weight_bytes_read(running) + running * context * m.kv_bytes_per_token()) / (
         tp * gpu.hbm_bytes_per_s * e.decode_bandwidth)
     compute = running * m.forward_flops(context) / (tp * gpu.bf16_flops * e.inference_mfu)
     return max(memory + e.decode_step_overhead_s, compute)
@@ -358,9 +438,11 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
     length, square = length_moments(base, cfg.generator.max_new_tokens)
     context = prompt + square / (2 * length)  # a running sequence's KV length, over every decode step
     bw = tp * gen.hbm_bytes_per_s * gen.efficiency.decode_bandwidth
+    routed = 2 * m.routed_params()  # a mixture's experts: read as far as the step's tokens reach them
     generation = dataclasses.replace(
         base.generation,
-        step_s=2 * m.total_params() / bw + gen.efficiency.decode_step_overhead_s,
+        step_s=(2 * m.total_params() - routed) / bw + gen.efficiency.decode_step_overhead_s,
+        expert_step_s=routed / bw, expert_share=m.experts_per_token / m.experts if m.experts else 0.0,
         seq_s=context * m.kv_bytes_per_token() / bw,
         flop_seq_s=m.forward_flops(context) / (tp * gen.bf16_flops * gen.efficiency.inference_mfu),
         prefill_s=prefill_s(m, gen, tp, prompt))

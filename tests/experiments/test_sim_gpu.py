@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from jury.experiments.sim_costs import Costs, Generation, Learner, Lengths, Sharing
+from jury.experiments.sim_costs import Costs, Generation, Learner, Lengths, Sharing, load_costs
 from jury.experiments.sim_gpu import (ModelShape, collective_bytes, critic_passes, decode_step_s, hardware_costs,
                                       kv_limited_seqs, learner_step_s, load_hardware, load_model, prefill_s,
                                       train_efficiency, train_flops_per_token, train_passes)
@@ -249,6 +249,99 @@ def test_a_models_shape_comes_from_its_config_json_the_table_or_overrides(tmp_pa
     assert big.kv_bytes_per_token() == m.kv_bytes_per_token()
     with pytest.raises(ConfigError, match=r"missing: layers, hidden, heads, kv_heads, head_dim, intermediate, vocab"):
         load_model("tiny")
+
+
+# Qwen3-30B-A3B by hand: attention q, o 2048x4096 and k, v 2048x512 (32 heads and 4 KV heads of 128):
+# 18,874,368; an expert 3 x 2048 x 768 = 4,718,592, 128 of them 603,979,776; the router 2048 x 128 =
+# 262,144. A layer 623,116,288, 48 of them 29,909,581,824, and two embeddings of 151,936 x 2048:
+# 30,531,911,680 (the model card's 30.5 B). A token's matmuls: 8 experts, 56,885,248 a layer, 48 of
+# them and the head: 3,041,656,832 (the card's 3.3 B activated counts the input embedding too).
+QWEN3_30B_A3B, QWEN3_30B_A3B_ACTIVE = 30_531_911_680, 3_041_656_832
+ROUTED_30B = 48 * 603_979_776
+
+
+@pytest.fixture(scope="module")
+def moe():
+    return load_model("/mnt/models/Qwen3-30B-A3B-Base")
+
+
+def test_a_mixtures_weights_count_every_expert_and_its_flops_the_routed_ones(moe, h100):
+    assert moe.total_params() == QWEN3_30B_A3B and moe.matmul_params() == QWEN3_30B_A3B_ACTIVE
+    assert moe.routed_params() == ROUTED_30B
+    # training FLOPs: the active layers (no head) over every position, the head over the completion
+    cfg = load_config(None, [])
+    body = QWEN3_30B_A3B_ACTIVE - 151_936 * 2048
+    row = 2 * body * 1100 + 2 * 151_936 * 2048 * 1000 + 2 * 48 * 4096 * 1100**2
+    assert train_flops_per_token(moe, cfg, 100, 1000, 1000**2) == pytest.approx(3 * row / 1000)
+    # what scales with every parameter: the optimizer and ZeRO (learner_step_s), the weight sync, the
+    # KV cache's room; a dense model of the same total prices them the same
+    dense = dataclasses.replace(moe, experts=0, experts_per_token=0, expert_intermediate=0,
+                                params=QWEN3_30B_A3B)
+    gpus = load_hardware("h100-sxm")
+    cfg8 = load_config(None, ["learner.num_ranks=8", "learner.zero_stage=3"])
+    assert learner_step_s(moe, gpus["learner"], cfg8) == pytest.approx(learner_step_s(dense, gpus["learner"], cfg8))
+    base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=900)))
+    assert hardware_costs(cfg, moe, gpus, base).sync == hardware_costs(cfg, dense, gpus, base).sync
+    assert kv_limited_seqs(cfg, moe, h100, base) == kv_limited_seqs(cfg, dense, h100, base)
+
+
+def test_a_mixtures_decode_reads_the_experts_its_sequences_are_routed_to(moe, h100):
+    bw = 3.35e12 * 0.6
+    kv = 2 * 48 * 4 * 128 * 2
+    shared = 2 * (QWEN3_30B_A3B - ROUTED_30B)  # attention, routers, embeddings: read every step
+    for n, reached in ((1, 8 / 128), (8, 1 - (120 / 128) ** 8), (64, 1 - (120 / 128) ** 64)):
+        memory = (shared + 2 * ROUTED_30B * reached + n * 1000 * kv) / bw + 0.002
+        assert decode_step_s(moe, h100, 1, n, 1000) == pytest.approx(memory)
+    # one sequence reads 1/16 of the experts: 6.7 GB a step against all 61 GB; 64 reach 98.4% of them
+    assert moe.weight_bytes_read(1) == pytest.approx(shared + 2 * ROUTED_30B / 16)
+    assert moe.weight_bytes_read(1) / (2 * QWEN3_30B_A3B) == pytest.approx(0.1098, abs=1e-4)
+    assert moe.experts_read(64) == pytest.approx(0.9840, abs=1e-4)
+    # the simulator's step (sim_costs.Generation) is the formula's at every running count
+    gpus = load_hardware("h100-sxm")
+    cfg = load_config(None, ["generator.max_new_tokens=4096", "max_model_len=4352"])
+    c = hardware_costs(cfg, moe, gpus, Costs(generation=Generation(prompt_tokens=100,
+                                                                   lengths=Lengths(kind="fixed", tokens=1000))))
+    assert c.generation.expert_share == 8 / 128
+    for n in (0, 1, 8, 64, 512):
+        assert c.generation.decode_step_s(n) == pytest.approx(decode_step_s(moe, gpus["generator"], 1, n, 100 + 500))
+
+
+def test_a_mixtures_shape_comes_from_its_config_json_and_what_it_cannot_price_is_refused(tmp_path):
+    def shape(**hf):
+        (tmp_path / "config.json").write_text(json.dumps({
+            "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "intermediate_size": 128, "vocab_size": 1000, **hf}))
+        return load_model(str(tmp_path))
+
+    qwen3_moe = shape(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32, decoder_sparse_step=1,
+                      mlp_only_layers=[], sliding_window=None)
+    assert (qwen3_moe.experts, qwen3_moe.experts_per_token, qwen3_moe.expert_intermediate) == (8, 2, 32)
+    # q, o 64x64; k, v 64x32: 12,288; 8 experts of 3 x 64 x 32 = 6,144; the router 64 x 8
+    assert qwen3_moe.total_params() == 2 * (12_288 + 8 * 6_144 + 512) + 2 * 64_000
+    assert qwen3_moe.matmul_params() == 2 * (12_288 + 2 * 6_144 + 512) + 64_000
+    # Qwen2-MoE's shared expert runs for every token: in the weights and in the active count
+    qwen2_moe = shape(num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                      shared_expert_intermediate_size=64, sliding_window=4096, use_sliding_window=False)
+    assert qwen2_moe.matmul_params() == qwen3_moe.matmul_params() + 2 * 3 * 64 * 64
+    # Mixtral: each expert is intermediate_size wide
+    mixtral = shape(num_local_experts=8, num_experts_per_tok=2)
+    assert (mixtral.experts, mixtral.expert_intermediate) == (8, 128)
+    assert shape().experts == 0  # dense
+    for hf, name in (({"kv_lora_rank": 512, "n_routed_experts": 64, "num_experts_per_tok": 6}, "kv_lora_rank"),
+                     ({"num_experts": 8, "num_experts_per_tok": 2, "mlp_only_layers": [0]}, "mlp_only_layers"),
+                     ({"num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 2}, "decoder_sparse_step"),
+                     ({"first_k_dense_replace": 1}, "first_k_dense_replace"),
+                     ({"sliding_window": 4096}, "sliding_window")):
+        with pytest.raises(ConfigError, match=f"{name}.*not modelled"):
+            shape(**hf)
+    with pytest.raises(ConfigError, match="needs 0 < experts_per_token <= experts"):
+        shape(num_experts=8, moe_intermediate_size=32)  # no num_experts_per_tok
+    with pytest.raises(ConfigError, match="give `experts` too"):
+        load_model("Qwen3-1.7B-Base", overrides=["model.experts_per_token=2"])
+    with pytest.raises(ConfigError, match="generation.expert_share must be in"):
+        load_costs(None, ["generation.expert_step_s=0.01"])
+    with pytest.raises(ConfigError, match="generation.expert_share must be in"):
+        load_costs(None, ["generation.expert_step_s=0.01", "generation.expert_share=1.5"])
 
 
 def test_the_command_takes_hardware_and_sweeps_a_tiny_grid(tmp_path, capsys):
