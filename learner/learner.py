@@ -76,6 +76,8 @@ def _init_distributed(backend: str, rank: int, world_size: int, master: tuple[st
         import importlib
 
         importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
+    elif backend == "gloo":  # (the CPU accelerator's op: none is built for GPUs)
+        _warn_stale_build_lock("deepspeed_shm_comm")
     host, port = master or ("127.0.0.1", free_port())
     os.environ.update({"MASTER_ADDR": host, "MASTER_PORT": str(port), "RANK": str(rank),
                        "LOCAL_RANK": "0",  # one device per actor: Ray shows each rank only its own GPU
@@ -112,6 +114,26 @@ def first_nonfinite(module, world: int) -> str:
     names = [""] * world
     dist.all_gather_object(names, name)
     return next((f"{n} on rank {r}" for r, n in enumerate(names) if n), "")
+
+
+def _warn_stale_build_lock(name: str, stale_s: float = 600.0) -> str:
+    """A warning (returned, and logged) when PyTorch's JIT build of extension `name` holds a lock older
+    than `stale_s`: a build that was killed (a run stopped during DeepSpeed's first compile of its CPU
+    shared-memory op) leaves its `lock` file, and every later build of it waits on that file for ever,
+    silently. A build in progress is minutes old at most."""
+    try:
+        from torch.utils.cpp_extension import _get_build_directory  # PyTorch's own path for the build
+
+        lock = os.path.join(_get_build_directory(name, False), "lock")
+        age = time.time() - os.path.getmtime(lock)
+    except (ImportError, OSError):
+        return ""
+    if age < stale_s:
+        return ""
+    message = (f"{lock} is {age / 60:.0f} min old: a JIT build of {name} that was stopped left it, and DeepSpeed's "
+               f"start waits on it for ever; if no other process is building {name}, remove that file")
+    log.warning(message)
+    return message
 
 
 class Learner:
