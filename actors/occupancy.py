@@ -109,7 +109,8 @@ def stat_logger(occupancy: Occupancy):
                 # read defensively: an exception here would end AsyncLLM's output loop, and these
                 # fields are vLLM's internals (IterationStats), not an API it keeps. AsyncLLM passes
                 # no iteration_stats for a report without outputs (vLLM 0.32's output_handler): the
-                # stats after an abort or a pause, not a step that decoded
+                # stats after an abort or a pause, not a step that decoded (also, uncounted, a step
+                # that only prefilled part of a long prompt: a decode step always has outputs)
                 occupancy.record(scheduler_stats.num_running_reqs, scheduler_stats.num_waiting_reqs,
                                  tokens=getattr(iteration_stats, "num_generation_tokens", 0) or 0,
                                  prompt_tokens=getattr(iteration_stats, "num_prompt_tokens", 0) or 0,

@@ -265,13 +265,17 @@ def load_model(model: str, path: Path | None = None, overrides: list[str] = ()) 
     return _build(ModelShape, data, f"model {model}")
 
 
+# config.json model_types whose layers the shape prices (attention, a gated MLP or a mixture in every
+# layer); another is refused by its name: an unknown architecture (Jamba's Mamba layers, Ernie's
+# experts under other keys) would be priced as a dense model without a word
+MODELLED_TYPES = ("llama", "mistral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "mixtral", "gemma", "olmo2",
+                  "granite")
 # config.json keys of architectures whose cost the shape does not model: refused by name, not priced
 # as the dense or uniform mixture they are not
 UNMODELLED = {
     "kv_lora_rank": "multi-head latent attention (DeepSeek-V2/V3): its KV cache is not K and V per head",
     "q_lora_rank": "multi-head latent attention (DeepSeek-V2/V3)",
     "first_k_dense_replace": "dense MLPs in the first layers of a mixture",
-    "moe_layer_freq": "a mixture in only some layers",
     "sliding_window": "sliding-window attention (its KV cache stops growing)",
     "linear_num_value_heads": "linear attention layers (Qwen3-Next)",
 }
@@ -284,6 +288,9 @@ def _hf_shape(hf: dict, where: Path) -> dict:
     """A Hugging Face config.json's shape: a Llama-like dense model, or a mixture of experts in every
     layer (Qwen2-MoE and Qwen3-MoE: num_experts, moe_intermediate_size, shared_expert_intermediate_size;
     Mixtral: num_local_experts, each expert of intermediate_size)."""
+    kind = hf.get("model_type")
+    if kind is not None and kind not in MODELLED_TYPES:
+        raise ConfigError(f"{where}: model_type {kind!r} is not modelled (known: {', '.join(MODELLED_TYPES)}){ANYWAY}")
     for key, what in UNMODELLED.items():
         if hf.get(key) and not (key == "sliding_window" and not hf.get("use_sliding_window", True)):
             raise ConfigError(f"{where}: {key}={hf[key]!r}: {what} is not modelled{ANYWAY}")
@@ -295,7 +302,7 @@ def _hf_shape(hf: dict, where: Path) -> dict:
             "head_dim": hf.get("head_dim") or hf["hidden_size"] // hf["num_attention_heads"],
             "intermediate": hf["intermediate_size"], "vocab": hf["vocab_size"],
             "tied_embeddings": bool(hf.get("tie_word_embeddings", False))}
-    experts = hf.get("num_experts") or hf.get("num_local_experts") or hf.get("n_routed_experts") or 0
+    experts = hf.get("num_experts") or hf.get("num_local_experts") or 0
     if experts:
         data.update(experts=experts, experts_per_token=hf.get("num_experts_per_tok", 0),
                     expert_intermediate=hf.get("moe_intermediate_size") or hf["intermediate_size"],

@@ -89,11 +89,14 @@ def held_values(p: torch.Tensor) -> torch.Tensor:
     """The values of parameter `p` that this rank holds: all of them, or under ZeRO-3 its partition
     (`ds_tensor`) without the padding. DeepSpeed cuts a parameter into equal partitions and leaves the
     tail that the ranks do not divide unwritten (torch.empty in _partition_param, deepspeed 0.19):
-    a 1-element bias on 2 ranks is all padding on rank 1, and reads whatever the memory held."""
+    a 1-element bias on 2 ranks is all padding on rank 1, and reads whatever the memory held. A
+    partition swapped out to NVMe (a 0-dim placeholder in its place) holds nothing here to read."""
     local = getattr(p, "ds_tensor", None)
     if local is None:
         return p.detach()
-    size = local.numel()
+    size = getattr(local, "ds_numel", local.numel())  # the partition's size, padding included
+    if local.dim() != 1 or local.numel() < size:
+        return local.detach().reshape(-1)[:0]
     start = size * dist.get_rank(group=getattr(p, "ds_process_group", None))
     return local.detach().narrow(0, 0, max(0, min(p.ds_numel - start, size)))
 

@@ -331,9 +331,16 @@ def test_a_mixtures_shape_comes_from_its_config_json_and_what_it_cannot_price_is
                      ({"num_experts": 8, "num_experts_per_tok": 2, "mlp_only_layers": [0]}, "mlp_only_layers"),
                      ({"num_experts": 8, "num_experts_per_tok": 2, "decoder_sparse_step": 2}, "decoder_sparse_step"),
                      ({"first_k_dense_replace": 1}, "first_k_dense_replace"),
-                     ({"sliding_window": 4096}, "sliding_window")):
+                     ({"sliding_window": 4096}, "sliding_window"),
+                     # an architecture the shape does not know, whatever its keys: Jamba's Mamba layers
+                     # would be priced as attention, Ernie-4.5's experts (moe_num_experts) as a dense MLP
+                     ({"model_type": "jamba", "num_experts": 16, "num_experts_per_tok": 2}, "model_type 'jamba'"),
+                     ({"model_type": "ernie4_5_moe", "moe_num_experts": 64}, "model_type 'ernie4_5_moe'"),
+                     ({"model_type": "deepseek_v3"}, "model_type 'deepseek_v3'")):
         with pytest.raises(ConfigError, match=f"{name}.*not modelled"):
             shape(**hf)
+    assert shape(model_type="qwen3_moe", num_experts=8, num_experts_per_tok=2,
+                 moe_intermediate_size=32) == qwen3_moe
     with pytest.raises(ConfigError, match="needs 0 < experts_per_token <= experts"):
         shape(num_experts=8, moe_intermediate_size=32)  # no num_experts_per_tok
     with pytest.raises(ConfigError, match="give `experts` too"):
