@@ -57,8 +57,9 @@ class Peer:
     async_update_s: float = 0.0
 
     def async_gain(self) -> float:
-        """The asynchronous trainer's GPU-seconds for a step's update over the colocated arm's: the same
-        forward and backward work. 1 where not published."""
+        """How much faster a GPU of the asynchronous trainer did a step's update than one of the colocated
+        arm: the colocated arm's GPU-seconds for it over the asynchronous trainer's (the same forward and
+        backward work). 1 where not published."""
         if not (self.sync_update_s and self.async_update_s):
             return 1.0
         return self.sync_update_s * self.gpus / (self.async_update_s * (self.gpus - self.generator_gpus))
@@ -159,6 +160,22 @@ def _median_for(peer: Peer, steps: int, target_s: float, key: str, efficiency: l
     return dataclasses.replace(peer, lengths=(round(math.exp((low + high) / 2)), peer.lengths[1]))
 
 
+def _scale_to(peer: Peer, steps: int, eff: dict, rounds: int = 6, tolerance: float = 0.01) -> list[str]:
+    """The efficiencies in `eff` scaled until the synchronous arm's generation and training times are
+    the published ones within `tolerance` (decode_bandwidth capped at 0.95, where it stops), or
+    `rounds` rounds have run: generation goes as 1/decode_bandwidth, training as 1/train_mfu."""
+    for _ in range(rounds):
+        r = arm(peer, steps, True, [f"efficiency.{k}={v}" for k, v in eff.items()])
+        off = {"decode_bandwidth": r["learner_wait_s"] / peer.sync_generate_s,
+               "train_mfu": r["learner_train_s"] / peer.sync_train_s}
+        if all(abs(off[k] - 1) < tolerance or (k == "decode_bandwidth" and v >= 0.95 and off[k] > 1)
+               for k, v in eff.items()):
+            break
+        for k in eff:
+            eff[k] = min(0.95, eff[k] * off[k]) if k == "decode_bandwidth" else eff[k] * off[k]
+    return [f"efficiency.{k}={v:.4g}" for k, v in eff.items()]
+
+
 def fitted(peer: Peer, steps: int, fit: str = "efficiency") -> tuple[Peer, list[str]]:
     """What the peer does not publish, fitted on its synchronous arm (as `--calibration` fits one arm
     and predicts the others). With a published breakdown, fit="efficiency": the efficiencies that
@@ -169,19 +186,11 @@ def fitted(peer: Peer, steps: int, fit: str = "efficiency") -> tuple[Peer, list[
     the arm's step the published one (the datasheet efficiencies)."""
     if peer.sync_train_s and fit == "lengths":
         peer = _median_for(peer, steps, peer.sync_train_s, "learner_train_s", [])
-        bandwidth = load_hardware(peer.hardware)["generator"].efficiency.decode_bandwidth
-        for _ in range(2):
-            r = arm(peer, steps, True, [f"efficiency.decode_bandwidth={bandwidth}"])
-            bandwidth = min(0.95, bandwidth * r["learner_wait_s"] / peer.sync_generate_s)
-        return peer, [f"efficiency.decode_bandwidth={bandwidth:.4g}"]
+        eff = {"decode_bandwidth": load_hardware(peer.hardware)["generator"].efficiency.decode_bandwidth}
+        return peer, _scale_to(peer, steps, eff)
     if peer.sync_train_s:
         table = load_hardware(peer.hardware)["learner"].efficiency  # the starting point of the fit
-        eff = {"train_mfu": table.train_mfu, "decode_bandwidth": table.decode_bandwidth}
-        for _ in range(2):
-            r = arm(peer, steps, True, [f"efficiency.{k}={v}" for k, v in eff.items()])
-            eff["train_mfu"] *= r["learner_train_s"] / peer.sync_train_s
-            eff["decode_bandwidth"] = min(0.95, eff["decode_bandwidth"] * r["learner_wait_s"] / peer.sync_generate_s)
-        return peer, [f"efficiency.{k}={v:.4g}" for k, v in eff.items()]
+        return peer, _scale_to(peer, steps, {"train_mfu": table.train_mfu, "decode_bandwidth": table.decode_bandwidth})
     return _median_for(peer, steps, peer.published_sync_s, "step_s", []), []
 
 
