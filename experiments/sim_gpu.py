@@ -37,8 +37,8 @@ P counts the parameters a token's matmuls touch (the layers and the LM head, not
 lookup); weight bytes count all of them. Of a mixture of experts (ModelShape.experts), P counts the
 experts a token is routed to (the active parameters) and a decode step reads the routed experts'
 weights only as far as its n sequences reach them, 1 - (1 - k/E)^n of them under uniform routing;
-the optimizer, ZeRO, the KV cache's room and the weight sync count every parameter. No overlap of ZeRO's communication with compute is
-assumed (an upper bound on its time).
+the optimizer, ZeRO, the KV cache's room and the weight sync count every parameter. No overlap of
+ZeRO's communication with compute is assumed (an upper bound on its time).
 """
 from __future__ import annotations
 
