@@ -213,8 +213,19 @@ def _overridden(data: dict, overrides: list[str], prefix: str) -> dict:
     for o in overrides:
         key, _, value = o.partition("=")
         if key.startswith(prefix):
-            data[key.removeprefix(prefix)] = yaml.safe_load(value)
+            data[key.removeprefix(prefix)] = _number_or_value(yaml.safe_load(value))
     return data
+
+
+def _number_or_value(value):
+    """YAML 1.1 reads 5e9 (no dot) as a string; every field these overrides reach that is a string of
+    digits is a number."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    return value
 
 
 def load_hardware(spec: str, path: Path | None = None, overrides: list[str] = ()) -> dict[str, Gpu]:

@@ -241,6 +241,7 @@ def test_a_models_shape_comes_from_its_config_json_the_table_or_overrides(tmp_pa
     # model.params: weights and FLOPs scale to the count given, the shape's KV cache stays
     big = load_model(str(tmp_path), overrides=["model.params=4.0e+6"])
     assert big.total_params() == 4e6
+    assert load_model(str(tmp_path), overrides=["model.params=4e6"]) == big  # YAML reads 4e6 as a string
     assert big.matmul_params() == pytest.approx((2 * 36_864 + 64_000) * 4e6 / (2 * 36_864 + 2 * 64_000))
     # the head scales with them, so the layers keep their share: never negative however small `params`
     assert big.head_params() / big.matmul_params() == pytest.approx(64_000 / (2 * 36_864 + 64_000))
