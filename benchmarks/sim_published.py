@@ -125,7 +125,10 @@ PEERS["verl-30b-a3b"] = Peer("verl fully_async_policy README (19997f9)", "h20", 
                              sync_update_s=20.86 + 86.27, async_update_s=50.05 + 206.63)
 
 
-def arm(peer: Peer, steps: int, synchronous: bool, efficiency: list[str]) -> dict:
+def arm(peer: Peer, steps: int, synchronous: bool, efficiency: list[str], train_gain: float = 1.0) -> dict:
+    """One arm simulated; `train_gain` divides the learner's seconds a token (the dedicated trainer's
+    measured speed a GPU over the colocated one's, which no efficiency below 1 can carry: the fitted
+    train_mfu times it passes 1)."""
     common = [*peer.config, f"model=/models/{peer.model}", f"steps={steps}", "num_verifiers=16",
               "generator.sync_mode=inflight"]
     if synchronous:
@@ -143,7 +146,10 @@ def arm(peer: Peer, steps: int, synchronous: bool, efficiency: list[str]) -> dic
         f"generation.lengths.sigma={peer.lengths[1]}", f"generation.prompt_tokens={peer.prompt_tokens}",
         f"generation.rebuild_kv_after_sync={str(peer.rebuild_kv).lower()}", "verifier.check_s=0.0001"])
     gpus, model = load_hardware(peer.hardware, overrides=efficiency), load_model(cfg.model)
-    return simulate(with_kv_limit(cfg, model, gpus, base), hardware_costs(cfg, model, gpus, base))
+    costs = hardware_costs(cfg, model, gpus, base)
+    costs = dataclasses.replace(costs, learner=dataclasses.replace(
+        costs.learner, token_s=costs.learner.token_s / train_gain))
+    return simulate(with_kv_limit(cfg, model, gpus, base), costs)
 
 
 def _median_for(peer: Peer, steps: int, target_s: float, key: str, efficiency: list[str]) -> Peer:
@@ -162,17 +168,19 @@ def _median_for(peer: Peer, steps: int, target_s: float, key: str, efficiency: l
 
 def _scale_to(peer: Peer, steps: int, eff: dict, rounds: int = 6, tolerance: float = 0.01) -> list[str]:
     """The efficiencies in `eff` scaled until the synchronous arm's generation and training times are
-    the published ones within `tolerance` (decode_bandwidth capped at 0.95, where it stops), or
-    `rounds` rounds have run: generation goes as 1/decode_bandwidth, training as 1/train_mfu."""
+    the published ones within `tolerance` (decode_bandwidth capped at 0.95 and train_mfu at 1, where
+    they stop), or `rounds` rounds have run: generation goes as 1/decode_bandwidth, training as
+    1/train_mfu."""
     for _ in range(rounds):
         r = arm(peer, steps, True, [f"efficiency.{k}={v}" for k, v in eff.items()])
         off = {"decode_bandwidth": r["learner_wait_s"] / peer.sync_generate_s,
                "train_mfu": r["learner_train_s"] / peer.sync_train_s}
-        if all(abs(off[k] - 1) < tolerance or (k == "decode_bandwidth" and v >= 0.95 and off[k] > 1)
+        cap = {"decode_bandwidth": 0.95, "train_mfu": 1.0}
+        if all(abs(off[k] - 1) < tolerance or (v >= cap[k] and off[k] > 1)
                for k, v in eff.items()):
             break
-        for k in eff:
-            eff[k] = min(0.95, eff[k] * off[k]) if k == "decode_bandwidth" else eff[k] * off[k]
+        for k in eff:  # train_mfu stops at 1, the card's peak (sim_gpu.Efficiency refuses more)
+            eff[k] = min(cap[k], eff[k] * off[k])
     return [f"efficiency.{k}={v:.4g}" for k, v in eff.items()]
 
 
@@ -196,12 +204,8 @@ def fitted(peer: Peer, steps: int, fit: str = "efficiency") -> tuple[Peer, list[
 
 def predict(peer: Peer, steps: int, efficiency: list[str], async_gain: float = 1.0) -> dict:
     """Both arms' seconds per published step of PROMPTS_PER_STEP prompts (verl's async trainer step
-    is a quarter of one) and their ratio; `async_gain` multiplies the asynchronous arm's train_mfu."""
-    fitted_mfu = [e for e in efficiency if e.startswith("efficiency.train_mfu=")]
-    mfu = float(fitted_mfu[0].partition("=")[2]) if fitted_mfu else \
-        load_hardware(peer.hardware)["learner"].efficiency.train_mfu
-    asyn_eff = [*(e for e in efficiency if e not in fitted_mfu), f"efficiency.train_mfu={mfu * async_gain:.4g}"]
-    sync, asyn = arm(peer, steps, True, efficiency), arm(peer, steps, False, asyn_eff)
+    is a quarter of one) and their ratio; `async_gain` multiplies the asynchronous arm's training speed."""
+    sync, asyn = arm(peer, steps, True, efficiency), arm(peer, steps, False, efficiency, async_gain)
     sync_s, async_s = PROMPTS_PER_STEP / sync["groups_per_s"], PROMPTS_PER_STEP / asyn["groups_per_s"]
     return {"sync_step_s": sync_s, "async_step_s": async_s,
             "speedup": sync_s / async_s, "sync_generate_s": sync["learner_wait_s"],

@@ -52,6 +52,7 @@ from pathlib import Path
 import yaml
 
 from jury.experiments.sim_costs import Costs, Learner, Sharing, Sync
+from jury.models.registry import is_local, local_config
 from jury.protocol.config import ConfigError, RunConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "simulate"
@@ -69,6 +70,21 @@ class Efficiency:
     optimizer_bytes_per_param: float = 32
     decode_step_overhead_s: float = 0.002
     bucket_latency_s: float = 0.005
+    # a trainer that shares its GPUs with the engines (the colocated synchronous baseline of --sweep)
+    # trains at this fraction of a dedicated learner's speed a GPU; 1: as fast (unmeasured on ours)
+    colocated_train: float = 1.0
+
+    FRACTIONS = ("train_mfu", "decode_bandwidth", "inference_mfu", "collective", "colocated_train")
+
+    def __post_init__(self):
+        bounds = {**{k: ("a fraction of the card's peak, in (0, 1]", lambda v: 0 < v <= 1) for k in self.FRACTIONS},
+                  "optimizer_bytes_per_param": ("bytes, > 0", lambda v: v > 0),
+                  "decode_step_overhead_s": ("seconds, >= 0", lambda v: v >= 0),
+                  "bucket_latency_s": ("seconds, >= 0", lambda v: v >= 0)}
+        for key, (what, ok) in bounds.items():  # above 1 is no card's peak; 0 would price nothing
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
+                raise ConfigError(f"efficiency.{key}={v!r}: {what}")
 
 
 @dataclass(frozen=True)
@@ -253,12 +269,15 @@ def load_hardware(spec: str, path: Path | None = None, overrides: list[str] = ()
 
 
 def load_model(model: str, path: Path | None = None, overrides: list[str] = ()) -> ModelShape:
-    """The shape of the config's `model`: its folder's config.json where it exists here, else the
-    entry of models.yaml named as the path's last part; `model.KEY=VALUE` overrides any field
-    (with all of them given, any model: `model.layers=... model.hidden=...`)."""
+    """The shape of the config's `model`: a local model's (`tiny`: its spec, built or not), its
+    folder's config.json where it exists here, else the entry of models.yaml named as the path's last
+    part; `model.KEY=VALUE` overrides any field (with all of them given, any model: `model.layers=...
+    model.hidden=...`)."""
     folder = Path(model)
     data: dict = {}
-    if (folder / "config.json").exists():
+    if is_local(model):
+        data = _hf_shape(local_config(model), f"local model {model}")
+    elif (folder / "config.json").exists():
         data = _hf_shape(json.loads((folder / "config.json").read_text()), folder / "config.json")
     known = yaml.safe_load((path or CONFIGS / "models.yaml").read_text())["models"]
     entry = dict(known.get(folder.name, {}))
@@ -446,8 +465,10 @@ def length_moments(costs: Costs, max_new_tokens: int) -> tuple[float, float]:
     return sum(draws) / len(draws), sum(n * n for n in draws) / len(draws)
 
 
-def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Costs) -> Costs:
+def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Costs,
+                   colocated: bool = False) -> Costs:
     """Generation, learner and sync costs from the formulas; lengths and verifier from `base`.
+    `colocated`: the learner trains on the engines' GPUs, at efficiency.colocated_train of its speed.
 
     The simulator's decode step is step_s + seq_s·n, or flop_seq_s·n where that is larger: the
     memory and compute sides of decode_step_s above at the run's decode context (the module's c)."""
@@ -465,8 +486,8 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
         flop_seq_s=m.forward_flops(context) / (tp * gen.bf16_flops * gen.efficiency.inference_mfu),
         prefill_s=prefill_s(m, gen, tp, prompt))
     per_token = train_flops_per_token(m, cfg, prompt, length, square)
-    learner = Learner(step_s=learner_step_s(m, lrn, cfg),
-                      token_s=per_token / (lrn.bf16_flops * train_efficiency(m, lrn, cfg.learner.micro_batch)),
+    speed = train_efficiency(m, lrn, cfg.learner.micro_batch) * (lrn.efficiency.colocated_train if colocated else 1)
+    learner = Learner(step_s=learner_step_s(m, lrn, cfg), token_s=per_token / (lrn.bf16_flops * speed),
                       overhead_s=base.learner.overhead_s)  # the driver's, not the GPUs': as given
     # each role on its own GPUs: neither slows the other (Sharing's zeros), whatever a calibration said
     return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync),

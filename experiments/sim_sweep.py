@@ -7,7 +7,9 @@ learner.num_ranks = N - g, at one max_staleness; with --hardware its costs are r
 split (the learner's ZeRO traffic and the engines' KV room change with it), with a calibration or a
 costs file they stay (the learner's time per token is divided over its ranks by the simulator). One
 more point is the colocated synchronous baseline the peers compare against: every GPU generates, then
-every GPU trains (max_staleness 0, N engines' worth and N ranks, taking turns). The table and
+every GPU trains (max_staleness 0, N engines' worth and N ranks, taking turns), with --hardware at
+efficiency.colocated_train of a dedicated learner's speed a GPU (1 unless given: verl's own tables
+put its colocated trainer at 0.50-0.60, docs/simulate.md). The table and
 sweep.png put throughput against mean staleness, one line per split, and the recommendation is the
 split with the most tokens/s at each staleness bound.
 """
@@ -20,9 +22,9 @@ from typing import Callable
 
 from jury.protocol.config import ConfigError, RunConfig
 
-# one simulation's report for a config (simulate.py hands it in: this module does not import the
-# simulator, which imports it for --sweep)
-Evaluate = Callable[[RunConfig], dict]
+# one simulation's report for a config, and whether its learner trains on the engines' GPUs
+# (simulate.py hands it in: this module does not import the simulator, which imports it for --sweep)
+Evaluate = Callable[[RunConfig, bool], dict]
 COLUMNS = ("split", "max_staleness", "tokens_per_s", "completions_per_s", "staleness_mean", "step_s",
            "idle/generator", "idle/learner")
 
@@ -42,8 +44,8 @@ def with_split(cfg: RunConfig, generator_gpus: int, learner_gpus: int, max_stale
                                learner=dataclasses.replace(cfg.learner, num_ranks=learner_gpus))
 
 
-def point(cfg: RunConfig, evaluate: Evaluate, split: str) -> dict:
-    r = evaluate(cfg)
+def point(cfg: RunConfig, evaluate: Evaluate, split: str, colocated: bool = False) -> dict:
+    r = evaluate(cfg, colocated)
     return {"split": split, "max_staleness": cfg.max_staleness, **{k: r[k] for k in COLUMNS[2:]}}
 
 
@@ -60,7 +62,7 @@ def sweep(cfg: RunConfig, total: int, staleness: list[int], evaluate: Evaluate,
         for k in staleness:
             rows.append(point(with_split(cfg, g, total - g, k), evaluate, f"{g}:{total - g}"))
     colocated = with_split(cfg, tp * (total // tp), total, 0)
-    rows.append(point(colocated, evaluate, f"colocated {total}"))
+    rows.append(point(colocated, evaluate, f"colocated {total}", colocated=True))
     return rows
 
 

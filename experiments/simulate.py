@@ -733,14 +733,16 @@ def _main(args) -> int:
 
 
 def _preparer(hardware: str, cfg: RunConfig, costs: Costs, overrides: list[str]):
-    """config -> (config, costs) for one simulation: as given, or with --hardware the GPU formulas'
-    costs for that config's split, and max_num_seqs no more than the engine's KV cache holds."""
+    """(config, colocated) -> (config, costs) for one simulation: as given, or with --hardware the GPU
+    formulas' costs for that config's split (`colocated`: the learner on the engines' GPUs, at
+    efficiency.colocated_train of its speed), and max_num_seqs no more than the engine's KV cache holds."""
     if not hardware:
-        return lambda c: (c, costs)
+        return lambda c, colocated=False: (c, costs)
     from jury.experiments.sim_gpu import hardware_costs, load_hardware, load_model, with_kv_limit
 
     gpus, model = load_hardware(hardware, overrides=overrides), load_model(cfg.model, overrides=overrides)
-    return lambda c: (with_kv_limit(c, model, gpus, costs), hardware_costs(c, model, gpus, costs))
+    return lambda c, colocated=False: (with_kv_limit(c, model, gpus, costs),
+                                       hardware_costs(c, model, gpus, costs, colocated))
 
 
 def _sweep(args, cfg: RunConfig, prepare) -> int:
@@ -752,7 +754,7 @@ def _sweep(args, cfg: RunConfig, prepare) -> int:
     total = args.gpus or cfg.num_generators * cfg.generator.tensor_parallel_size + cfg.learner.num_ranks
     staleness = [int(k) for k in args.staleness.split(",")]
     splits = [int(g) for g in args.splits.split(",")] if args.splits else None
-    rows = sweep(cfg, total, staleness, lambda c: simulate(*prepare(c)), splits)
+    rows = sweep(cfg, total, staleness, lambda c, colocated: simulate(*prepare(c, colocated)), splits)
     out = Path(args.out or f"runs/simulate-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps({"rows": rows, "gpus": total, "config": args.config,

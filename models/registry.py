@@ -4,6 +4,7 @@
     resolve_model("/models/qwen")  # a Hugging Face folder, checked, returned as is
     model_folder(name)             # the same for a local name; anything else as given (a hub name)
     model_positions(name_or_path)  # the longest sequence it takes (max_model_len's bound)
+    local_config("tiny")           # the config.json keys of its shape, without building it (jury simulate)
 
 Nothing can be downloaded here, so these are built on the machine (models/build.py):
 `tiny` for the synthetic task, `tiny-chat` the same with a chat template, `tiny-chain`
@@ -21,6 +22,7 @@ from typing import Callable
 class LocalModel:
     build: Callable[[bool], Path]  # progress -> the model's folder
     positions: Callable[[], int]   # its max_position_embeddings
+    spec: Callable[[], object]     # its spec (hidden, layers, heads, intermediate, vocab): the shape it is built with
 
 
 def _tiny(progress: bool) -> Path:
@@ -41,22 +43,22 @@ def _tiny_chain(progress: bool) -> Path:
     return make_tiny_chain_model(progress=progress)
 
 
-def _tiny_positions() -> int:
+def _tiny_spec():
     from jury.models.tiny import TinyModelSpec
 
-    return TinyModelSpec().max_positions
+    return TinyModelSpec()
 
 
-def _chain_positions() -> int:
+def _chain_spec():
     from jury.models.chain import ChainModelSpec
 
-    return ChainModelSpec().max_positions
+    return ChainModelSpec()
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
-    "tiny": LocalModel(_tiny, _tiny_positions),
-    "tiny-chat": LocalModel(_tiny_chat, _tiny_positions),
-    "tiny-chain": LocalModel(_tiny_chain, _chain_positions),
+    "tiny": LocalModel(_tiny, lambda: _tiny_spec().max_positions, _tiny_spec),
+    "tiny-chat": LocalModel(_tiny_chat, lambda: _tiny_spec().max_positions, _tiny_spec),
+    "tiny-chain": LocalModel(_tiny_chain, lambda: _chain_spec().max_positions, _chain_spec),
 }
 
 
@@ -84,6 +86,19 @@ def model_folder(model: str, progress: bool = True) -> str:
     """A local model's folder (built or reused); any other model as given: a folder, or a hub
     name that vLLM resolves where it can download (the run plan's LLM roles)."""
     return str(build_local_model(model, progress)) if is_local(model) else model
+
+
+def local_config(name: str) -> dict:
+    """The config.json keys of local model `name`'s shape, from its spec, without building it: a Llama
+    as models/build.py builds one (untied head, one KV head per head). The vocabulary is the spec's,
+    which the trained tokenizer reaches or falls a few tokens short of."""
+    if name not in LOCAL_MODELS:
+        raise ValueError(f"no local model {name!r}; local models: {', '.join(LOCAL_MODELS)}")
+    spec = LOCAL_MODELS[name].spec()
+    return {"model_type": "llama", "num_hidden_layers": spec.layers, "hidden_size": spec.hidden,
+            "num_attention_heads": spec.heads, "num_key_value_heads": spec.heads,
+            "head_dim": spec.hidden // spec.heads, "intermediate_size": spec.intermediate,
+            "vocab_size": spec.vocab, "tie_word_embeddings": False}
 
 
 def model_positions(model: str) -> int | None:

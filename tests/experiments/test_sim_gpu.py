@@ -249,7 +249,7 @@ def test_a_models_shape_comes_from_its_config_json_the_table_or_overrides(tmp_pa
     assert small.matmul_params() - small.head_params() == pytest.approx(2 * 36_864 * 1e4 / (2 * 36_864 + 2 * 64_000))
     assert big.kv_bytes_per_token() == m.kv_bytes_per_token()
     with pytest.raises(ConfigError, match=r"missing: layers, hidden, heads, kv_heads, head_dim, intermediate, vocab"):
-        load_model("tiny")
+        load_model("/m/a-model-of-its-own")  # no config.json here, no entry in models.yaml, not a local model
 
 
 # Qwen3-30B-A3B by hand: attention q, o 2048x4096 and k, v 2048x512 (32 heads and 4 KV heads of 128):
@@ -378,3 +378,71 @@ def test_the_command_takes_hardware_and_sweeps_a_tiny_grid(tmp_path, capsys):
     assert "unknown GPU 'b200'" in capsys.readouterr().err
     assert main(["simulate", "model.params=1e9", "--out", str(out)]) == 2
     assert "need --hardware" in capsys.readouterr().err
+
+
+def test_a_local_model_is_priced_by_the_shape_it_is_built_with_without_building_it():
+    # the embedded default's `model: tiny` is a name, not a folder: its spec (4 layers of 128, 2 heads of
+    # 64, an MLP of 384, an untied head over a vocabulary of 384) is what models/build.py builds; before,
+    # `jury simulate --hardware h100-sxm` with the default config said model 'tiny' had no shape
+    tiny = load_model("tiny")
+    layer = 4 * 128 * 128 + 3 * 128 * 384          # q, k, v, o and the gated MLP
+    assert tiny.total_params() == 4 * layer + 2 * 384 * 128
+    assert tiny.kv_bytes_per_token() == 2 * 4 * 2 * 64 * 2
+    assert load_model("tiny-chat") == tiny
+    chain = load_model("tiny-chain")
+    assert (chain.layers, chain.hidden, chain.intermediate) == (4, 128, 384)
+
+
+def test_a_built_local_models_config_json_has_the_shape_it_is_priced_by():
+    from jury.models.build import default_path
+
+    built = default_path() / "config.json"
+    if not built.exists():
+        pytest.skip(f"the tiny model is not built here ({built}); scripts/install-cpu.sh builds it")
+    folder = load_model(str(built.parent))
+    # the trained tokenizer's vocabulary is the spec's or a few tokens short of it
+    assert dataclasses.replace(load_model("tiny"), vocab=folder.vocab) == folder
+    assert 0.9 * load_model("tiny").vocab <= folder.vocab <= load_model("tiny").vocab
+
+
+@pytest.mark.parametrize("override, message", [
+    ("efficiency.train_mfu=1.6", "train_mfu=1.6: a fraction of the card's peak, in \\(0, 1\\]"),
+    ("efficiency.decode_bandwidth=0", "decode_bandwidth=0: a fraction"),
+    ("efficiency.colocated_train=-0.5", "colocated_train=-0.5: a fraction"),
+    ("efficiency.collective=fast", "collective='fast': a fraction"),
+    ("efficiency.inference_mfu=true", "inference_mfu=True: a fraction"),
+    ("efficiency.optimizer_bytes_per_param=0", "optimizer_bytes_per_param=0: bytes, > 0"),
+    ("efficiency.bucket_latency_s=-1", "bucket_latency_s=-1: seconds, >= 0"),
+])
+def test_an_efficiency_no_card_reaches_is_refused_by_name(override, message):
+    # an MFU of 1.6 would have priced a learner faster than the card's peak without a word
+    with pytest.raises(ConfigError, match=f"efficiency.{message}"):
+        load_hardware("h100-sxm", overrides=[override])
+    assert load_hardware("h100-sxm", overrides=["efficiency.train_mfu=1"])["learner"].efficiency.train_mfu == 1
+
+
+def test_a_colocated_learner_trains_at_its_stated_fraction_and_the_sweeps_baseline_takes_it(qwen, tmp_path):
+    from jury.experiments.cli import main
+
+    cfg = load_config(None, ["model=/m/Qwen3-1.7B-Base"])
+    base = load_costs(None, ["generation.lengths.kind=fixed", "generation.lengths.tokens=500"])
+    half = load_hardware("h100-sxm", overrides=["efficiency.colocated_train=0.5"])
+    dedicated, colocated = hardware_costs(cfg, qwen, half, base), hardware_costs(cfg, qwen, half, base, True)
+    assert colocated.learner.token_s == pytest.approx(2 * dedicated.learner.token_s)
+    assert colocated.learner.step_s == dedicated.learner.step_s  # the optimizer's bytes are no FLOPs
+    assert dataclasses.replace(colocated, learner=dedicated.learner) == dedicated
+    # by default as fast as a dedicated learner: the costs of before
+    plain = load_hardware("h100-sxm")
+    assert hardware_costs(cfg, qwen, plain, base, True) == hardware_costs(cfg, qwen, plain, base)
+
+    small = ["steps=4", "batch_groups=2", "generator.group_size=2", "model=/m/Qwen3-1.7B-Base",
+             "costs.generation.lengths.kind=fixed", "costs.generation.lengths.tokens=50"]
+    rows = {}
+    for factor in ("1", "0.25"):
+        out = tmp_path / factor
+        assert main(["simulate", "--hardware", "h100-sxm", "--sweep", "--gpus", "4", "--staleness", "0",
+                     "--splits", "2", "--out", str(out), *small, f"efficiency.colocated_train={factor}"]) == 0
+        rows[factor] = {r["split"]: r for r in json.loads((out / "sweep.json").read_text())["rows"]}
+    # only the baseline slows: the split's learner has GPUs of its own
+    assert rows["0.25"]["2:2"] == rows["1"]["2:2"]
+    assert rows["0.25"]["colocated 4"]["tokens_per_s"] < rows["1"]["colocated 4"]["tokens_per_s"]
