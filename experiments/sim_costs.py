@@ -358,6 +358,9 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     (Lengths); a run without a record, its ledger's group means."""
     base = base or Costs()
     folder = Path(bench_dir)
+    if not (folder / "bench.json").is_file():
+        raise ConfigError(f"--calibration {bench_dir}: no bench.json there; give a folder `jury bench` wrote "
+                          f"(runs/bench-...)")
     report = json.loads((folder / "bench.json").read_text())
     runs = _fitted_runs(folder, report)
     sync_run = runs[_calibration_key(runs, report)]
@@ -494,6 +497,9 @@ def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, f
     an asynchronous run, where generation and training share the cores throughout (docs/results.md,
     the sim_predict tables): an asynchronous run of the same bench is the one to fit them to."""
     folder = Path(bench_dir)
+    if not (folder / "bench.json").is_file():
+        raise ConfigError(f"--calibration {bench_dir}: no bench.json there; give a folder `jury bench` wrote "
+                          f"(runs/bench-...)")
     report = json.loads((folder / "bench.json").read_text())
     runs = _fitted_runs(folder, report)
     key = f"end_to_end/{name}"
@@ -531,6 +537,9 @@ def _calibration_key(runs: dict[str, dict], report: dict) -> str:
 def calibration_run(bench_dir: str) -> Path:
     """The run folder calibrate fits to (its config.yaml is the run's)."""
     folder = Path(bench_dir)
+    if not (folder / "bench.json").is_file():
+        raise ConfigError(f"--calibration {bench_dir}: no bench.json there; give a folder `jury bench` wrote "
+                          f"(runs/bench-...)")
     report = json.loads((folder / "bench.json").read_text())
     runs = _fitted_runs(folder, report)
     return run_folder(folder, runs[_calibration_key(runs, report)]["run_dir"])

@@ -745,6 +745,16 @@ def _preparer(hardware: str, cfg: RunConfig, costs: Costs, overrides: list[str])
                                        hardware_costs(c, model, gpus, costs, colocated))
 
 
+def _whole_numbers(flag: str, text: str) -> list[int]:
+    try:
+        values = [int(k) for k in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: whole numbers separated by commas, e.g. 0,1,2") from None
+    if any(v < 0 for v in values):
+        raise ValueError(f"{flag} {text!r}: no negative values")
+    return values
+
+
 def _sweep(args, cfg: RunConfig, prepare) -> int:
     import json
     import time
@@ -752,8 +762,8 @@ def _sweep(args, cfg: RunConfig, prepare) -> int:
     from jury.experiments.sim_sweep import plot_sweep, sweep, sweep_table
 
     total = args.gpus or cfg.num_generators * cfg.generator.tensor_parallel_size + cfg.learner.num_ranks
-    staleness = [int(k) for k in args.staleness.split(",")]
-    splits = [int(g) for g in args.splits.split(",")] if args.splits else None
+    staleness = _whole_numbers("--staleness", args.staleness)
+    splits = _whole_numbers("--splits", args.splits) if args.splits else None
     rows = sweep(cfg, total, staleness, lambda c, colocated: simulate(*prepare(c, colocated)), splits)
     out = Path(args.out or f"runs/simulate-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)

@@ -446,3 +446,14 @@ def test_a_colocated_learner_trains_at_its_stated_fraction_and_the_sweeps_baseli
     # only the baseline slows: the split's learner has GPUs of its own
     assert rows["0.25"]["2:2"] == rows["1"]["2:2"]
     assert rows["0.25"]["colocated 4"]["tokens_per_s"] < rows["1"]["colocated 4"]["tokens_per_s"]
+
+
+def test_the_commands_list_and_folder_arguments_are_refused_by_their_flag(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    for args, said in ((["--sweep", "--staleness", "a,b"], "--staleness 'a,b': whole numbers separated by commas"),
+                       (["--sweep", "--staleness", "0,-1"], "--staleness '0,-1': no negative values"),
+                       (["--sweep", "--splits", "2,x"], "--splits '2,x': whole numbers"),
+                       (["--calibration", str(tmp_path / "none")], "no bench.json there")):
+        assert main(["simulate", "--hardware", "h100-sxm", "--out", str(tmp_path / "o"), *args]) == 2
+        assert said in capsys.readouterr().err
