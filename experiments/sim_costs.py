@@ -329,6 +329,13 @@ def _recorded_lengths(run_dir: Path) -> Lengths | None:
     return Lengths(kind="trace", groups=tuple(by_index.get(i, ()) for i in range(max(by_index) + 1)))
 
 
+def _bench_report(folder: Path) -> dict:
+    if not (folder / "bench.json").is_file():
+        raise ConfigError(f"--calibration {folder}: no bench.json there; give a folder `jury bench` wrote "
+                          f"(runs/bench-...)")
+    return json.loads((folder / "bench.json").read_text())
+
+
 def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     """Fit the costs to a `jury bench` folder: each role alone, and how much the roles slow each
     other where they share cores, from the calibration run (the bench's first max_staleness, its
@@ -358,10 +365,7 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     (Lengths); a run without a record, its ledger's group means."""
     base = base or Costs()
     folder = Path(bench_dir)
-    if not (folder / "bench.json").is_file():
-        raise ConfigError(f"--calibration {bench_dir}: no bench.json there; give a folder `jury bench` wrote "
-                          f"(runs/bench-...)")
-    report = json.loads((folder / "bench.json").read_text())
+    report = _bench_report(folder)
     runs = _fitted_runs(folder, report)
     sync_run = runs[_calibration_key(runs, report)]
     gens = _num_generators(run_folder(folder, sync_run["run_dir"]))
@@ -497,10 +501,7 @@ def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, f
     an asynchronous run, where generation and training share the cores throughout (docs/results.md,
     the sim_predict tables): an asynchronous run of the same bench is the one to fit them to."""
     folder = Path(bench_dir)
-    if not (folder / "bench.json").is_file():
-        raise ConfigError(f"--calibration {bench_dir}: no bench.json there; give a folder `jury bench` wrote "
-                          f"(runs/bench-...)")
-    report = json.loads((folder / "bench.json").read_text())
+    report = _bench_report(folder)
     runs = _fitted_runs(folder, report)
     key = f"end_to_end/{name}"
     if key not in runs:
@@ -537,10 +538,7 @@ def _calibration_key(runs: dict[str, dict], report: dict) -> str:
 def calibration_run(bench_dir: str) -> Path:
     """The run folder calibrate fits to (its config.yaml is the run's)."""
     folder = Path(bench_dir)
-    if not (folder / "bench.json").is_file():
-        raise ConfigError(f"--calibration {bench_dir}: no bench.json there; give a folder `jury bench` wrote "
-                          f"(runs/bench-...)")
-    report = json.loads((folder / "bench.json").read_text())
+    report = _bench_report(folder)
     runs = _fitted_runs(folder, report)
     return run_folder(folder, runs[_calibration_key(runs, report)]["run_dir"])
 
