@@ -92,6 +92,15 @@ class Generation:
         experts = self.expert_step_s * (1.0 - (1.0 - self.expert_share) ** running) if self.expert_step_s else 0.0
         return max(self.step_s + experts + self.seq_s * running, self.flop_seq_s * running)
 
+    def prefill_experts_s(self, running: int, tokens: int) -> float:
+        """A mixture's experts that `tokens` prefilled in a decode step of `running` sequences reach
+        beyond those the step's decode reads: the weights are read once a step for all its tokens, so
+        at low concurrency a prompt's tokens read most of the experts, and at high none more."""
+        if not self.expert_step_s or tokens <= 0:
+            return 0.0
+        idle = 1.0 - self.expert_share
+        return self.expert_step_s * (idle ** running - idle ** (running + tokens))
+
 
 @dataclass(frozen=True)
 class Verifier:

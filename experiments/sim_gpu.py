@@ -19,7 +19,9 @@ install beside its own, and has no H200 or L40S. The formulas are a few lines ea
         (prompt + E[l]/2 would price a spread of lengths short: by a quarter for lengths uniform on 0..T)
     prefill of a group: (prompt · (2·P_body + 4·L·d_attn·prompt/2) + 2·H·V) / (tp · peak · inference_mfu)
         (the LM head on the last position only: until 2026-11-27 on every one, 18% of Qwen3-1.7B's
-        FLOPs; once per group: the G samples share the prompt's KV through prefix caching)
+        FLOPs; once per group: the G samples share the prompt's KV through prefix caching), in the
+        decode step that admits it, whose weight read it shares; of a mixture, plus the experts its
+        prompt's tokens reach that the step's decode does not (Generation.prefill_experts_s)
     learner, per completion token: k · (2·P_body·(p + E[l]) + 2·H·V·E[l] + 2·L·d_attn·E[(p + l)²])
         / E[l] / (peak · train_mfu · s), s the shape's measured gain at the run's micro-batch
         (models.yaml's train_mfu_scale; 1 where none is measured), p the prompt: the layers on

@@ -209,8 +209,10 @@ class Engine:
             running = self.sequences()
             self.trace.append((env.now, running))
             dt = costs.decode_step_s(running)
-            # the step that starts new groups prefills them too, and after a sync any KV to rebuild
-            first = dt + costs.prefill_s * started + costs.prefill_s / costs.prompt_tokens * self.rebuild_tokens
+            # the step that starts new groups prefills them too, and after a sync any KV to rebuild (of
+            # a mixture, with the experts its prompt tokens reach and the decode does not)
+            first = dt + costs.prefill_s * started + costs.prefill_s / costs.prompt_tokens * self.rebuild_tokens \
+                + costs.prefill_experts_s(running, started * costs.prompt_tokens + self.rebuild_tokens)
             self.rebuild_tokens = 0
             steps = min(r for grp in self.running for r in grp.remaining if r > 0)  # until one finishes
             start = env.now

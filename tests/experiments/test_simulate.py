@@ -730,3 +730,24 @@ def test_rebuilding_the_kv_after_an_inflight_sync_costs_a_prefill_of_what_is_run
     rebuild = replace(base, generation=replace(base.generation, rebuild_kv_after_sync=True))
     kept, rebuilt = simulate(cfg, base)["wall_s"], simulate(cfg, rebuild)["wall_s"]
     assert rebuilt - kept == pytest.approx(0.242 if mode == "inflight" else 0.0)
+
+
+def test_a_mixtures_prefill_reads_the_experts_its_prompt_reaches_beyond_the_decodes():
+    # by hand: a step reads 1 - 0.75^n of the routed experts (0.02 s for all) for n tokens; a group of
+    # two samples admitted alone decodes 2 tokens a step, and its first step prefills its prompt too
+    g = Generation(step_s=0.01, expert_step_s=0.02, expert_share=0.25)
+    assert g.prefill_experts_s(2, 10) == pytest.approx(0.02 * (0.75 ** 2 - 0.75 ** 12))
+    assert g.prefill_experts_s(0, 1) == pytest.approx(0.02 * 0.25)
+    assert g.prefill_experts_s(2, 0) == 0 and Generation(step_s=0.01).prefill_experts_s(2, 10) == 0
+    # 500 sequences decoding already reach every expert: a prompt adds none
+    assert g.prefill_experts_s(500, 100) == pytest.approx(0, abs=1e-12)
+    # end to end: two synchronous steps of one group each; a 10-token prompt against a 1-token one
+    cfg = config(steps=2, batch_groups=1, max_staleness=0, **{"generator.group_size": 2,
+                                                              "generator.max_new_tokens": 64})
+    def wall(prompt, experts=0.02):
+        c = costs(gen_step=0.01)
+        return simulate(cfg, replace(c, generation=replace(c.generation, expert_step_s=experts, expert_share=0.25,
+                                                            prompt_tokens=prompt)))["wall_s"]
+    per_group = 0.02 * (0.75 ** 3 - 0.75 ** 12)  # the experts 9 more prompt tokens reach
+    assert wall(10) - wall(1) == pytest.approx(2 * per_group)
+    assert wall(10, experts=0.0) == wall(1, experts=0.0)  # a dense model's prefill shares the step's read
