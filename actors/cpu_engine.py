@@ -26,6 +26,12 @@ import os
 from dataclasses import dataclass
 
 MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
+# how long any engine core (CPU or GPU) stopping at the end of a run may tear itself down before vLLM
+# kills it: the teardown of a CPU engine (a full garbage collection in its process, which holds vLLM and
+# torch) ran past vLLM's default 5 s at every stop on a 2-core machine, so each run waited 5 s for a kill
+# it then got anyway (vLLM's kill then comes after 1 s; what a killed engine leaves, its file-based
+# process-group address under /tmp, it left before too).
+ENGINE_STOP_GRACE_S = 1.0
 BIND = "VLLM_CPU_OMP_THREADS_BIND"
 
 

@@ -80,4 +80,6 @@ class LLMServer:
         return os.getpid()
 
     async def stop(self):
-        self.engine.shutdown()
+        from jury.actors.cpu_engine import ENGINE_STOP_GRACE_S
+
+        self.engine.shutdown(timeout=ENGINE_STOP_GRACE_S)
