@@ -26,13 +26,22 @@ import os
 from dataclasses import dataclass
 
 MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
-# how long any engine core (CPU or GPU) stopping at the end of a run may tear itself down before vLLM
-# kills it: the teardown of a CPU engine (a full garbage collection in its process, which holds vLLM and
-# torch) ran past vLLM's default 5 s at every stop on a 2-core machine, so each run waited 5 s for a kill
-# it then got anyway (vLLM's kill then comes after 1 s; what a killed engine leaves, its file-based
-# process-group address under /tmp, it left before too).
-ENGINE_STOP_GRACE_S = 1.0
+# how long a CPU engine core stopping at the end of a run may tear itself down before vLLM kills it:
+# its teardown (a full garbage collection in a process holding vLLM and torch) ran past vLLM's default
+# 5 s at every stop on a 2-core machine, so each run waited 5 s for a kill it then got anyway
+# (docs/results.md, "What a run's start and end cost"). What the killed engine leaves, its file-based
+# process-group address under /tmp, it left before too. On GPUs vLLM's default stays: their teardown
+# is not measured here, and a restarted engine checks the card's free memory.
+CPU_ENGINE_STOP_GRACE_S = 1.0
 BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def stop_grace_s() -> float | None:
+    """The grace to pass to an engine's shutdown: CPU_ENGINE_STOP_GRACE_S on the CPU, None (vLLM's
+    default) elsewhere."""
+    from vllm.platforms import current_platform
+
+    return CPU_ENGINE_STOP_GRACE_S if current_platform.is_cpu() else None
 
 
 def bind_cores(bind: str | None, allowed: list[int]) -> list[int] | None:

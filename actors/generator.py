@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from jury.actors.cpu_engine import ENGINE_STOP_GRACE_S, cpu_engine_layout
+from jury.actors.cpu_engine import cpu_engine_layout, stop_grace_s
 from jury.actors.occupancy import Occupancy, stat_logger
 from jury.protocol.config import GeneratorConfig
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, WeightUpdate
@@ -432,7 +432,7 @@ class Generator:
             await self._idle.wait()
             self.tasks.close()
             self.rollouts.close()
-        self.engine.shutdown(timeout=ENGINE_STOP_GRACE_S)
+        self.engine.shutdown(timeout=stop_grace_s())
 
     async def pid(self) -> int:
         return os.getpid()
@@ -442,7 +442,7 @@ def _exit_actor(engine):
     """Stop the engine's processes, then end this process with a failure code (not Ray's
     intentional exit_actor, which would not be restarted)."""
     try:
-        engine.shutdown(timeout=ENGINE_STOP_GRACE_S)
+        engine.shutdown(timeout=stop_grace_s())
     finally:
         logging.shutdown()
         os._exit(70)

@@ -80,6 +80,6 @@ class LLMServer:
         return os.getpid()
 
     async def stop(self):
-        from jury.actors.cpu_engine import ENGINE_STOP_GRACE_S
+        from jury.actors.cpu_engine import stop_grace_s
 
-        self.engine.shutdown(timeout=ENGINE_STOP_GRACE_S)
+        self.engine.shutdown(timeout=stop_grace_s())

@@ -73,19 +73,21 @@ class Efficiency:
     decode_step_overhead_s: float = 0.002
     bucket_latency_s: float = 0.005
     # a trainer that shares its GPUs with the engines (the colocated synchronous baseline of --sweep)
-    # trains at this fraction of a dedicated learner's speed a GPU; 1: as fast (unmeasured on ours)
+    # takes 1/colocated_train of a dedicated learner's time for the same step (its compute, optimizer
+    # and ZeRO traffic); 1: as fast (unmeasured on ours)
     colocated_train: float = 1.0
 
-    FRACTIONS = ("train_mfu", "decode_bandwidth", "inference_mfu", "collective", "colocated_train")
+    FRACTIONS = ("train_mfu", "decode_bandwidth", "inference_mfu", "collective")
 
     def __post_init__(self):
         bounds = {**{k: ("a fraction of the card's peak, in (0, 1]", lambda v: 0 < v <= 1) for k in self.FRACTIONS},
-                  "optimizer_bytes_per_param": ("bytes, > 0", lambda v: v > 0),
-                  "decode_step_overhead_s": ("seconds, >= 0", lambda v: v >= 0),
-                  "bucket_latency_s": ("seconds, >= 0", lambda v: v >= 0)}
+                  "colocated_train": ("a fraction of a dedicated learner's speed, in (0, 1]", lambda v: 0 < v <= 1),
+                  "optimizer_bytes_per_param": ("bytes, finite and > 0", lambda v: v > 0),
+                  "decode_step_overhead_s": ("seconds, finite and >= 0", lambda v: v >= 0),
+                  "bucket_latency_s": ("seconds, finite and >= 0", lambda v: v >= 0)}
         for key, (what, ok) in bounds.items():  # above 1 is no card's peak; 0 would price nothing
             v = getattr(self, key)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not ok(v):
                 raise ConfigError(f"efficiency.{key}={v!r}: {what}")
 
 
@@ -264,9 +266,13 @@ def load_hardware(spec: str, path: Path | None = None, overrides: list[str] = ()
         if name not in gpus:
             raise ConfigError(f"--hardware: unknown GPU {name!r} (known: {', '.join(sorted(gpus))})")
         entry = dict(gpus[name])
-        eff = _overridden({**base_eff, **entry.pop("efficiency", {})}, overrides, "efficiency.")
-        out[role] = _build(Gpu, {**entry, "name": name, "efficiency": _build(Efficiency, eff, "efficiency")},
-                           f"hardware {name}")
+        eff = {k: _number_or_value(v) for k, v in {**base_eff, **entry.pop("efficiency", {})}.items()}
+        eff = _overridden(eff, overrides, "efficiency.")
+        try:
+            efficiency = _build(Efficiency, eff, "efficiency")
+        except ConfigError as e:  # a bad value, from the table or the command line: say which card's
+            raise ConfigError(f"hardware {name}: {e}") from None
+        out[role] = _build(Gpu, {**entry, "name": name, "efficiency": efficiency}, f"hardware {name}")
     return out
 
 
@@ -470,7 +476,8 @@ def length_moments(costs: Costs, max_new_tokens: int) -> tuple[float, float]:
 def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Costs,
                    colocated: bool = False) -> Costs:
     """Generation, learner and sync costs from the formulas; lengths and verifier from `base`.
-    `colocated`: the learner trains on the engines' GPUs, at efficiency.colocated_train of its speed.
+    `colocated`: the learner trains on the engines' GPUs, its step (compute, optimizer and ZeRO
+    traffic) 1/efficiency.colocated_train as long.
 
     The simulator's decode step is step_s + seq_s·n, or flop_seq_s·n where that is larger: the
     memory and compute sides of decode_step_s above at the run's decode context (the module's c)."""
@@ -488,8 +495,9 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
         flop_seq_s=m.forward_flops(context) / (tp * gen.bf16_flops * gen.efficiency.inference_mfu),
         prefill_s=prefill_s(m, gen, tp, prompt))
     per_token = train_flops_per_token(m, cfg, prompt, length, square)
-    speed = train_efficiency(m, lrn, cfg.learner.micro_batch) * (lrn.efficiency.colocated_train if colocated else 1)
-    learner = Learner(step_s=learner_step_s(m, lrn, cfg), token_s=per_token / (lrn.bf16_flops * speed),
+    slower = 1 / lrn.efficiency.colocated_train if colocated else 1.0  # the whole step: compute, optimizer, ZeRO
+    learner = Learner(step_s=learner_step_s(m, lrn, cfg) * slower,
+                      token_s=per_token / (lrn.bf16_flops * train_efficiency(m, lrn, cfg.learner.micro_batch)) * slower,
                       overhead_s=base.learner.overhead_s)  # the driver's, not the GPUs': as given
     # each role on its own GPUs: neither slows the other (Sharing's zeros), whatever a calibration said
     return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync),

@@ -58,7 +58,8 @@ def sweep(cfg: RunConfig, total: int, staleness: list[int], evaluate: Evaluate,
     rows = []
     for g in splits or default_splits(total, tp):
         if not 1 <= g <= total - 1:
-            raise ConfigError(f"--splits: {g} generator GPUs leaves no learner of --gpus {total}")
+            raise ConfigError(f"--splits: {g} generator GPUs of --gpus {total} leaves "
+                              f"{'no generator' if g < 1 else 'no learner'}")
         for k in staleness:
             rows.append(point(with_split(cfg, g, total - g, k), evaluate, f"{g}:{total - g}"))
     colocated = with_split(cfg, tp * (total // tp), total, 0)

@@ -210,7 +210,8 @@ class Engine:
             self.trace.append((env.now, running))
             dt = costs.decode_step_s(running)
             # the step that starts new groups prefills them too, and after a sync any KV to rebuild (of
-            # a mixture, with the experts its prompt tokens reach and the decode does not)
+            # a mixture, with the experts its prompt tokens reach and the decode does not): each added,
+            # as the prefill's compute is, an upper bound where the engine overlaps reads and compute
             first = dt + costs.prefill_s * started + costs.prefill_s / costs.prompt_tokens * self.rebuild_tokens \
                 + costs.prefill_experts_s(running, started * costs.prompt_tokens + self.rebuild_tokens)
             self.rebuild_tokens = 0
@@ -669,7 +670,7 @@ def add_command(sub):
     p.add_argument("--sweep", action="store_true",
                    help="simulate each generator:learner split of --gpus at each --staleness; table and sweep.png")
     p.add_argument("--gpus", type=int, default=0, help="with --sweep: GPUs to split (default: the config's)")
-    p.add_argument("--staleness", default="0,1,2,4", help="with --sweep: the max_staleness values")
+    p.add_argument("--staleness", default="", help="with --sweep: the max_staleness values (default 0,1,2,4)")
     p.add_argument("--splits", default="", help="with --sweep: generator GPU counts (default: each eighth)")
     p.add_argument("--out", default="", help="folder for simulate.json and timeline.png (default runs/simulate-<time>)")
     p.add_argument("overrides", nargs="*", help="key=value config overrides; costs.KEY=VALUE changes a cost (after any "
@@ -693,6 +694,10 @@ def _main(args) -> int:
     try:
         if hw_overrides and not args.hardware:
             raise ValueError(f"{hw_overrides[0]}: model.* and efficiency.* need --hardware NAME")
+        given = [flag for flag, v in (("--gpus", args.gpus), ("--staleness", args.staleness),
+                                      ("--splits", args.splits)) if v]
+        if given and not args.sweep:  # not read without it: a plan the user believes swept would not be
+            raise ValueError(f"{given[0]} is read only with --sweep")
         cfg = load_config(args.config, run_overrides)
         costs = load_costs(args.costs or None)
         if args.calibration:
@@ -764,7 +769,7 @@ def _sweep(args, cfg: RunConfig, prepare) -> int:
     from jury.experiments.sim_sweep import plot_sweep, sweep, sweep_table
 
     total = args.gpus or cfg.num_generators * cfg.generator.tensor_parallel_size + cfg.learner.num_ranks
-    staleness = _whole_numbers("--staleness", args.staleness)
+    staleness = _whole_numbers("--staleness", args.staleness or "0,1,2,4")
     splits = _whole_numbers("--splits", args.splits) if args.splits else None
     rows = sweep(cfg, total, staleness, lambda c, colocated: simulate(*prepare(c, colocated)), splits)
     out = Path(args.out or f"runs/simulate-sweep-{time.strftime('%Y%m%d-%H%M%S')}")

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from jury.actors.cpu_engine import BIND, MULTIPROCESSING, CpuLayout, bind_cores, cpu_engine_layout, in_process_cpu_engine
+from jury.actors.cpu_engine import (BIND, CPU_ENGINE_STOP_GRACE_S, MULTIPROCESSING, CpuLayout, bind_cores,
+                                    cpu_engine_layout, in_process_cpu_engine, stop_grace_s)
 
 
 def test_the_cores_a_bind_names():
@@ -103,3 +104,14 @@ def test_an_engine_in_a_process_of_its_own_runs_in_it_unpinned(clean_env, monkey
     with in_process_cpu_engine() as inline:
         assert not inline and os.environ[MULTIPROCESSING] == "1"
     assert os.environ[MULTIPROCESSING] == "1"
+
+
+def test_a_cpu_engine_stops_after_a_short_grace_and_a_gpu_engine_after_vllms(monkeypatch):
+    # a CPU engine core's teardown ran past vLLM's 5 s at every stop here (then killed anyway); a GPU
+    # engine keeps vLLM's default (None), its teardown unmeasured
+    from vllm.platforms import current_platform
+
+    assert current_platform.is_cpu()
+    assert stop_grace_s() == CPU_ENGINE_STOP_GRACE_S == 1.0
+    monkeypatch.setattr(current_platform, "is_cpu", lambda: False)
+    assert stop_grace_s() is None

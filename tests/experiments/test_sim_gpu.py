@@ -411,14 +411,32 @@ def test_a_built_local_models_config_json_has_the_shape_it_is_priced_by():
     ("efficiency.colocated_train=-0.5", "colocated_train=-0.5: a fraction"),
     ("efficiency.collective=fast", "collective='fast': a fraction"),
     ("efficiency.inference_mfu=true", "inference_mfu=True: a fraction"),
-    ("efficiency.optimizer_bytes_per_param=0", "optimizer_bytes_per_param=0: bytes, > 0"),
-    ("efficiency.bucket_latency_s=-1", "bucket_latency_s=-1: seconds, >= 0"),
+    ("efficiency.colocated_train=1.5", "colocated_train=1.5: a fraction of a dedicated learner's speed"),
+    ("efficiency.optimizer_bytes_per_param=0", "optimizer_bytes_per_param=0: bytes, finite and > 0"),
+    ("efficiency.optimizer_bytes_per_param=.inf", "optimizer_bytes_per_param=inf: bytes, finite"),
+    ("efficiency.bucket_latency_s=-1", "bucket_latency_s=-1: seconds, finite and >= 0"),
+    # an endless overhead priced the run faster than the default and printed nan without a word
+    ("efficiency.decode_step_overhead_s=inf", "decode_step_overhead_s=inf: seconds, finite"),
+    ("efficiency.collective=nan", "collective=nan: a fraction"),
 ])
 def test_an_efficiency_no_card_reaches_is_refused_by_name(override, message):
     # an MFU of 1.6 would have priced a learner faster than the card's peak without a word
-    with pytest.raises(ConfigError, match=f"efficiency.{message}"):
+    with pytest.raises(ConfigError, match=f"hardware h100-sxm: efficiency.{message}"):
         load_hardware("h100-sxm", overrides=[override])
     assert load_hardware("h100-sxm", overrides=["efficiency.train_mfu=1"])["learner"].efficiency.train_mfu == 1
+
+
+def test_a_cards_own_efficiencies_are_read_as_the_command_lines_are(tmp_path):
+    # YAML 1.1 reads 5e-3 (no dot) as a string: in a card's block it was refused where the same value
+    # on the command line was taken; and a bad value there says which card's it is
+    table = tmp_path / "hardware.yaml"
+    card = {"bf16_flops": 1e15, "hbm_bytes": 8e10, "hbm_bytes_per_s": 3e12, "nvlink_bytes_per_s": 4e11,
+            "network_bytes_per_s": 5e10, "gpus_per_node": 8}
+    table.write_text(json.dumps({"gpus": {"mine": {**card, "efficiency": {"bucket_latency_s": "5e-3"}},
+                                          "bad": {**card, "efficiency": {"train_mfu": 3}}}, "efficiency": {}}))
+    assert load_hardware("mine", table)["learner"].efficiency.bucket_latency_s == 0.005
+    with pytest.raises(ConfigError, match=r"hardware bad: efficiency.train_mfu=3: a fraction"):
+        load_hardware("bad", table)
 
 
 def test_a_colocated_learner_trains_at_its_stated_fraction_and_the_sweeps_baseline_takes_it(qwen, tmp_path):
@@ -428,8 +446,10 @@ def test_a_colocated_learner_trains_at_its_stated_fraction_and_the_sweeps_baseli
     base = load_costs(None, ["generation.lengths.kind=fixed", "generation.lengths.tokens=500"])
     half = load_hardware("h100-sxm", overrides=["efficiency.colocated_train=0.5"])
     dedicated, colocated = hardware_costs(cfg, qwen, half, base), hardware_costs(cfg, qwen, half, base, True)
+    # the whole step twice as long, as verl's ratio is of whole updates: compute, optimizer, ZeRO
     assert colocated.learner.token_s == pytest.approx(2 * dedicated.learner.token_s)
-    assert colocated.learner.step_s == dedicated.learner.step_s  # the optimizer's bytes are no FLOPs
+    assert colocated.learner.step_s == pytest.approx(2 * dedicated.learner.step_s) and dedicated.learner.step_s > 0
+    assert colocated.learner.overhead_s == dedicated.learner.overhead_s  # the driver's, not the GPUs'
     assert dataclasses.replace(colocated, learner=dedicated.learner) == dedicated
     # by default as fast as a dedicated learner: the costs of before
     plain = load_hardware("h100-sxm")
@@ -454,6 +474,10 @@ def test_the_commands_list_and_folder_arguments_are_refused_by_their_flag(tmp_pa
     for args, said in ((["--sweep", "--staleness", "a,b"], "--staleness 'a,b': whole numbers separated by commas"),
                        (["--sweep", "--staleness", "0,-1"], "--staleness '0,-1': no negative values"),
                        (["--sweep", "--splits", "2,x"], "--splits '2,x': whole numbers"),
+                       (["--sweep", "--gpus", "4", "--splits", "0"], "0 generator GPUs of --gpus 4 leaves no generator"),
+                       # without --sweep they were read by nothing, and the run said nothing of it
+                       (["--staleness", "0,2"], "--staleness is read only with --sweep"),
+                       (["--gpus", "8"], "--gpus is read only with --sweep"),
                        (["--calibration", str(tmp_path / "none")], "no bench.json there")):
         assert main(["simulate", "--hardware", "h100-sxm", "--out", str(tmp_path / "o"), *args]) == 2
         assert said in capsys.readouterr().err
