@@ -21,8 +21,7 @@ from typing import Callable
 @dataclass(frozen=True)
 class LocalModel:
     build: Callable[[bool], Path]  # progress -> the model's folder
-    positions: Callable[[], int]   # its max_position_embeddings
-    spec: Callable[[], object]     # its spec (hidden, layers, heads, intermediate, vocab): the shape it is built with
+    spec: Callable[[], object]     # its spec: the shape it is built with (hidden, layers, heads, ..., max_positions)
 
 
 def _tiny(progress: bool) -> Path:
@@ -56,9 +55,9 @@ def _chain_spec():
 
 
 LOCAL_MODELS: dict[str, LocalModel] = {
-    "tiny": LocalModel(_tiny, lambda: _tiny_spec().max_positions, _tiny_spec),
-    "tiny-chat": LocalModel(_tiny_chat, lambda: _tiny_spec().max_positions, _tiny_spec),
-    "tiny-chain": LocalModel(_tiny_chain, lambda: _chain_spec().max_positions, _chain_spec),
+    "tiny": LocalModel(_tiny, _tiny_spec),
+    "tiny-chat": LocalModel(_tiny_chat, _tiny_spec),
+    "tiny-chain": LocalModel(_tiny_chain, _chain_spec),
 }
 
 
@@ -105,7 +104,7 @@ def model_positions(model: str) -> int | None:
     """The longest sequence `model` takes: a local model's spec, else its config.json's
     max_position_embeddings; None where that is not the bound (rope_scaling stretches it) or unknown."""
     if is_local(model):
-        return LOCAL_MODELS[model].positions()
+        return LOCAL_MODELS[model].spec().max_positions
     try:
         config = json.loads((Path(model) / "config.json").read_text())
     except (OSError, ValueError):
