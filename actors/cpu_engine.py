@@ -15,6 +15,17 @@ Measured side by side (benchmarks/engine_layout.py; docs/results.md, "Where a CP
 the embedded default starts 3-13 s sooner and trains 1.18-1.38x the tokens a second, its learner's
 forward-backward 0.65-0.76x as long, no longer sharing a core with a spin.
 
+That engine core is forked from the actor, not spawned. vLLM spawns it in a Ray actor, and a
+spawned process imports vLLM, torch and transformers again before its first line: about half of an
+engine's start here (12-13 s of 25 s on the quiet machine, more beside a running suite). A forked
+one has them already: a run starts 11-24 s sooner, and generates and trains as fast (docs/results.md,
+"The engine core forked, not spawned"). Ray calls forking in an actor an anti-pattern because the
+child shares the actor's connections to Ray, and a child that calls Ray corrupts them. The engine
+core never does (its model runs in it; no Ray executor on the CPU). What a spawned one gets at its
+start, the child is given here: its name (vLLM's own setproctitle cannot rename a forked Ray worker)
+and its OpenMP threads (the actor's torch read OMP_NUM_THREADS before the layout set it).
+JURY_CPU_ENGINE_START=spawn starts it as vLLM does.
+
 A VLLM_ENABLE_V1_MULTIPROCESSING set by the user is left alone (vLLM's two processes and its own
 binding, as shipped); so is an engine on GPUs, or over more than one CPU worker (tensor parallel),
 which needs the two processes.
@@ -22,7 +33,9 @@ which needs the two processes.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.context
 import os
+import sys
 from dataclasses import dataclass
 
 MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
@@ -34,6 +47,7 @@ MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
 # is not measured here, and a restarted engine checks the card's free memory.
 CPU_ENGINE_STOP_GRACE_S = 1.0
 BIND = "VLLM_CPU_OMP_THREADS_BIND"
+START = "JURY_CPU_ENGINE_START"  # how the engine core starts: "fork" (the default here) or "spawn" (vLLM's)
 
 
 def stop_grace_s() -> float | None:
@@ -77,6 +91,78 @@ def bind_cores(bind: str | None, allowed: list[int]) -> list[int] | None:
 class CpuLayout:
     inline: bool                   # the model runs inside the engine core (one vLLM process)
     cores: list[int] | None = None  # the cores the engine core starts pinned to (None: not pinned)
+    forked: bool = False           # the engine core is forked from this process, not spawned
+
+
+def start_method() -> str:
+    """How an inline engine core starts, from JURY_CPU_ENGINE_START (unset: "fork")."""
+    method = os.environ.get(START, "").strip() or "fork"
+    if method not in ("fork", "spawn"):
+        raise ValueError(f"{START}={method!r}: 'fork' (the default) or 'spawn' (vLLM's own start)")
+    return method
+
+
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+class EngineCoreFork(multiprocessing.context.ForkProcess):
+    """An engine core forked from the actor that owns it. Before vLLM's code runs it takes what a
+    spawned one would have: the process title vLLM gives it (VLLM::EngineCore, which `ps`, the fault
+    injector and the soak benchmark look for; in a Ray worker only Ray's own setproctitle can change
+    it) and OMP_NUM_THREADS OpenMP threads (torch read the variable when the actor imported it, before
+    the layout set it).
+
+    It also dies with the actor (SIGKILL, as Ray kills a dead worker's children): it holds copies of
+    the actor's descriptors, its sockets to Ray among them, and Ray sees a SIGKILLed actor dead only
+    once every copy is closed (a forked child that lived on kept it "alive" to Ray for as long as the
+    child ran). The signal comes when the thread that forked it ends, in an actor the event-loop
+    thread that ran its __init__, which lives as long as the actor."""
+
+    def run(self):
+        import ctypes
+        import signal
+
+        import torch
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) for the forked engine core")
+        if os.getppid() != self._parent_pid:  # the actor died before the signal was armed
+            os._exit(1)
+
+        threads = os.environ.get("OMP_NUM_THREADS", "").strip()
+        if threads.isdigit() and int(threads) > 0:
+            torch.set_num_threads(int(threads))
+        title = f"VLLM::{self.name}"
+        if "ray" in sys.modules:
+            import ray._raylet
+
+            ray._raylet.setproctitle(title)
+        else:
+            with contextlib.suppress(ImportError):
+                import setproctitle
+
+                setproctitle.setproctitle(title)
+        super().run()
+
+
+class ForkContext(multiprocessing.context.ForkContext):
+    Process = EngineCoreFork
+
+
+@contextlib.contextmanager
+def _forked_engine_core():
+    """While it holds, vLLM's engine launcher (the only caller of its `get_mp_context` in that
+    module) starts engine cores with EngineCoreFork: vLLM's CPU platform sets its start method to
+    spawn, and in a Ray actor it forces spawn, so the choice is made where the process starts."""
+    from vllm.v1.engine import utils as launcher
+
+    vllms = launcher.get_mp_context
+    launcher.get_mp_context = ForkContext
+    try:
+        yield
+    finally:
+        launcher.get_mp_context = vllms
 
 
 def _give_back(pinned: set[int], own: list[int]):
@@ -98,8 +184,8 @@ def cpu_engine_layout(tensor_parallel_size: int = 1):
     platform), at tensor parallel 1, unless the user set VLLM_ENABLE_V1_MULTIPROCESSING: the model
     runs inside the engine core, which starts pinned to the bind's cores with one OpenMP thread
     each (the child process inherits this process's affinity and environment at its start; both
-    are given back to this actor afterwards, the affinity to every thread started meanwhile too).
-    Otherwise nothing changes. Yields the CpuLayout."""
+    are given back to this actor afterwards, the affinity to every thread started meanwhile too),
+    forked unless JURY_CPU_ENGINE_START=spawn. Otherwise nothing changes. Yields the CpuLayout."""
     from vllm.platforms import current_platform
 
     if not current_platform.is_cpu() or tensor_parallel_size > 1 or MULTIPROCESSING in os.environ:
@@ -107,13 +193,15 @@ def cpu_engine_layout(tensor_parallel_size: int = 1):
         return
     own = sorted(os.sched_getaffinity(0))
     cores = bind_cores(os.environ.get(BIND), own)
+    forked = start_method() == "fork"
     saved = {k: os.environ.get(k) for k in (MULTIPROCESSING, "OMP_NUM_THREADS")}
     os.environ[MULTIPROCESSING] = "0"
     if cores is not None:
         os.environ["OMP_NUM_THREADS"] = str(len(cores))
         os.sched_setaffinity(0, cores)
     try:
-        yield CpuLayout(inline=True, cores=cores)
+        with _forked_engine_core() if forked else contextlib.nullcontext():
+            yield CpuLayout(inline=True, cores=cores, forked=forked)
     finally:
         if cores is not None:
             _give_back(set(cores), own)

@@ -78,7 +78,8 @@ class Generator:
         self._retry: list[PromptTask] = []
         self._stats = {"groups": 0, "samples": 0, "tokens": 0, "refused": 0, "interrupted": 0, "generate_s": 0.0,
                        "pause_s": 0.0, "busy_s": 0.0,
-                       "engine_inline": int(layout.inline)}  # 1: the model in the engine core (cpu_engine.py)
+                       "engine_inline": int(layout.inline),  # 1: the model in the engine core (cpu_engine.py)
+                       "engine_forked": int(layout.forked)}  # 1: that engine core forked from this actor
         self._busy_since = None
         self._loop_task = self._engine_watch = None
         self.tasks = self.rollouts = None
@@ -436,6 +437,10 @@ class Generator:
 
     async def pid(self) -> int:
         return os.getpid()
+
+    async def engine_processes(self) -> list[dict]:
+        """Each engine worker's pid, cores and torch threads (WeightReceiver.jury_process)."""
+        return await self.engine.collective_rpc("jury_process")
 
 
 def _exit_actor(engine):

@@ -125,6 +125,15 @@ class WeightReceiver:
         self._jury_group = group
         return {"rank": rank, "dtype": str(self.model_runner.model_config.dtype)}
 
+    def jury_process(self) -> dict:
+        """Where this worker runs: its pid, the cores it may use and torch's thread count (on the CPU
+        the engine core, whose start actors/cpu_engine.py sets; tests and `ps` compare them)."""
+        import os
+
+        import torch
+
+        return {"pid": os.getpid(), "cores": sorted(os.sched_getaffinity(0)), "threads": torch.get_num_threads()}
+
     def jury_abort_weight_group(self) -> bool:
         """Abort this worker's group, if it has one: a broadcast stuck on a dead peer ends."""
         group = getattr(self, "_jury_group", None)

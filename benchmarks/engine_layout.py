@@ -1,14 +1,18 @@
-"""A CPU engine's two layouts side by side, in whole `jury train` runs.
+"""A CPU engine's layouts side by side, in whole `jury train` runs.
 
     python benchmarks/engine_layout.py                        # 40 steps of the embedded default, 2 rounds
     python benchmarks/engine_layout.py --steps 60 --rounds 3 learner.threads=2
+    python benchmarks/engine_layout.py --layouts spawn,inline --steps 4 --warmup 1 --rounds 3
 
-On the CPU the pipeline runs each vLLM engine's model inside its engine core ("inline",
-actors/cpu_engine.py). vLLM's own layout ("vllm", VLLM_ENABLE_V1_MULTIPROCESSING=1) starts a worker
-process beside the engine core and pins it; the worker spins after each message. This runs the same
-`jury train` in each layout in turn for --rounds rounds, each in a process of its own, and prints
-what a user sees: the start-up (summary.yaml's startup_s), the tokens trained a second after the
-first --warmup steps, and the learner's forward-backward and wait a step over the same steps.
+On the CPU the pipeline runs each vLLM engine's model inside its engine core, which it forks from
+the generator actor ("inline", actors/cpu_engine.py). "spawn" is the same engine core spawned, as
+vLLM starts it in a Ray actor (JURY_CPU_ENGINE_START=spawn): it imports vLLM and torch again. vLLM's
+own layout ("vllm", VLLM_ENABLE_V1_MULTIPROCESSING=1) starts a worker process beside the engine core
+and pins it; the worker spins after each message. This runs the same `jury train` in each layout in
+turn for --rounds rounds, each in a process of its own, and prints what a user sees: the start-up
+(summary.yaml's startup_s), the tokens trained a second after the first --warmup steps, and the
+learner's forward-backward and wait a step over the same steps. With two layouts it prints the
+second's figures over the first's, round by round.
 """
 from __future__ import annotations
 
@@ -20,7 +24,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-LAYOUTS = {"vllm": "1", "inline": None}  # VLLM_ENABLE_V1_MULTIPROCESSING in each
+# the environment of each: vLLM's two processes; the model in the engine core, spawned as vLLM starts it;
+# the same forked from the generator actor (the pipeline's default on the CPU)
+LAYOUTS = {"vllm": {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}, "spawn": {"JURY_CPU_ENGINE_START": "spawn"},
+           "inline": {}}
 
 
 def parse_args(argv=None):
@@ -65,16 +72,16 @@ def measure(run_dir: Path, warmup: int) -> dict:
     first, timed = rows[warmup], rows[warmup + 1:]
     span = timed[-1]["time_s"] - first["time_s"]
     inline = [v for k, v in summary.items() if k.endswith("/engine_inline")]
+    forked = [v for k, v in summary.items() if k.endswith("/engine_forked")]
     return {"startup_s": summary["startup_s"], "tokens_per_s": sum(r["learner/tokens"] for r in timed) / span,
             "forward_backward_s": sum(r["learner/forward_backward_s"] for r in timed) / len(timed),
             "wait_s": sum(r["learner/wait_s"] for r in timed) / len(timed),
-            "engine_inline": bool(inline) and all(inline)}
+            "engine_inline": bool(inline) and all(inline), "engine_forked": bool(forked) and all(forked)}
 
 
 def one_run(layout: str, steps: int, overrides: list[str], folder: Path) -> Path:
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"}
-    if LAYOUTS[layout] is not None:
-        env["VLLM_ENABLE_V1_MULTIPROCESSING"] = LAYOUTS[layout]
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_ENABLE_V1_MULTIPROCESSING", "JURY_CPU_ENGINE_START")}
+    env.update(LAYOUTS[layout])
     run_dir = folder / layout
     done = subprocess.run([sys.executable, "-m", "jury.experiments.cli", "train", f"steps={steps}", f"run_dir={run_dir}",
                            "progress=false", *overrides], env=env, capture_output=True, text=True)
@@ -91,8 +98,9 @@ def main(argv=None):
         for layout in args.layouts:
             with tempfile.TemporaryDirectory(prefix="engine-layout-") as tmp:
                 m = measure(one_run(layout, args.steps, args.overrides, Path(tmp)), args.warmup)
-            if m["engine_inline"] != (layout == "inline"):
-                raise RuntimeError(f"the {layout} run's generators report engine_inline={m['engine_inline']}")
+            if (m["engine_inline"], m["engine_forked"]) != (layout != "vllm", layout == "inline"):
+                raise RuntimeError(f"the {layout} run's generators report engine_inline={m['engine_inline']}, "
+                                   f"engine_forked={m['engine_forked']}")
             rows.append({"round": r + 1, "layout": layout, **m})
             print(f"{r + 1:>5} {layout:>7} {m['startup_s']:10.1f} {m['tokens_per_s']:9.0f} "
                   f"{m['forward_backward_s']:10.3f} {m['wait_s']:7.3f}", flush=True)

@@ -74,7 +74,11 @@ class RunProcesses:
                 for p in psutil.Process(me).children(recursive=True):
                     if p.pid not in self.before:
                         self.seen.setdefault(p.pid, p)
-                        self.names[p.pid] = _describe(p)  # vLLM and Ray retitle a process after it starts
+                        # vLLM and Ray retitle a process after it starts; a process already dead (a
+                        # zombie has no command line) keeps the last name it was seen with
+                        name = _describe(p)
+                        if name != "?" or p.pid not in self.names:
+                            self.names[p.pid] = name
             except psutil.Error:
                 pass
 

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from jury.actors.cpu_engine import (BIND, CPU_ENGINE_STOP_GRACE_S, MULTIPROCESSING, CpuLayout, bind_cores,
-                                    cpu_engine_layout, in_process_cpu_engine, stop_grace_s)
+from jury.actors.cpu_engine import (BIND, CPU_ENGINE_STOP_GRACE_S, MULTIPROCESSING, START, CpuLayout, ForkContext,
+                                    bind_cores, cpu_engine_layout, in_process_cpu_engine, stop_grace_s)
 
 
 def test_the_cores_a_bind_names():
@@ -32,7 +32,7 @@ def test_a_bind_that_names_no_usable_cores_is_refused_by_name(bind, says):
 
 @pytest.fixture
 def clean_env(monkeypatch):
-    for k in (MULTIPROCESSING, BIND, "OMP_NUM_THREADS"):
+    for k in (MULTIPROCESSING, BIND, "OMP_NUM_THREADS", START):
         monkeypatch.delenv(k, raising=False)
     own = os.sched_getaffinity(0)
     yield own
@@ -87,8 +87,57 @@ def test_a_layout_the_user_chose_is_left_alone(clean_env, monkeypatch):
         assert not layout.inline and MULTIPROCESSING not in os.environ
     monkeypatch.setenv(BIND, "nobind")
     with cpu_engine_layout() as layout:                       # in one process, pinned nowhere
-        assert layout == CpuLayout(inline=True) and os.environ[MULTIPROCESSING] == "0" and os.environ["OMP_NUM_THREADS"] == "7"
+        assert layout == CpuLayout(inline=True, forked=True) and os.environ[MULTIPROCESSING] == "0" and os.environ["OMP_NUM_THREADS"] == "7"
         assert os.sched_getaffinity(0) == clean_env
+
+
+def test_the_engine_core_is_forked_unless_spawn_is_asked_for(clean_env, monkeypatch):
+    """vLLM's launcher starts its engine core with the context its get_mp_context gives: ours while
+    the layout holds (vLLM's CPU platform and a Ray actor would make it spawn), vLLM's after, and
+    vLLM's throughout under JURY_CPU_ENGINE_START=spawn. A value of neither is refused by name."""
+    from vllm.v1.engine import utils as launcher
+
+    vllms = launcher.get_mp_context
+    with cpu_engine_layout() as layout:
+        assert layout.forked and launcher.get_mp_context is ForkContext
+        assert launcher.get_mp_context().get_start_method() == "fork"
+    assert launcher.get_mp_context is vllms
+    monkeypatch.setenv(START, "spawn")
+    with cpu_engine_layout() as layout:
+        assert layout.inline and not layout.forked and launcher.get_mp_context is vllms
+    monkeypatch.setenv(START, "forkserver")
+    with pytest.raises(ValueError, match="JURY_CPU_ENGINE_START='forkserver': 'fork'"):
+        with cpu_engine_layout():
+            pass
+    assert launcher.get_mp_context is vllms and MULTIPROCESSING not in os.environ
+
+
+def _report(conn):
+    import torch
+
+    with open("/proc/self/cmdline", "rb") as f:
+        conn.send((f.read().split(b"\0")[0].decode(), torch.get_num_threads()))
+
+
+def test_a_forked_engine_core_takes_its_name_and_threads_as_a_spawned_one_would(monkeypatch):
+    """The child names itself after its process (VLLM::EngineCore, what vLLM calls a spawned one,
+    which ps, the fault injector and the soak benchmark look for) and runs OMP_NUM_THREADS torch
+    threads, although this process's torch read the variable long before it was set."""
+    import multiprocessing
+
+    import torch
+
+    threads = 2 if torch.get_num_threads() != 2 else 3
+    monkeypatch.setenv("OMP_NUM_THREADS", str(threads))
+    ours, theirs = multiprocessing.Pipe()
+    p = ForkContext().Process(target=_report, args=(theirs,), name="EngineCore")
+    p.start()
+    try:
+        assert ours.poll(60), "the forked child said nothing"
+        assert ours.recv() == ("VLLM::EngineCore", threads)
+    finally:
+        p.join(30)
+    assert p.exitcode == 0 and torch.get_num_threads() != threads  # this process is left as it was
 
 
 def test_an_engine_in_a_process_of_its_own_runs_in_it_unpinned(clean_env, monkeypatch):

@@ -110,8 +110,9 @@ def _hf_logprobs(model, prompt_ids, completion_ids) -> np.ndarray:
 
 def _one_engine_process_pinned(gen):
     """On the CPU the model runs inside vLLM's engine core (actors/cpu_engine.py): the engine core is
-    the one process below the actor (no worker beside it), started on vLLM's "auto" cores with an
-    OpenMP thread a core; the actor itself keeps every core it had."""
+    the one process below the actor (no worker beside it), forked from it and named as vLLM names a
+    spawned one, started on vLLM's "auto" cores with an OpenMP thread a core; the actor itself keeps
+    every core it had."""
     import psutil
     import ray
 
@@ -125,7 +126,10 @@ def _one_engine_process_pinned(gen):
     # every thread of the actor too, those the engine's start made while the pin held among them
     pinned = {t.id: sorted(os.sched_getaffinity(t.id)) for t in actor.threads()}
     assert all(c == sorted(os.sched_getaffinity(0)) for c in pinned.values()), pinned
-    assert below[0].environ()["OMP_NUM_THREADS"] == str(len(cores))
+    # the model's own process says so: torch's threads and cores there (a forked engine core's
+    # /proc environ is the actor's at its exec, so it is asked, not read)
+    assert ray.get(gen.engine_processes.remote()) == [{"pid": below[0].pid, "cores": cores, "threads": len(cores)}]
+    assert ray.get(gen.stats.remote())["engine_forked"] == 1
 
 
 def test_inflight_labels_each_token_with_the_weights_that_sampled_it(tiny_model_path):
