@@ -140,6 +140,48 @@ def test_a_forked_engine_core_takes_its_name_and_threads_as_a_spawned_one_would(
     assert p.exitcode == 0 and torch.get_num_threads() != threads  # this process is left as it was
 
 
+def _fork_an_engine_core_and_wait(conn):
+    import time
+
+    child = ForkContext().Process(target=time.sleep, args=(120,), name="EngineCore")
+    child.start()
+    conn.send(child.pid)
+    time.sleep(120)
+
+
+def test_a_forked_engine_core_dies_with_the_process_that_forked_it():
+    """A SIGKILLed actor's forked engine core would hold the actor's sockets to Ray open for as long
+    as it ran (Ray saw such an actor dead only when its child ended); it is killed with its parent."""
+    import multiprocessing
+    import signal
+    import time
+
+    import psutil
+
+    ours, theirs = multiprocessing.Pipe()
+    parent = multiprocessing.get_context("fork").Process(target=_fork_an_engine_core_and_wait, args=(theirs,))
+    parent.start()
+    assert ours.poll(60), "the parent said nothing"
+    child = psutil.Process(ours.recv())
+    deadline = time.monotonic() + 60  # past its set-up (named last): a child whose parent is gone by then exits
+    while child.cmdline()[:1] != ["VLLM::EngineCore"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child.cmdline()[:1] == ["VLLM::EngineCore"] and child.status() != psutil.STATUS_ZOMBIE
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.join(10)
+    deadline = time.monotonic() + 30  # the child sleeps 120 s: gone well before means it was killed
+    while time.monotonic() < deadline:
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        child.kill()
+        raise AssertionError("the forked engine core outlived the process that forked it by 30 s")
+
+
 def test_an_engine_in_a_process_of_its_own_runs_in_it_unpinned(clean_env, monkeypatch):
     """`jury eval` and `jury select`: the whole engine in the calling process while vllm.LLM
     starts, nothing pinned, and the environment given back; a user's choice, or several CPU
