@@ -18,13 +18,17 @@ forward-backward 0.65-0.76x as long, no longer sharing a core with a spin.
 That engine core is forked from the actor, not spawned. vLLM spawns it in a Ray actor, and a
 spawned process imports vLLM, torch and transformers again before its first line: about half of an
 engine's start here (12-13 s of 25 s on the quiet machine, more beside a running suite). A forked
-one has them already: a run starts 11-24 s sooner, and generates and trains as fast (docs/results.md,
-"The engine core forked, not spawned"). Ray calls forking in an actor an anti-pattern because the
-child shares the actor's connections to Ray, and a child that calls Ray corrupts them. The engine
-core never does (its model runs in it; no Ray executor on the CPU). What a spawned one gets at its
-start, the child is given here: its name (vLLM's own setproctitle cannot rename a forked Ray worker)
-and its OpenMP threads (the actor's torch read OMP_NUM_THREADS before the layout set it).
-JURY_CPU_ENGINE_START=spawn starts it as vLLM does.
+one has them already: an engine is up about 12 s sooner here, and generates and trains as fast
+(docs/results.md, "The engine core forked, not spawned"). Ray calls forking in an actor an
+anti-pattern because the child shares the actor's connections to Ray, and a child that calls Ray
+corrupts them. The engine core does not call Ray: its model runs in it (no Ray executor on the CPU),
+and vLLM's own process helpers in it take the start method vLLM's CPU platform set in the actor,
+spawn, which never asks Ray. What a spawned one gets at its start, the child is given here: its name
+(vLLM's own setproctitle cannot rename a forked Ray worker) and its OpenMP threads (the actor's torch
+read OMP_NUM_THREADS before the layout set it). A process that ran torch on several threads must not
+fork (GNU OpenMP's pool does not survive a fork: the child hangs at its first parallel region), so an
+actor whose torch has more than one thread spawns its engine core (Ray gives an actor num_cpus
+threads: one by default). JURY_CPU_ENGINE_START=spawn always starts it as vLLM does.
 
 A VLLM_ENABLE_V1_MULTIPROCESSING set by the user is left alone (vLLM's two processes and its own
 binding, as shipped); so is an engine on GPUs, or over more than one CPU worker (tensor parallel),
@@ -33,11 +37,13 @@ which needs the two processes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing.context
 import os
 import sys
 from dataclasses import dataclass
 
+log = logging.getLogger(__name__)
 MULTIPROCESSING = "VLLM_ENABLE_V1_MULTIPROCESSING"
 # how long a CPU engine core stopping at the end of a run may tear itself down before vLLM kills it:
 # its teardown (a full garbage collection in a process holding vLLM and torch) ran past vLLM's default
@@ -87,15 +93,16 @@ def bind_cores(bind: str | None, allowed: list[int]) -> list[int] | None:
     return sorted(set(cores))
 
 
-@dataclass(frozen=True)
+@dataclass
 class CpuLayout:
     inline: bool                   # the model runs inside the engine core (one vLLM process)
     cores: list[int] | None = None  # the cores the engine core starts pinned to (None: not pinned)
-    forked: bool = False           # the engine core is forked from this process, not spawned
+    forked: bool = False           # an engine core was forked from this process while the layout held
 
 
 def start_method() -> str:
-    """How an inline engine core starts, from JURY_CPU_ENGINE_START (unset: "fork")."""
+    """How an inline engine core starts, from JURY_CPU_ENGINE_START (unset: "fork"). The driver
+    asks too, so that a bad value is refused before anything starts."""
     method = os.environ.get(START, "").strip() or "fork"
     if method not in ("fork", "spawn"):
         raise ValueError(f"{START}={method!r}: 'fork' (the default) or 'spawn' (vLLM's own start)")
@@ -112,11 +119,18 @@ class EngineCoreFork(multiprocessing.context.ForkProcess):
     it) and OMP_NUM_THREADS OpenMP threads (torch read the variable when the actor imported it, before
     the layout set it).
 
-    It also dies with the actor (SIGKILL, as Ray kills a dead worker's children): it holds copies of
-    the actor's descriptors, its sockets to Ray among them, and Ray sees a SIGKILLed actor dead only
-    once every copy is closed (a forked child that lived on kept it "alive" to Ray for as long as the
-    child ran). The signal comes when the thread that forked it ends, in an actor the event-loop
-    thread that ran its __init__, which lives as long as the actor."""
+    It also dies with the actor (SIGKILL): it holds copies of the actor's descriptors, its sockets to
+    Ray among them, and Ray sees a SIGKILLed actor dead only once every copy is closed (a forked child
+    that lived on kept it "alive" to Ray for as long as the child ran; Ray's own clean-up of a worker's
+    children runs only when the worker exits cleanly). The kernel sends the signal when the thread
+    that forked it ends: in a Ray actor with async methods, the event-loop thread that ran its
+    __init__, which lives as long as the actor. Never start one from a thread that ends sooner."""
+
+    started = 0  # how many this process has forked (CpuLayout.forked)
+
+    def start(self):
+        super().start()
+        EngineCoreFork.started += 1
 
     def run(self):
         import ctypes
@@ -133,7 +147,9 @@ class EngineCoreFork(multiprocessing.context.ForkProcess):
         threads = os.environ.get("OMP_NUM_THREADS", "").strip()
         if threads.isdigit() and int(threads) > 0:
             torch.set_num_threads(int(threads))
-        title = f"VLLM::{self.name}"
+        from vllm import envs
+
+        title = f"{envs.VLLM_PROCESS_NAME_PREFIX}::{self.name}"
         if "ray" in sys.modules:
             import ray._raylet
 
@@ -152,9 +168,10 @@ class ForkContext(multiprocessing.context.ForkContext):
 
 @contextlib.contextmanager
 def _forked_engine_core():
-    """While it holds, vLLM's engine launcher (the only caller of its `get_mp_context` in that
-    module) starts engine cores with EngineCoreFork: vLLM's CPU platform sets its start method to
-    spawn, and in a Ray actor it forces spawn, so the choice is made where the process starts."""
+    """While it holds, vLLM's engine launcher starts engine cores with EngineCoreFork (its module's
+    `get_mp_context` is ForkContext: the launcher's, and a tensor queue's on GPUs, which never holds
+    here): vLLM's CPU platform sets its start method to spawn, and in a Ray actor it forces spawn,
+    so the choice is made where the process starts."""
     from vllm.v1.engine import utils as launcher
 
     vllms = launcher.get_mp_context
@@ -185,7 +202,9 @@ def cpu_engine_layout(tensor_parallel_size: int = 1):
     runs inside the engine core, which starts pinned to the bind's cores with one OpenMP thread
     each (the child process inherits this process's affinity and environment at its start; both
     are given back to this actor afterwards, the affinity to every thread started meanwhile too),
-    forked unless JURY_CPU_ENGINE_START=spawn. Otherwise nothing changes. Yields the CpuLayout."""
+    forked unless JURY_CPU_ENGINE_START=spawn or this process's torch runs several threads (see the
+    module's docstring). Otherwise nothing changes. Yields the CpuLayout; its `forked` says, after
+    the block, whether an engine core was forked in it."""
     from vllm.platforms import current_platform
 
     if not current_platform.is_cpu() or tensor_parallel_size > 1 or MULTIPROCESSING in os.environ:
@@ -193,16 +212,24 @@ def cpu_engine_layout(tensor_parallel_size: int = 1):
         return
     own = sorted(os.sched_getaffinity(0))
     cores = bind_cores(os.environ.get(BIND), own)
-    forked = start_method() == "fork"
+    import torch
+
+    fork = start_method() == "fork" and torch.get_num_threads() == 1
+    if start_method() == "fork" and not fork:
+        log.warning("the engine core is spawned, not forked: this process's torch runs %d threads, and "
+                    "a fork after a parallel region hangs in GNU OpenMP", torch.get_num_threads())
+    forks_before = EngineCoreFork.started
     saved = {k: os.environ.get(k) for k in (MULTIPROCESSING, "OMP_NUM_THREADS")}
     os.environ[MULTIPROCESSING] = "0"
     if cores is not None:
         os.environ["OMP_NUM_THREADS"] = str(len(cores))
         os.sched_setaffinity(0, cores)
+    layout = CpuLayout(inline=True, cores=cores)
     try:
-        with _forked_engine_core() if forked else contextlib.nullcontext():
-            yield CpuLayout(inline=True, cores=cores, forked=forked)
+        with _forked_engine_core() if fork else contextlib.nullcontext():
+            yield layout
     finally:
+        layout.forked = EngineCoreFork.started > forks_before
         if cores is not None:
             _give_back(set(cores), own)
         for k, v in saved.items():

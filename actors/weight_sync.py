@@ -126,13 +126,16 @@ class WeightReceiver:
         return {"rank": rank, "dtype": str(self.model_runner.model_config.dtype)}
 
     def jury_process(self) -> dict:
-        """Where this worker runs: its pid, the cores it may use and torch's thread count (on the CPU
-        the engine core, whose start actors/cpu_engine.py sets; tests and `ps` compare them)."""
+        """Where this worker runs: its pid, the cores it may use, torch's thread count, and whether
+        its process was forked by actors/cpu_engine.py (on the CPU the engine core, whose start that
+        module sets; tests compare them with what `ps` shows)."""
+        import multiprocessing
         import os
 
         import torch
 
-        return {"pid": os.getpid(), "cores": sorted(os.sched_getaffinity(0)), "threads": torch.get_num_threads()}
+        return {"pid": os.getpid(), "cores": sorted(os.sched_getaffinity(0)), "threads": torch.get_num_threads(),
+                "forked": type(multiprocessing.current_process()).__name__ == "EngineCoreFork"}
 
     def jury_abort_weight_group(self) -> bool:
         """Abort this worker's group, if it has one: a broadcast stuck on a dead peer ends."""

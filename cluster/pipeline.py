@@ -28,8 +28,8 @@ from jury.cluster.errors import RunFailed, SyncTimeout, ray_start_failed
 from jury.cluster.learner_group import LearnerGroup, LearnerDied  # noqa: F401  (LearnerDied re-exported)
 from jury.cluster.feeder import Feeder
 from jury.cluster.metrics import stage
-from jury.cluster.placement import (check_cpu_bind, engine_cpu_binds, generator_placement, server_placement,
-                                    server_tensor_parallel)
+from jury.cluster.placement import (check_cpu_bind, check_cpu_engine_start, engine_cpu_binds, generator_placement,
+                                    server_placement, server_tensor_parallel)
 from jury.protocol.transport import CurveKeys
 
 log = logging.getLogger(__name__)
@@ -90,6 +90,7 @@ class Pipeline:
         from transformers import AutoTokenizer
 
         cfg = self.cfg
+        engine_start = check_cpu_engine_start()
         with self.stage("Ray"):
             self._init_ray()
             if cfg.check_resources:
@@ -102,7 +103,7 @@ class Pipeline:
         self.host = "127.0.0.1" if self.started_ray else None
         feeder_host = "127.0.0.1" if self.started_ray else ray.util.get_node_ip_address()
         self.env = {"TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1",
-                    "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
+                    "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING"), **engine_start}
         multi_node = sum(1 for n in ray.nodes() if n["Alive"]) > 1
         self.curve = CurveKeys.generate() if cfg.curve is True or (cfg.curve == "auto" and multi_node) else None
         self.learner = LearnerGroup.create(cfg, self.plan, self.model_path, env=self.env, checkpoint=self.learner_checkpoint,

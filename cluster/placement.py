@@ -6,6 +6,8 @@ engine needs its GPUs together, so it gets a placement group of its own.
 """
 from __future__ import annotations
 
+import os
+
 
 def generator_placement(g, i: int) -> dict:
     """Ray options placing generator i. A tensor-parallel engine on GPUs gets a placement group:
@@ -41,6 +43,20 @@ def check_cpu_bind(bind: str | None, cores: list[int], cpu_engines: bool):
         bind_cores(bind, cores)
     except ValueError as e:
         raise ConfigError(f"{e} (the CPU engines' cores; unset it for vLLM's own choice)") from None
+
+
+def check_cpu_engine_start() -> dict:
+    """A JURY_CPU_ENGINE_START the user set (actors.cpu_engine.start_method), refused before anything
+    starts rather than in each engine's actor; returns it as an env var for the actors (on a cluster
+    they do not inherit the driver's environment), or nothing when unset."""
+    from jury.actors.cpu_engine import START, start_method
+    from jury.protocol.config import ConfigError
+
+    try:
+        start_method()
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
+    return {START: os.environ[START]} if os.environ.get(START, "").strip() else {}
 
 
 def generator_bundles(g) -> list[dict]:

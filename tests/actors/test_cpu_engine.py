@@ -87,29 +87,66 @@ def test_a_layout_the_user_chose_is_left_alone(clean_env, monkeypatch):
         assert not layout.inline and MULTIPROCESSING not in os.environ
     monkeypatch.setenv(BIND, "nobind")
     with cpu_engine_layout() as layout:                       # in one process, pinned nowhere
-        assert layout == CpuLayout(inline=True, forked=True) and os.environ[MULTIPROCESSING] == "0" and os.environ["OMP_NUM_THREADS"] == "7"
+        assert layout == CpuLayout(inline=True) and os.environ[MULTIPROCESSING] == "0" and os.environ["OMP_NUM_THREADS"] == "7"
         assert os.sched_getaffinity(0) == clean_env
 
 
-def test_the_engine_core_is_forked_unless_spawn_is_asked_for(clean_env, monkeypatch):
+@pytest.fixture
+def one_torch_thread():
+    """This process's torch on one thread, as Ray gives an actor of one CPU (and back after)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _exit():
+    os._exit(0)
+
+
+def test_the_engine_core_is_forked_unless_spawn_is_asked_for(clean_env, monkeypatch, one_torch_thread):
     """vLLM's launcher starts its engine core with the context its get_mp_context gives: ours while
     the layout holds (vLLM's CPU platform and a Ray actor would make it spawn), vLLM's after, and
-    vLLM's throughout under JURY_CPU_ENGINE_START=spawn. A value of neither is refused by name."""
+    vLLM's throughout under JURY_CPU_ENGINE_START=spawn. The layout says afterwards whether a process
+    was forked in it. A value of neither is refused by name."""
     from vllm.v1.engine import utils as launcher
 
     vllms = launcher.get_mp_context
     with cpu_engine_layout() as layout:
-        assert layout.forked and launcher.get_mp_context is ForkContext
-        assert launcher.get_mp_context().get_start_method() == "fork"
-    assert launcher.get_mp_context is vllms
+        assert launcher.get_mp_context is ForkContext and not layout.forked
+        child = launcher.get_mp_context().Process(target=_exit, name="EngineCore")
+        child.start()
+        child.join(60)
+    assert layout.forked and child.exitcode == 0 and launcher.get_mp_context is vllms
+    with cpu_engine_layout() as layout:
+        pass
+    assert layout.inline and not layout.forked  # nothing started in it
     monkeypatch.setenv(START, "spawn")
     with cpu_engine_layout() as layout:
-        assert layout.inline and not layout.forked and launcher.get_mp_context is vllms
+        assert layout.inline and launcher.get_mp_context is vllms
     monkeypatch.setenv(START, "forkserver")
     with pytest.raises(ValueError, match="JURY_CPU_ENGINE_START='forkserver': 'fork'"):
         with cpu_engine_layout():
             pass
     assert launcher.get_mp_context is vllms and MULTIPROCESSING not in os.environ
+
+
+def test_a_process_whose_torch_runs_threads_spawns_its_engine_core(clean_env, caplog):
+    """GNU OpenMP's pool does not survive a fork (the child hangs at its first parallel region), so
+    a process whose torch may have run on several threads keeps vLLM's spawn, and says why."""
+    import torch
+    from vllm.v1.engine import utils as launcher
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with caplog.at_level("WARNING", logger="jury.actors.cpu_engine"), cpu_engine_layout() as layout:
+            assert layout.inline and launcher.get_mp_context is not ForkContext
+    finally:
+        torch.set_num_threads(threads)
+    assert "spawned, not forked: this process's torch runs 2 threads" in caplog.text
 
 
 def _report(conn):
@@ -140,13 +177,44 @@ def test_a_forked_engine_core_takes_its_name_and_threads_as_a_spawned_one_would(
     assert p.exitcode == 0 and torch.get_num_threads() != threads  # this process is left as it was
 
 
-def _fork_an_engine_core_and_wait(conn):
+def _fork_an_engine_core_and_wait(conn, from_a_thread=False):
+    """Fork a sleeping engine core and send its pid; sleep on. From a thread: that thread ends once
+    the child is named, and the process sleeps on without it."""
+    import threading
     import time
 
-    child = ForkContext().Process(target=time.sleep, args=(120,), name="EngineCore")
-    child.start()
-    conn.send(child.pid)
+    def fork():
+        child = ForkContext().Process(target=time.sleep, args=(120,), name="EngineCore")
+        child.start()
+        conn.send(child.pid)
+        if from_a_thread:
+            while open(f"/proc/{child.pid}/cmdline", "rb").read().split(b"\0")[0] != b"VLLM::EngineCore":
+                time.sleep(0.05)
+
+    if from_a_thread:
+        t = threading.Thread(target=fork)
+        t.start()
+        t.join()
+    else:
+        fork()
     time.sleep(120)
+
+
+def _gone_within(child, seconds: float) -> bool:
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    child.kill()
+    return False
 
 
 def test_a_forked_engine_core_dies_with_the_process_that_forked_it():
@@ -169,17 +237,29 @@ def test_a_forked_engine_core_dies_with_the_process_that_forked_it():
     assert child.cmdline()[:1] == ["VLLM::EngineCore"] and child.status() != psutil.STATUS_ZOMBIE
     os.kill(parent.pid, signal.SIGKILL)
     parent.join(10)
-    deadline = time.monotonic() + 30  # the child sleeps 120 s: gone well before means it was killed
-    while time.monotonic() < deadline:
-        try:
-            if child.status() == psutil.STATUS_ZOMBIE:
-                break
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.05)
-    else:
-        child.kill()
-        raise AssertionError("the forked engine core outlived the process that forked it by 30 s")
+    # the child sleeps 120 s: gone well before means it was killed
+    assert _gone_within(child, 30), "the forked engine core outlived the process that forked it by 30 s"
+
+
+def test_a_forked_engine_core_dies_with_the_thread_that_forked_it():
+    """The kernel's parent-death signal is the forking thread's: an engine core forked from a thread
+    that ends dies with it, though its process lives on (why the layout runs on the actor's event-loop
+    thread, which lives as long as the actor, and must not move to a passing thread)."""
+    import multiprocessing
+
+    import psutil
+
+    ours, theirs = multiprocessing.Pipe()
+    parent = multiprocessing.get_context("fork").Process(target=_fork_an_engine_core_and_wait, args=(theirs, True))
+    parent.start()
+    try:
+        assert ours.poll(60), "the parent said nothing"
+        child = psutil.Process(ours.recv())
+        assert _gone_within(child, 60), "an engine core forked from a thread that ended lived on"
+        assert parent.is_alive()
+    finally:
+        parent.kill()
+        parent.join(10)
 
 
 def test_an_engine_in_a_process_of_its_own_runs_in_it_unpinned(clean_env, monkeypatch):

@@ -128,7 +128,8 @@ def _one_engine_process_pinned(gen):
     assert all(c == sorted(os.sched_getaffinity(0)) for c in pinned.values()), pinned
     # the model's own process says so: torch's threads and cores there (a forked engine core's
     # /proc environ is the actor's at its exec, so it is asked, not read)
-    assert ray.get(gen.engine_processes.remote()) == [{"pid": below[0].pid, "cores": cores, "threads": len(cores)}]
+    assert ray.get(gen.engine_processes.remote()) == [{"pid": below[0].pid, "cores": cores, "threads": len(cores),
+                                                       "forked": True}]
     assert ray.get(gen.stats.remote())["engine_forked"] == 1
 
 

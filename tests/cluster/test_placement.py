@@ -116,3 +116,18 @@ def test_a_cpu_bind_naming_no_usable_core_is_refused_before_anything_starts():
     check_cpu_bind("9", [0, 1], cpu_engines=False)  # GPU engines do not read it
     check_cpu_bind(None, [0, 1], cpu_engines=True)
     check_cpu_bind("1", [0, 1], cpu_engines=True)
+
+
+def test_a_cpu_engine_start_of_neither_kind_is_refused_before_anything_starts(monkeypatch):
+    """JURY_CPU_ENGINE_START is checked by the driver (not in each engine's actor) and sent on to the
+    actors as it was set: on a cluster they do not inherit the driver's environment."""
+    from jury.cluster.placement import check_cpu_engine_start
+    from jury.protocol.config import ConfigError
+
+    monkeypatch.delenv("JURY_CPU_ENGINE_START", raising=False)
+    assert check_cpu_engine_start() == {}
+    monkeypatch.setenv("JURY_CPU_ENGINE_START", "spawn")
+    assert check_cpu_engine_start() == {"JURY_CPU_ENGINE_START": "spawn"}
+    monkeypatch.setenv("JURY_CPU_ENGINE_START", "vfork")
+    with pytest.raises(ConfigError, match="JURY_CPU_ENGINE_START='vfork': 'fork' .* or 'spawn'"):
+        check_cpu_engine_start()
