@@ -439,7 +439,8 @@ class Generator:
         return os.getpid()
 
     async def engine_processes(self) -> list[dict]:
-        """Each engine worker's pid, cores and torch threads (WeightReceiver.jury_process)."""
+        """Each engine worker's pid, cores, torch threads and whether cpu_engine.py forked it
+        (WeightReceiver.jury_process)."""
         return await self.engine.collective_rpc("jury_process")
 
 
