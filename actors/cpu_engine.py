@@ -214,8 +214,9 @@ def cpu_engine_layout(tensor_parallel_size: int = 1):
     cores = bind_cores(os.environ.get(BIND), own)
     import torch
 
-    fork = start_method() == "fork" and torch.get_num_threads() == 1
-    if start_method() == "fork" and not fork:
+    asked = start_method() == "fork"
+    fork = asked and torch.get_num_threads() == 1
+    if asked and not fork:
         log.warning("the engine core is spawned, not forked: this process's torch runs %d threads, and "
                     "a fork after a parallel region hangs in GNU OpenMP", torch.get_num_threads())
     forks_before = EngineCoreFork.started
