@@ -14,9 +14,11 @@ the actor that outlives it:
 
 It runs in a session of its own, so that a signal to the actor's process group does not end it
 first, and it is not the actor's child: the process start_reaper starts forks the reaper and
-exits at once. Ray kills a dying worker's direct children (SIGKILL); the engine core is one, but
-the engine worker under it is not, and a reaper killed with the engine core would leave that
-worker running, orphaned. It remembers processes, not pids (psutil compares start times), so a pid reused after a
+exits at once. A worker's direct children may die with it: Ray kills them when the worker exits
+(RAY_kill_child_processes_on_worker_exit, which its docs say does not act when the worker crashes
+or is SIGKILLed), and a CPU engine core forked from its actor asks for SIGKILL when the actor
+dies (actors/cpu_engine.py). Their own children never die with it: a reaper killed with the engine
+core would leave the engine worker under it running, orphaned. It remembers processes, not pids (psutil compares start times), so a pid reused after a
 process ended is never killed. A process the parent started in the last POLL_S before it died
 is not yet remembered: the reaper looks often, and the engines start long before anything dies.
 

@@ -1,6 +1,7 @@
 """The process reaper on real processes: a parent with a child and a grandchild (as an actor with
 vLLM's engine core and its worker), killed with -9 or ending on its own; what it left must end,
-also when the parent's direct children are killed with it (as Ray kills a dead worker's)."""
+also when the parent's direct children are killed with it (as Ray kills an exiting worker's, and as a
+forked CPU engine core dies with its actor)."""
 import os
 import signal
 import subprocess
@@ -86,8 +87,8 @@ def test_the_handshake_returns_a_watching_reaper_and_a_bad_call_is_refused():
 
 
 def test_the_grandchild_ends_when_the_parent_and_its_children_are_killed_together():
-    """Ray kills a dying worker's direct children: the engine core dies with the actor, and the
-    engine worker under it is left. The reaper is not a child, so it survives to end it."""
+    """The engine core may die with the actor (Ray kills an exiting worker's direct children, a
+    forked engine core has a parent-death signal), and the engine worker under it is left. The reaper is not a child, so it survives to end it."""
     import psutil
 
     proc, (child, grandchild), reaper = _parent("stay")
