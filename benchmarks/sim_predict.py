@@ -223,9 +223,29 @@ def speedup(rows: list[dict], which: str) -> float:
 
 def fitted_runs(folder: Path, sharing_from: str) -> tuple[str, ...]:
     """The runs of a bench that its calibration fits to: its first max_staleness (the alone costs)
-    and, when given, the run the sharing factors are fitted to."""
+    and, when given, the runs the sharing factors are fitted to."""
+    from jury.experiments.simulate import sharing_names
+
     first = json.loads((folder / "bench.json").read_text())["config"]["staleness"][0]
-    return (f"max_staleness={first}",) + ((sharing_from,) if sharing_from else ())
+    return (f"max_staleness={first}",) + (tuple(sharing_names(str(folder), sharing_from)) if sharing_from else ())
+
+
+def left_out(folder: Path, cores: bool = False, fits: dict | None = None) -> tuple[dict[str, dict], tuple]:
+    """Every run of a bench predicted with the sharing factors of the others (leave one out): each
+    asynchronous run from the median of the factors fitted to the bench's other asynchronous runs,
+    never its own; the synchronous calibration run (fitted: the alone costs) from all of them.
+    Returns against_bench's rows and the factors pooled over every asynchronous run."""
+    from jury.experiments.sim_costs import asynchronous_runs
+    from jury.experiments.simulate import ASYNC_RUNS, against_bench, calibrated
+
+    fits = {} if fits is None else fits
+    everything = calibrated(str(folder), sharing_from=ASYNC_RUNS, cores=cores, fits=fits)
+    names = asynchronous_runs(str(folder))
+    rows = {k: v for k, v in against_bench(str(folder), everything).items() if k not in names}
+    for name in names:
+        costs = calibrated(str(folder), sharing_from=";".join(n for n in names if n != name), cores=cores, fits=fits)
+        rows.update(against_bench(str(folder), costs, only=(name,)))
+    return rows, (everything.sharing.learner, everything.sharing.generator)
 
 
 def cores_note(costs) -> str:
@@ -271,11 +291,14 @@ def predict(base: Path, other: Path, sharing_from: str = "", cores: bool = False
     return text
 
 
-def report(folders: list[Path], sharing_from: str = "", cores: bool = False, each_repeat: bool = False) -> str:
+def report(folders: list[Path], sharing_from: str = "", cores: bool = False, each_repeat: bool = False,
+           leave_one_out: bool = False) -> str:
     """A table per bench, calibrated on NAME and compared with NAME's runs (the bounds widened to the
     spread over its repeats). `each_repeat`: a bench with repeats is calibrated on each repeat in
     turn, each compared with its own runs, and a last line counts the rows within bounds under each
-    calibration: how much a prediction moves with the one run it was calibrated on."""
+    calibration: how much a prediction moves with the one run it was calibrated on. `leave_one_out`:
+    each asynchronous run predicted from the factors of the bench's other asynchronous runs
+    (left_out; `sharing_from` is then not used), so that only the synchronous run is fitted to."""
     from jury.experiments.simulate import against_bench, calibrated
 
     parts = []
@@ -283,12 +306,18 @@ def report(folders: list[Path], sharing_from: str = "", cores: bool = False, eac
         spread, each = spreads(group)
         counts, over = [], []
         for member in group if each_repeat else [folder]:
-            costs = calibrated(str(member), sharing_from=sharing_from, cores=cores)
-            name = member.name + (f", {len(group)} repeats" if len(group) > 1 else "") + cores_note(costs)
-            rows = verdicts(against_bench(str(member), costs), spread)
-            fitted = fitted_runs(member, sharing_from)
-            parts.append(table(name, (costs.sharing.learner, costs.sharing.generator), rows, each, fitted,
-                               restarts(group)))
+            if leave_one_out:
+                measured, factors = left_out(member, cores)
+                fitted = fitted_runs(member, "")
+                name = member.name + (f", {len(group)} repeats" if len(group) > 1 else "") + \
+                    ", leave one out: each asynchronous run predicted from the median of the others' factors; of all of them"
+            else:
+                costs = calibrated(str(member), sharing_from=sharing_from, cores=cores)
+                measured, factors = against_bench(str(member), costs), (costs.sharing.learner, costs.sharing.generator)
+                fitted = fitted_runs(member, sharing_from)
+                name = member.name + (f", {len(group)} repeats" if len(group) > 1 else "") + cores_note(costs)
+            rows = verdicts(measured, spread)
+            parts.append(table(name, factors, rows, each, fitted, restarts(group)))
             predicted = [r for r in rows if r["run"] not in fitted]
             counts.append((member.name, sum(r["within"] for r in predicted), len(predicted)))
             if each_repeat and len(group) > 1:
@@ -332,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sharing-from", default=SHARING_FROM, metavar="RUN",
                     help=f"the run of each bench the sharing factors are fitted to ({SHARING_FROM}; '' for the "
                          "calibration run, max_staleness=0, as before 2026-11-27)")
+    ap.add_argument("--leave-one-out", action="store_true",
+                    help="each asynchronous run predicted from the median sharing factors of the bench's other "
+                         "asynchronous runs (--sharing-from is then not used): the calibration is the whole bench "
+                         "but the run predicted")
     ap.add_argument("--each", action="store_true",
                     help="a bench with repeats (NAME.r2 ...): calibrate on each repeat in turn, not on NAME alone")
     ap.add_argument("--cores", action="store_true",
@@ -382,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             if not (Path(folder) / "bench.json").is_file():
                 ap.error(f"{flag} {folder}: no bench.json there (a `jury bench` folder, or a bench name after --run)")
     if folders:
-        print(report(folders, args.sharing_from, args.cores, args.each))
+        print(report(folders, args.sharing_from, args.cores, args.each, args.leave_one_out))
     if args.cross:
         base, other = (Path(x) for x in args.cross.split(","))
         print(cross(base, other, args.sharing_from, args.cores))

@@ -526,6 +526,15 @@ def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, f
     return run_dir, max(1.0, learner_ratio), max(1.0, generator_ratio)
 
 
+def asynchronous_runs(bench_dir: str) -> list[str]:
+    """The end-to-end runs of a bench with its own settings (no --arm) and max_staleness above 0, by
+    the names `jury bench` gives them ("max_staleness=1", "max_staleness=4,interrupt")."""
+    folder = Path(bench_dir)
+    runs = _fitted_runs(folder, _bench_report(folder))
+    return [k.removeprefix("end_to_end/") for k, r in runs.items()
+            if _setting(run_folder(folder, r["run_dir"]), "max_staleness", 0) > 0]
+
+
 def _alone_tokens(run_dir: Path, start: float, end: float, g: Generation) -> float:
     """Tokens the engines would have decoded alone from `start` to `end` (occupancy.json's clock):
     each 0.1 s bin at the decode line's rate for the sequences running in it, n / decode_step_s(n),

@@ -46,8 +46,8 @@ from pathlib import Path
 import simpy
 
 from jury.cluster.feeder import draw_staleness
-from jury.experiments.sim_costs import (Costs, Sharing, calibrate, calibration_run, engine_spin_s, machine_cores,
-                                        sharing_run, with_cores)
+from jury.experiments.sim_costs import (Costs, Sharing, asynchronous_runs, calibrate, calibration_run, engine_spin_s,
+                                        machine_cores, sharing_run, with_cores)
 from jury.protocol.config import ConfigError, RunConfig
 from jury.protocol.plan import RunPlan, make_plan
 
@@ -504,28 +504,67 @@ def warn_outside(report: dict):
               "(docs/simulate.md, \"Where the cores are shared\")", file=sys.stderr)
 
 
-def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = "", cores: bool = False) -> Costs:
+def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = "", cores: bool = False,
+               fits: dict | None = None) -> Costs:
     """sim_costs.calibrate's costs, with the sharing factors fitted to the calibration run, or to
-    the bench's run `sharing_from` ("max_staleness=1"; sim_costs.sharing_run): a simulation of that
-    run then slows each role as much as the run measured. `cores`: the learner's factor turned into
-    the cores model (Sharing.learner_rate) on the bench's machine (bench.json's config.cores, else
-    this machine's), which prices other learner threads and engine counts."""
+    the bench's runs `sharing_from` names (sharing_names: "max_staleness=1", several, or "async"
+    for all its asynchronous runs; sim_costs.sharing_run): a simulation of each such run then slows
+    each role as much as that run measured, and with several the factors are the median of each
+    run's (one asynchronous run is a noisy measure of contention on a shared machine: docs/results.md,
+    "Calibrated on each repeat in turn"). `cores`: the learner's factor turned into the cores model
+    (Sharing.learner_rate) on the bench's machine (bench.json's config.cores, else this machine's),
+    which prices other learner threads and engine counts. `fits`: a dict that keeps each run's fitted
+    factors between calls on the same bench (a caller pooling different subsets: sim_predict's
+    leave-one-out)."""
     import json
+    import statistics
 
     from jury.protocol.config_load import load_run_config
 
     costs = calibrate(bench_dir, base)
     if sharing_from:
-        run_dir, learner_ratio, generator_ratio = sharing_run(bench_dir, sharing_from, costs)
+        fits = {} if fits is None else fits
+        fitted = []
+        for name in sharing_names(bench_dir, sharing_from):
+            key = (str(bench_dir), name, costs)
+            if key not in fits:
+                run_dir, learner_ratio, generator_ratio = sharing_run(bench_dir, name, costs)
+                cfg = load_run_config(str(run_dir))
+                fits[key] = (run_dir, cfg, fit_sharing(cfg, costs, learner_ratio, generator_ratio))
+            fitted.append(fits[key])
+        layouts = {(f[2].learner_threads, f[2].generators) for f in fitted}
+        if len(layouts) > 1:
+            raise ValueError(f"--sharing-from {sharing_from}: its runs differ in learner.threads or num_generators "
+                             f"({sorted(layouts)}), and factors of different layouts do not pool")
+        run_dir, cfg, first = fitted[0]
+        sharing = replace(first, learner=statistics.median(f[2].learner for f in fitted),
+                          generator=statistics.median(f[2].generator for f in fitted))
     else:
         run_dir = calibration_run(bench_dir)
-        learner_ratio, generator_ratio = 1 + costs.sharing.learner, 1 + costs.sharing.generator
-    cfg = load_run_config(str(run_dir))
-    sharing = fit_sharing(cfg, costs, learner_ratio, generator_ratio)
+        cfg = load_run_config(str(run_dir))
+        sharing = fit_sharing(cfg, costs, 1 + costs.sharing.learner, 1 + costs.sharing.generator)
     if cores:
         machine = json.loads((Path(bench_dir) / "bench.json").read_text())["config"].get("cores") or machine_cores()
         sharing = with_cores(sharing, machine, cfg.learner.threads, cfg.num_generators, engine_spin_s(run_dir))
     return replace(costs, sharing=sharing)
+
+
+ASYNC_RUNS = "async"  # --sharing-from async: every asynchronous run of the bench
+
+
+def sharing_names(bench_dir: str, sharing_from: str, exclude: tuple[str, ...] = ()) -> list[str]:
+    """The bench runs --sharing-from names: one ("max_staleness=1", as `jury bench` names it), several
+    separated by semicolons (a name has commas: "max_staleness=4,interrupt"), or "async": every run
+    of the bench's own settings (no --arm) whose max_staleness is above 0, under each of its sync
+    modes. `exclude`: runs left out (the run a leave-one-out prediction is for). A run the bench
+    does not have is refused by sharing_run."""
+    names = asynchronous_runs(bench_dir) if sharing_from == ASYNC_RUNS else \
+        [n.strip() for n in sharing_from.split(";") if n.strip()]
+    names = [n for n in names if n not in exclude]
+    if not names:
+        raise ValueError(f"--sharing-from {sharing_from}: no run of {bench_dir} to fit the sharing to"
+                         + (f" but {', '.join(exclude)}" if exclude else ""))
+    return names
 
 
 MAX_SHARING = 20.0  # a role overlapping the other a sliver of its time would otherwise fit any factor
@@ -554,9 +593,10 @@ COMPARED = ("completions_per_s", "tokens_per_s", "step_s", "staleness_mean", "id
             "interrupted")
 
 
-def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
-    """Each end-to-end run of a `jury bench` folder simulated from its own config.yaml with these
-    costs: run name -> {key: (predicted, measured)} for the keys both report (COMPARED)."""
+def against_bench(bench_dir: str, costs: Costs, only: tuple[str, ...] = ()) -> dict[str, dict]:
+    """Each end-to-end run of a `jury bench` folder (or those `only` names) simulated from its own
+    config.yaml with these costs: run name -> {key: (predicted, measured)} for the keys both report
+    (COMPARED)."""
     import json
 
     from jury.experiments.sim_costs import interrupted_groups, run_folder
@@ -566,7 +606,8 @@ def against_bench(bench_dir: str, costs: Costs) -> dict[str, dict]:
     report = json.loads((folder / "bench.json").read_text())
     out = {}
     for name, measured in report.items():
-        if not name.startswith("end_to_end/") or "run_dir" not in measured:
+        if not name.startswith("end_to_end/") or "run_dir" not in measured or \
+                (only and name.removeprefix("end_to_end/") not in only):
             continue
         run_dir = run_folder(folder, measured["run_dir"])
         cfg = load_run_config(str(run_dir))
@@ -653,10 +694,12 @@ def add_command(sub):
     p.add_argument("--costs", default="", help="stage costs YAML (default: configs/simulate/costs.yaml's values)")
     p.add_argument("--calibration", default="", metavar="BENCH_DIR",
                    help="fit the costs to a jury bench output folder (bench.json and its runs) instead")
-    p.add_argument("--sharing-from", default="", metavar="RUN",
+    p.add_argument("--sharing-from", default="", metavar="RUN[;RUN...]|async",
                    help="with --calibration: fit the sharing factors to this run of the bench (max_staleness=1, as "
                         "jury bench names it) instead of the calibration run; on a machine where generation and "
-                        "training share cores, an asynchronous run is the one that shows how much they slow each other")
+                        "training share cores, an asynchronous run is the one that shows how much they slow each "
+                        "other. Several runs (separated by ';'), or 'async' for every asynchronous run of the bench: "
+                        "the median of their factors, which one noisy run does not move")
     p.add_argument("--cores-model", action="store_true",
                    help="with --calibration: slow the learner by its threads' share of the cores the busy "
                         "engines leave (one CPU machine; prices other learner.threads and num_generators) instead "

@@ -257,3 +257,34 @@ def test_a_calibration_run_that_ran_fast_is_judged_by_how_much_the_ratio_over_it
     assert sim_predict.relative(rows, "max_staleness=0", rel, ("max_staleness=0",))[1:] == (0, 1)
     # no calibration run among the rows: nothing to judge
     assert sim_predict.relative(rows[1:], "max_staleness=0", rel, ()) == ("", 0, 0)
+
+
+def test_leave_one_out_predicts_each_asynchronous_run_from_the_others_factors(tmp_path, capsys):
+    """--leave-one-out: the calibration is the whole bench but the run predicted. Each asynchronous
+    run is simulated with the median of the factors fitted to the others, never its own; the
+    synchronous run (the alone costs are fitted to it) and an arm of other settings with those of all."""
+    from test_simulate import bench_folder, with_run
+
+    from jury.experiments.simulate import against_bench, calibrated
+
+    folder = bench_folder(tmp_path)
+    report = json.loads((folder / "bench.json").read_text())
+    report["learner_only"] = {"tokens_per_s": 4000.0}
+    report["end_to_end/max_staleness=2"]["learner_train_s"] = 0.325
+    (folder / "bench.json").write_text(json.dumps(report))
+    with_run(folder, "staleness-1", 1, 0.3)
+    with_run(folder, "staleness-4", 4, 0.35)
+    rows, factors = sim_predict.left_out(folder)
+    assert set(rows) == {"max_staleness=0", "max_staleness=2", "max_staleness=1", "max_staleness=4",
+                         "max_staleness=2,slow"}
+    others = calibrated(str(folder), sharing_from="max_staleness=2;max_staleness=4")
+    assert rows["max_staleness=1"] == against_bench(str(folder), others, only=("max_staleness=1",))["max_staleness=1"]
+    own = calibrated(str(folder), sharing_from="max_staleness=1")
+    assert rows["max_staleness=1"] != against_bench(str(folder), own, only=("max_staleness=1",))["max_staleness=1"]
+    every = calibrated(str(folder), sharing_from="async")
+    assert factors == (every.sharing.learner, every.sharing.generator)
+    assert rows["max_staleness=0"] == against_bench(str(folder), every)["max_staleness=0"]
+    text = sim_predict.report([folder], leave_one_out=True)
+    assert "leave one out: each asynchronous run predicted from the median of the others' factors" in text
+    assert " of 4 predicted runs within 15% and 0.3 versions; calibrated on max_staleness=0" in text
+    assert sim_predict.main([str(folder), "--leave-one-out"]) == 0 and capsys.readouterr().out.strip() == text.strip()

@@ -577,6 +577,57 @@ def test_the_sharing_factors_can_be_fitted_to_an_asynchronous_run(tmp_path):
             calibrated(str(folder), sharing_from=name)
 
 
+def with_run(folder, name: str, staleness: int, train_s: float, extra: str = ""):
+    """The bench folder with one more run of its own settings: a copy of its max_staleness=2 run at
+    `staleness`, training `train_s` a step (its config.yaml plus `extra`)."""
+    import shutil
+
+    shutil.copytree(folder / "staleness-2", folder / name)
+    (folder / name / "config.yaml").write_text(
+        (folder / name / "config.yaml").read_text().replace("max_staleness: 2", f"max_staleness: {staleness}") + extra)
+    report = json.loads((folder / "bench.json").read_text())
+    report[f"end_to_end/max_staleness={staleness}"] = {**report["end_to_end/max_staleness=2"],
+                                                       "learner_train_s": train_s, "run_dir": f"/elsewhere/{name}"}
+    (folder / "bench.json").write_text(json.dumps(report))
+    return folder
+
+
+def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path):
+    """--sharing-from "A;B" or async: each run's factors fitted as one run's are, and the median of
+    each taken. One asynchronous run is a noisy measure of contention here (docs/results.md: one
+    repeat's max_staleness=1 run ran 281 completions/s where three others ran 184-241, and every
+    prediction calibrated on it came out 1.33-1.39x); a median of several is not moved by one."""
+    from jury.experiments.sim_costs import asynchronous_runs
+    from jury.experiments.simulate import sharing_names
+
+    folder = bench_folder(tmp_path)
+    report = json.loads((folder / "bench.json").read_text())
+    report["learner_only"] = {"tokens_per_s": 4000.0}  # 1000 tokens a step alone in 0.25 s
+    report["end_to_end/max_staleness=2"]["learner_train_s"] = 0.325  # 1.3 times alone
+    (folder / "bench.json").write_text(json.dumps(report))
+    with_run(folder, "staleness-1", 1, 0.3)  # 1.2 times
+    with_run(folder, "staleness-4", 4, 0.35)  # 1.4 times
+    # every run of the bench's own settings above max_staleness 0; the arm (other settings) is not one
+    assert asynchronous_runs(str(folder)) == ["max_staleness=2", "max_staleness=1", "max_staleness=4"]
+    one = {n: calibrated(str(folder), sharing_from=n).sharing for n in asynchronous_runs(str(folder))}
+    learner = sorted(s.learner for s in one.values())
+    assert learner[0] < learner[1] < learner[2]  # three different slowdowns, three factors
+    fits = {}
+    pooled = calibrated(str(folder), sharing_from="async", fits=fits)
+    assert pooled.sharing.learner == pytest.approx(learner[1])
+    assert len(fits) == 3  # each run fitted once, kept for the next call
+    assert calibrated(str(folder), sharing_from="max_staleness=1;max_staleness=4", fits=fits).sharing.learner == \
+        pytest.approx((one["max_staleness=1"].learner + one["max_staleness=4"].learner) / 2)
+    assert len(fits) == 3
+    assert sharing_names(str(folder), "async", exclude=("max_staleness=2",)) == ["max_staleness=1", "max_staleness=4"]
+    with pytest.raises(ValueError, match="no run of .* to fit the sharing to but max_staleness=1"):
+        sharing_names(str(folder), "max_staleness=1", exclude=("max_staleness=1",))
+    # factors fitted at other learner threads describe another layout: not pooled
+    with_run(folder, "staleness-3", 3, 0.5, extra="learner:\n  threads: 2\n")
+    with pytest.raises(ValueError, match=r"differ in learner.threads or num_generators \(\[\(1, 1\), \(2, 1\)\]\)"):
+        calibrated(str(folder), sharing_from="async")
+
+
 def test_a_run_with_other_threads_or_engines_than_the_fitted_one_is_flagged_outside_the_calibration(
         tmp_path, capsys):
     """The factors say how one layout of threads shared the cores (docs/results.md: fitted at one
