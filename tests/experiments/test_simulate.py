@@ -592,11 +592,12 @@ def with_run(folder, name: str, staleness: int, train_s: float, extra: str = "")
     return folder
 
 
-def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path):
+def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path, capsys):
     """--sharing-from "A;B" or async: each run's factors fitted as one run's are, and the median of
     each taken. One asynchronous run is a noisy measure of contention here (docs/results.md: one
     repeat's max_staleness=1 run ran 281 completions/s where three others ran 184-241, and every
     prediction calibrated on it came out 1.33-1.39x); a median of several is not moved by one."""
+    from jury.experiments.cli import main
     from jury.experiments.sim_costs import asynchronous_runs
     from jury.experiments.simulate import sharing_names
 
@@ -622,6 +623,16 @@ def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path
     assert sharing_names(str(folder), "async", exclude=("max_staleness=2",)) == ["max_staleness=1", "max_staleness=4"]
     with pytest.raises(ValueError, match="no run of .* to fit the sharing to but max_staleness=1"):
         sharing_names(str(folder), "max_staleness=1", exclude=("max_staleness=1",))
+    # the command: the pooled factors, and a run the bench lacks refused by name
+    assert main(["simulate", "--calibration", str(folder), "--sharing-from", "max_staleness=1;max_staleness=4",
+                 "--compare"]) == 0
+    two = (one["max_staleness=1"].learner + one["max_staleness=4"].learner) / 2
+    assert f"fitted sharing factors: learner {two:.3g}, generator " in capsys.readouterr().out
+    assert main(["simulate", "--calibration", str(folder), "--sharing-from", "async", "--compare"]) == 0
+    assert f"fitted sharing factors: learner {pooled.sharing.learner:.3g}, generator " in capsys.readouterr().out
+    assert main(["simulate", "--calibration", str(folder), "--sharing-from", "max_staleness=1;max_staleness=3",
+                 "--compare"]) == 2
+    assert "no end-to-end run 'max_staleness=3' to fit the sharing to" in capsys.readouterr().err
     # factors fitted at other learner threads describe another layout: not pooled
     with_run(folder, "staleness-3", 3, 0.5, extra="learner:\n  threads: 2\n")
     with pytest.raises(ValueError, match=r"differ in learner.threads or num_generators \(\[\(1, 1\), \(2, 1\)\]\)"):
