@@ -14,9 +14,9 @@ from jury.protocol.messages import PromptTask
 
 pytestmark = pytest.mark.slow
 
-# tokens per sample: the sync lands half a second in, and the tiny model takes about 15 s for
-# 1000 tokens on these cores (the interrupted group's regeneration), so the group is far from done
-LONG = 1000
+# tokens per sample: the sync lands half a second in, and the tiny model takes about 6 s for 400
+# tokens on these cores (15 s for 1000), so the group is far from done
+LONG = 400
 # a prompt of some 300 tokens (one character each): whole KV blocks, which the prefix cache keeps
 CACHED = "Compute " + "+".join(str(i) for i in range(1, 90)) + ".\n"
 

@@ -51,9 +51,36 @@ def recorded(tiny_model_path, tmp_path_factory):
     return run
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _ray_ends_with_the_module():
+    yield
+    import ray
+
+    ray.shutdown()
+
+
+def _shared_ray():
+    """One Ray session for this module's replays and bare learners (replay joins a session that runs
+    and leaves it up): a Ray start and stop is about 6 s, and they are 11. A test that starts a
+    Pipeline on one machine needs Ray not started (_own_ray): the Pipeline starts its own."""
+    import os
+
+    import ray
+
+    if not ray.is_initialized():  # 3: two learner ranks and a CPU to spare, as replay asks
+        ray.init(include_dashboard=False, log_to_driver=True, num_cpus=max(os.cpu_count() or 1, 3))
+
+
+def _own_ray():
+    import ray
+
+    ray.shutdown()
+
+
 def _replay(run, out, *overrides):
     from jury.experiments.replay import replay
 
+    _shared_ray()
     summary = replay(str(run), str(out), progress=False, overrides=list(overrides))
     rows = [json.loads(line) for line in open(out / "metrics.jsonl")]
     return summary, rows
@@ -152,6 +179,7 @@ def test_a_run_on_two_ranks_trains_every_group_once_and_resumes(tiny_model_path,
     from jury.cluster.metrics import read_metrics
     from jury.learner.schedule import lr_factor
 
+    _own_ray()
     train(load_config(None, [*RUN, f"run_dir={tmp_path}", "steps=2", f"checkpoint_dir={tmp_path / 'ckpt'}"]))
     state = json.loads((tmp_path / "ckpt" / "final" / "state.json").read_text())
     assert state["version"] == 2 and state["ranks"] == 2
@@ -187,6 +215,7 @@ def test_two_zero_3_ranks_sync_the_weights_and_a_killed_rank_stops_the_run(tiny_
     from jury.cluster.pipeline import Pipeline
     from jury.experiments.check_sync import check_sync
 
+    _own_ray()
     before = set(descendants(os.getpid()))
     cfg = load_config(None, ["steps=1", "batch_groups=1", "progress=false", f"run_dir={tmp_path}", "learner.lr=0.01",
                              "learner.zero_stage=3", "learner.num_ranks=2", "bucket_mb=1"])
@@ -278,11 +307,15 @@ def test_a_resumed_learner_continues_with_the_critic_it_saved(tiny_model_path, t
                              "generator.max_new_tokens=120", "max_model_len=256", "max_prompt_tokens=64", *GAE])
     rng = np.random.default_rng(1)
     batches = [_batch(step, rng, groups=6, g=1) for step in range(3)]
-    ray.init(include_dashboard=False, num_cpus=2)
+    _shared_ray()
+    made = []
+
+    def make(path, ckpt, version):
+        made.append(LearnerGroup.create(cfg, make_plan(cfg), path, env={"TOKENIZERS_PARALLELISM": "false"},
+                                        checkpoint=ckpt, initial_version=version))
+        return made[-1]
+
     try:
-        make = lambda path, ckpt, version: LearnerGroup.create(  # noqa: E731
-            cfg, make_plan(cfg), path, env={"TOKENIZERS_PARALLELISM": "false"}, checkpoint=ckpt,
-            initial_version=version)
         first = make(tiny_model_path, None, 0)
         for batch in batches[:2]:
             first.train_on(batch)
@@ -300,5 +333,6 @@ def test_a_resumed_learner_continues_with_the_critic_it_saved(tiny_model_path, t
         assert r1["critic/value_loss"] == r2["critic/value_loss"] and r1["learner/loss"] == r2["learner/loss"]
         (w1, _, _), (w2, _, _) = (ray.get(g.rank0.__ray_call__.remote(critic_state)) for g in (first, second))
         assert all(w1[k].equal(w2[k]) for k in w1)
-    finally:
-        ray.shutdown()
+    finally:  # the session is shared: the learners go, Ray stays
+        for group in made:
+            group.kill()

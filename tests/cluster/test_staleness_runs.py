@@ -1,7 +1,5 @@
 """Forced staleness, the record, its synchronous replay and the staleness report, on a real run."""
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -46,10 +44,11 @@ def test_forced_staleness_record_and_replay(tiny_model_path, tmp_path):
     assert [r["staleness/hist"] for r in rows][2:] == \
         [{str(k): ks[i * 4:(i + 1) * 4].count(k) for k in sorted(set(ks[i * 4:(i + 1) * 4]))} for i in range(2, 6)]
 
-    # replay: a fresh learner on the recorded batches gives the same losses
-    out = subprocess.run([sys.executable, "-m", "jury.experiments.cli", "replay", str(run), "--out", str(tmp_path / "r")],
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
+    # replay: a fresh learner on the recorded batches gives the same losses (the command in this
+    # process: a new one would import transformers again, about 9 s)
+    from jury.experiments.cli import main
+
+    assert main(["replay", str(run), "--out", str(tmp_path / "r")]) == 0
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["steps"] == 6 and summary["learner_tokens_per_s"] > 0
     replayed = [json.loads(line) for line in open(tmp_path / "r" / "metrics.jsonl")]
@@ -58,9 +57,7 @@ def test_forced_staleness_record_and_replay(tiny_model_path, tmp_path):
         assert b["learner/tokens"] == a["learner/tokens"]
 
     # the staleness report reads the same ledger
-    out = subprocess.run([sys.executable, "-m", "jury.experiments.cli", "staleness", str(run), "--json",
-                          str(tmp_path / "s.json")], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
+    assert main(["staleness", str(run), "--json", str(tmp_path / "s.json")]) == 0
     report = json.loads((tmp_path / "s.json").read_text())
     assert {int(k) for k in report["buckets"]} == {0, 1, 2}  # 1: the step-1 batch drawn k = 2
     assert sum(b["groups"] for b in report["buckets"].values()) == 24
