@@ -234,18 +234,24 @@ def left_out(folder: Path, cores: bool = False, fits: dict | None = None) -> tup
     """Every run of a bench predicted with the sharing factors of the others (leave one out): each
     asynchronous run from the median of the factors fitted to the bench's other asynchronous runs,
     never its own; the synchronous calibration run (fitted: the alone costs) from all of them.
-    Returns against_bench's rows and the factors pooled over every asynchronous run."""
+    Returns against_bench's rows and the costs with the factors pooled over every asynchronous run."""
     from jury.experiments.sim_costs import asynchronous_runs
-    from jury.experiments.simulate import ASYNC_RUNS, against_bench, calibrated
+    from jury.experiments.simulate import ASYNC_RUNS, against_bench, calibrated, sharing_names
 
+    names = asynchronous_runs(str(folder))
+    if len(names) < 2:
+        raise ValueError(f"{folder}: leave one out needs two asynchronous runs or more (it has "
+                         f"{', '.join(names) or 'none'})")
     fits = {} if fits is None else fits
     everything = calibrated(str(folder), sharing_from=ASYNC_RUNS, cores=cores, fits=fits)
-    names = asynchronous_runs(str(folder))
-    rows = {k: v for k, v in against_bench(str(folder), everything).items() if k not in names}
+    runs = [k.removeprefix("end_to_end/") for k in json.loads((folder / "bench.json").read_text())
+            if k.startswith("end_to_end/")]
+    rows = against_bench(str(folder), everything, only=tuple(r for r in runs if r not in names))
     for name in names:
-        costs = calibrated(str(folder), sharing_from=";".join(n for n in names if n != name), cores=cores, fits=fits)
-        rows.update(against_bench(str(folder), costs, only=(name,)))
-    return rows, (everything.sharing.learner, everything.sharing.generator)
+        others = ";".join(sharing_names(str(folder), ASYNC_RUNS, exclude=(name,)))
+        rows.update(against_bench(str(folder), calibrated(str(folder), sharing_from=others, cores=cores, fits=fits),
+                                  only=(name,)))
+    return rows, everything
 
 
 def cores_note(costs) -> str:
@@ -306,18 +312,18 @@ def report(folders: list[Path], sharing_from: str = "", cores: bool = False, eac
         spread, each = spreads(group)
         counts, over = [], []
         for member in group if each_repeat else [folder]:
+            name = member.name + (f", {len(group)} repeats" if len(group) > 1 else "")
             if leave_one_out:
-                measured, factors = left_out(member, cores)
+                measured, costs = left_out(member, cores)
                 fitted = fitted_runs(member, "")
-                name = member.name + (f", {len(group)} repeats" if len(group) > 1 else "") + \
-                    ", leave one out: each asynchronous run predicted from the median of the others' factors; of all of them"
+                name += (", leave one out: each asynchronous run predicted from the median of the others' factors; "
+                         "of all of them")
             else:
                 costs = calibrated(str(member), sharing_from=sharing_from, cores=cores)
-                measured, factors = against_bench(str(member), costs), (costs.sharing.learner, costs.sharing.generator)
-                fitted = fitted_runs(member, sharing_from)
-                name = member.name + (f", {len(group)} repeats" if len(group) > 1 else "") + cores_note(costs)
+                measured, fitted = against_bench(str(member), costs), fitted_runs(member, sharing_from)
             rows = verdicts(measured, spread)
-            parts.append(table(name, factors, rows, each, fitted, restarts(group)))
+            parts.append(table(name + cores_note(costs), (costs.sharing.learner, costs.sharing.generator), rows, each,
+                               fitted, restarts(group)))
             predicted = [r for r in rows if r["run"] not in fitted]
             counts.append((member.name, sum(r["within"] for r in predicted), len(predicted)))
             if each_repeat and len(group) > 1:
@@ -358,13 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="run each bench this many times (NAME, NAME.r2, ...)")
     ap.add_argument("--forced", default="", metavar="RUN[,RUN]",
                     help="forced-staleness run folders: each group's staleness predicted against the ledger's")
-    ap.add_argument("--sharing-from", default=SHARING_FROM, metavar="RUN",
-                    help=f"the run of each bench the sharing factors are fitted to ({SHARING_FROM}; '' for the "
-                         "calibration run, max_staleness=0, as before 2026-11-27)")
+    ap.add_argument("--sharing-from", default=SHARING_FROM, metavar="RUN[;RUN...]|async",
+                    help=f"the run or runs of each bench the sharing factors are fitted to ({SHARING_FROM}; 'async' "
+                         "for the median over every asynchronous run; '' for the calibration run, max_staleness=0, "
+                         "as before 2026-11-27)")
     ap.add_argument("--leave-one-out", action="store_true",
-                    help="each asynchronous run predicted from the median sharing factors of the bench's other "
-                         "asynchronous runs (--sharing-from is then not used): the calibration is the whole bench "
-                         "but the run predicted")
+                    help="in the DIR reports, each asynchronous run predicted from the median sharing factors of the "
+                         "bench's other asynchronous runs (--sharing-from is then not used): the calibration is the "
+                         "whole bench but the run predicted")
     ap.add_argument("--each", action="store_true",
                     help="a bench with repeats (NAME.r2 ...): calibrate on each repeat in turn, not on NAME alone")
     ap.add_argument("--cores", action="store_true",
@@ -415,7 +422,10 @@ def main(argv: list[str] | None = None) -> int:
             if not (Path(folder) / "bench.json").is_file():
                 ap.error(f"{flag} {folder}: no bench.json there (a `jury bench` folder, or a bench name after --run)")
     if folders:
-        print(report(folders, args.sharing_from, args.cores, args.each, args.leave_one_out))
+        try:
+            print(report(folders, args.sharing_from, args.cores, args.each, args.leave_one_out))
+        except ValueError as e:  # a run the bench lacks, or too few asynchronous runs to leave one out
+            ap.error(str(e))
     if args.cross:
         base, other = (Path(x) for x in args.cross.split(","))
         print(cross(base, other, args.sharing_from, args.cores))

@@ -63,8 +63,13 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
         ray.init(include_dashboard=False, log_to_driver=True,
                  num_cpus=max(os.cpu_count() or 1, int(cfg.learner.num_ranks * cfg.learner.num_cpus) + 1))
     plan = make_plan(cfg)  # the learner needs the window and the sampling, no LLM server
-    group = LearnerGroup.create(cfg, plan, resolve_model(cfg.model, progress=cfg.progress), env={"TOKENIZERS_PARALLELISM": "false"},
-                                checkpoint=None, initial_version=0)
+    try:
+        group = LearnerGroup.create(cfg, plan, resolve_model(cfg.model, progress=cfg.progress),
+                                    env={"TOKENIZERS_PARALLELISM": "false"}, checkpoint=None, initial_version=0)
+    except BaseException:  # a learner that did not start leaves no Ray behind (replay in a longer process)
+        if started:
+            ray.shutdown()
+        raise
     diffs, train_s, tokens = [], 0.0, 0.0
     try:
         with open(out / "metrics.jsonl", "w", encoding="utf-8") as f:

@@ -510,8 +510,9 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
     the bench's runs `sharing_from` names (sharing_names: "max_staleness=1", several, or "async"
     for all its asynchronous runs; sim_costs.sharing_run): a simulation of each such run then slows
     each role as much as that run measured, and with several the factors are the median of each
-    run's (one asynchronous run is a noisy measure of contention on a shared machine: docs/results.md,
-    "Calibrated on each repeat in turn"). `cores`: the learner's factor turned into the cores model
+    run's (statistics.median: with an even count the mean of the middle two; one asynchronous run
+    is a noisy measure of contention on a shared machine: docs/results.md, "Calibrated on each
+    repeat in turn"). `cores`: the learner's factor turned into the cores model
     (Sharing.learner_rate) on the bench's machine (bench.json's config.cores, else this machine's),
     which prices other learner threads and engine counts. `fits`: a dict that keeps each run's fitted
     factors between calls on the same bench (a caller pooling different subsets: sim_predict's
@@ -699,7 +700,8 @@ def add_command(sub):
                         "jury bench names it) instead of the calibration run; on a machine where generation and "
                         "training share cores, an asynchronous run is the one that shows how much they slow each "
                         "other. Several runs (separated by ';'), or 'async' for every asynchronous run of the bench: "
-                        "the median of their factors, which one noisy run does not move")
+                        "the median of their factors (with an even count, the mean of the middle two), which one "
+                        "run far from the others moves no further than the runs beside it")
     p.add_argument("--cores-model", action="store_true",
                    help="with --calibration: slow the learner by its threads' share of the cores the busy "
                         "engines leave (one CPU machine; prices other learner.threads and num_generators) instead "

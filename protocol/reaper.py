@@ -18,9 +18,10 @@ exits at once. A worker's direct children may die with it: Ray kills them when t
 (RAY_kill_child_processes_on_worker_exit, which its docs say does not act when the worker crashes
 or is SIGKILLed), and a CPU engine core forked from its actor asks for SIGKILL when the actor
 dies (actors/cpu_engine.py). Their own children never die with it: a reaper killed with the engine
-core would leave the engine worker under it running, orphaned. It remembers processes, not pids (psutil compares start times), so a pid reused after a
-process ended is never killed. A process the parent started in the last POLL_S before it died
-is not yet remembered: the reaper looks often, and the engines start long before anything dies.
+core would leave the engine worker under it running, orphaned. It remembers processes, not
+pids (psutil compares start times), so a pid reused after a process ended is never killed. A
+process the parent started in the last POLL_S before it died is not yet remembered: the reaper
+looks often, and the engines start long before anything dies.
 
 Started as `python -m jury.protocol.reaper PARENT_PID`; it writes "watching PARENT_PID REAPER_PID"
 on stdout after its first look, and start_reaper returns only after that line: whatever the parent

@@ -59,6 +59,17 @@ def _ray_ends_with_the_module():
     ray.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def _nothing_left_in_the_shared_ray():
+    """A test that failed half-way can leave a learner's placement group in the shared session, and
+    every later replay would wait for its CPUs: Ray is stopped then (the next replay starts it)."""
+    yield
+    import ray
+
+    if ray.is_initialized() and any(pg["state"] != "REMOVED" for pg in ray.util.placement_group_table().values()):
+        ray.shutdown()
+
+
 def _shared_ray():
     """One Ray session for this module's replays and bare learners (replay joins a session that runs
     and leaves it up): a Ray start and stop is about 6 s, and they are 11. A test that starts a

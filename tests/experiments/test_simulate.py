@@ -577,17 +577,21 @@ def test_the_sharing_factors_can_be_fitted_to_an_asynchronous_run(tmp_path):
             calibrated(str(folder), sharing_from=name)
 
 
-def with_run(folder, name: str, staleness: int, train_s: float, extra: str = ""):
+def with_run(folder, name: str, staleness: int, train_s: float, extra: str = "", made: float = 1.0):
     """The bench folder with one more run of its own settings: a copy of its max_staleness=2 run at
-    `staleness`, training `train_s` a step (its config.yaml plus `extra`)."""
+    `staleness`, training `train_s` a step (its config.yaml plus `extra`), its engines making `made`
+    times the tokens that run made in the same occupancy (below 1: slowed beside the learner)."""
     import shutil
 
     shutil.copytree(folder / "staleness-2", folder / name)
     (folder / name / "config.yaml").write_text(
         (folder / name / "config.yaml").read_text().replace("max_staleness: 2", f"max_staleness: {staleness}") + extra)
     report = json.loads((folder / "bench.json").read_text())
-    report[f"end_to_end/max_staleness={staleness}"] = {**report["end_to_end/max_staleness=2"],
-                                                       "learner_train_s": train_s, "run_dir": f"/elsewhere/{name}"}
+    run = report["end_to_end/max_staleness=2"]
+    # fewer tokens in the same steps: the same train seconds a token need train_s x made
+    report[f"end_to_end/max_staleness={staleness}"] = {**run, "learner_train_s": train_s * made,
+                                                       "tokens_per_s": run["tokens_per_s"] * made,
+                                                       "run_dir": f"/elsewhere/{name}"}
     (folder / "bench.json").write_text(json.dumps(report))
     return folder
 
@@ -606,16 +610,20 @@ def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path
     report["learner_only"] = {"tokens_per_s": 4000.0}  # 1000 tokens a step alone in 0.25 s
     report["end_to_end/max_staleness=2"]["learner_train_s"] = 0.325  # 1.3 times alone
     (folder / "bench.json").write_text(json.dumps(report))
-    with_run(folder, "staleness-1", 1, 0.3)  # 1.2 times
-    with_run(folder, "staleness-4", 4, 0.35)  # 1.4 times
+    with_run(folder, "staleness-1", 1, 0.3, made=0.8)  # 1.2 times; the engines made less than alone
+    with_run(folder, "staleness-4", 4, 0.35, made=0.7)  # 1.4 times; less still
     # every run of the bench's own settings above max_staleness 0; the arm (other settings) is not one
     assert asynchronous_runs(str(folder)) == ["max_staleness=2", "max_staleness=1", "max_staleness=4"]
     one = {n: calibrated(str(folder), sharing_from=n).sharing for n in asynchronous_runs(str(folder))}
-    learner = sorted(s.learner for s in one.values())
+    learner, generator = sorted(s.learner for s in one.values()), sorted(s.generator for s in one.values())
     assert learner[0] < learner[1] < learner[2]  # three different slowdowns, three factors
+    assert generator[0] < generator[1] < generator[2]
+    # the learner's median is max_staleness=2's factor, the generator's max_staleness=1's
+    assert one["max_staleness=2"].learner == learner[1] and one["max_staleness=1"].generator == generator[1]
     fits = {}
     pooled = calibrated(str(folder), sharing_from="async", fits=fits)
-    assert pooled.sharing.learner == pytest.approx(learner[1])
+    # each factor its own median (not the factors of one run)
+    assert (pooled.sharing.learner, pooled.sharing.generator) == pytest.approx((learner[1], generator[1]))
     assert len(fits) == 3  # each run fitted once, kept for the next call
     assert calibrated(str(folder), sharing_from="max_staleness=1;max_staleness=4", fits=fits).sharing.learner == \
         pytest.approx((one["max_staleness=1"].learner + one["max_staleness=4"].learner) / 2)

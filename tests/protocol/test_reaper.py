@@ -88,7 +88,8 @@ def test_the_handshake_returns_a_watching_reaper_and_a_bad_call_is_refused():
 
 def test_the_grandchild_ends_when_the_parent_and_its_children_are_killed_together():
     """The engine core may die with the actor (Ray kills an exiting worker's direct children, a
-    forked engine core has a parent-death signal), and the engine worker under it is left. The reaper is not a child, so it survives to end it."""
+    forked engine core has a parent-death signal), and the engine worker under it is left. The
+    reaper is not a child, so it survives to end it."""
     import psutil
 
     proc, (child, grandchild), reaper = _parent("stay")
