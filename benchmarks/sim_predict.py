@@ -230,7 +230,7 @@ def fitted_runs(folder: Path, sharing_from: str) -> tuple[str, ...]:
     return (f"max_staleness={first}",) + (tuple(sharing_names(str(folder), sharing_from)) if sharing_from else ())
 
 
-def left_out(folder: Path, cores: bool = False, fits: dict | None = None) -> tuple[dict[str, dict], tuple]:
+def left_out(folder: Path, cores: bool = False, fits: dict | None = None) -> tuple[dict[str, dict], object]:
     """Every run of a bench predicted with the sharing factors of the others (leave one out): each
     asynchronous run from the median of the factors fitted to the bench's other asynchronous runs,
     never its own; the synchronous calibration run (fitted: the alone costs) from all of them.
