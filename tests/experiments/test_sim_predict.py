@@ -263,17 +263,11 @@ def test_leave_one_out_predicts_each_asynchronous_run_from_the_others_factors(tm
     """--leave-one-out: the calibration is the whole bench but the run predicted. Each asynchronous
     run is simulated with the median of the factors fitted to the others, never its own; the
     synchronous run (the alone costs are fitted to it) and an arm of other settings with those of all."""
-    from test_simulate import bench_folder, with_run
+    from test_simulate import bench_folder, three_async_runs
 
     from jury.experiments.simulate import against_bench, calibrated
 
-    folder = bench_folder(tmp_path)
-    report = json.loads((folder / "bench.json").read_text())
-    report["learner_only"] = {"tokens_per_s": 4000.0}
-    report["end_to_end/max_staleness=2"]["learner_train_s"] = 0.325
-    (folder / "bench.json").write_text(json.dumps(report))
-    with_run(folder, "staleness-1", 1, 0.3)
-    with_run(folder, "staleness-4", 4, 0.35)
+    folder = three_async_runs(tmp_path)
     (tmp_path / "lone").mkdir()
     lone = bench_folder(tmp_path / "lone")
     with pytest.raises(ValueError, match=r"leave one out needs two asynchronous runs or more \(it has max_staleness=2\)"):

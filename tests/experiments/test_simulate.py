@@ -596,15 +596,9 @@ def with_run(folder, name: str, staleness: int, train_s: float, extra: str = "",
     return folder
 
 
-def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path, capsys):
-    """--sharing-from "A;B" or async: each run's factors fitted as one run's are, and the median of
-    each taken. One asynchronous run is a noisy measure of contention here (docs/results.md: one
-    repeat's max_staleness=1 run ran 281 completions/s where three others ran 184-241, and every
-    prediction calibrated on it came out 1.33-1.39x); a median of several is not moved by one."""
-    from jury.experiments.cli import main
-    from jury.experiments.sim_costs import asynchronous_runs
-    from jury.experiments.simulate import sharing_names
-
+def three_async_runs(tmp_path):
+    """bench_folder with learner_only and three asynchronous runs that slowed the roles by different
+    amounts: max_staleness 1, 2 and 4 (and the arm, which is not one of them)."""
     folder = bench_folder(tmp_path)
     report = json.loads((folder / "bench.json").read_text())
     report["learner_only"] = {"tokens_per_s": 4000.0}  # 1000 tokens a step alone in 0.25 s
@@ -612,6 +606,20 @@ def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path
     (folder / "bench.json").write_text(json.dumps(report))
     with_run(folder, "staleness-1", 1, 0.3, made=0.8)  # 1.2 times; the engines made less than alone
     with_run(folder, "staleness-4", 4, 0.35, made=0.7)  # 1.4 times; less still
+    return folder
+
+
+def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path, capsys):
+    """--sharing-from "A;B" or async: each run's factors fitted as one run's are, and the median of
+    each taken. One asynchronous run is a noisy measure of contention here (docs/results.md: one
+    repeat's max_staleness=1 run ran 281 completions/s where three others ran 184-241, and every
+    prediction calibrated on it came out 1.33-1.39x); one run far from the others moves a median no
+    further than the runs beside it."""
+    from jury.experiments.cli import main
+    from jury.experiments.sim_costs import asynchronous_runs
+    from jury.experiments.simulate import sharing_names
+
+    folder = three_async_runs(tmp_path)
     # every run of the bench's own settings above max_staleness 0; the arm (other settings) is not one
     assert asynchronous_runs(str(folder)) == ["max_staleness=2", "max_staleness=1", "max_staleness=4"]
     one = {n: calibrated(str(folder), sharing_from=n).sharing for n in asynchronous_runs(str(folder))}
