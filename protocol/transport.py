@@ -16,6 +16,7 @@ hundred kilobytes more, so many tiny messages can be in flight, few large ones.)
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import queue
 import threading
@@ -51,31 +52,65 @@ class CurveKeys:
         return CurveKeys(sp, ss, cp, cs)
 
 
-_authenticators: dict[int, object] = {}
+class _Zap:
+    """The context's one ZAP handler (ZeroMQ asks it whether a CURVE peer may connect), which
+    allows only the client keys of the server sockets open now. It lives while one of them
+    does: the last one's close stops its thread, so a process that ran a pipeline in-process
+    keeps no authenticator thread polling the shared context into its exit, and a later run in
+    that process does not accept a finished run's key."""
+
+    _lock = threading.Lock()
+    _live: dict[int, "_Zap"] = {}  # id(context) -> its handler
+
+    def __init__(self, ctx):
+        from zmq.auth.thread import ThreadAuthenticator
+
+        self.allowed: collections.Counter = collections.Counter()  # client key -> open server sockets
+        self.auth = ThreadAuthenticator(ctx)
+        self.auth.start()
+        self.auth.configure_curve_callback(domain="*", credentials_provider=_AllowKeys(self.allowed))
+
+    @classmethod
+    def allow(cls, ctx, key: bytes) -> Callable[[], None]:
+        """Allow `key` while a server socket of `ctx` uses it; call what this returns once that
+        socket is closed."""
+        with cls._lock:
+            zap = cls._live.get(id(ctx)) or cls._live.setdefault(id(ctx), cls(ctx))
+            zap.allowed[key] += 1
+        return lambda: cls._release(id(ctx), key)
+
+    @classmethod
+    def _release(cls, ctx_id: int, key: bytes):
+        with cls._lock:
+            zap = cls._live[ctx_id]
+            zap.allowed[key] -= 1
+            if zap.allowed[key] <= 0:
+                del zap.allowed[key]
+            if zap.allowed:
+                return
+            del cls._live[ctx_id]
+        zap.auth.stop()
 
 
-def _secure(sock, keys: CurveKeys | None, server: bool):
+def _secure(sock, keys: CurveKeys | None, server: bool) -> Callable[[], None]:
+    """Set the socket's CURVE role; returns what its owner calls once the socket is closed."""
     if keys is None:
-        return
+        return _nothing
     if server:
-        ctx = zmq.Context.instance()
-        if id(ctx) not in _authenticators:  # one ZAP handler per context, allowing only the run's client key
-            from zmq.auth.thread import ThreadAuthenticator
-
-            auth = ThreadAuthenticator(ctx)
-            auth.start()
-            auth.configure_curve_callback(domain="*", credentials_provider=_AllowKeys({keys.client_public}))
-            _authenticators[id(ctx)] = auth
-        else:
-            _authenticators[id(ctx)].credentials_providers["*"].keys.add(keys.client_public)
+        release = _Zap.allow(zmq.Context.instance(), keys.client_public)
         sock.curve_secretkey, sock.curve_publickey, sock.curve_server = keys.server_secret, keys.server_public, True
-    else:
-        sock.curve_secretkey, sock.curve_publickey = keys.client_secret, keys.client_public
-        sock.curve_serverkey = keys.server_public
+        return release
+    sock.curve_secretkey, sock.curve_publickey = keys.client_secret, keys.client_public
+    sock.curve_serverkey = keys.server_public
+    return _nothing
+
+
+def _nothing():
+    pass
 
 
 class _AllowKeys:
-    def __init__(self, keys: set[bytes]):
+    def __init__(self, keys):
         self.keys = keys
 
     def callback(self, domain: str, key: bytes) -> bool:
@@ -127,7 +162,7 @@ class Receiver:
         self._sock = self._ctx.socket(zmq.PULL)
         self._sock.setsockopt(zmq.RCVHWM, hwm)
         self._sock.setsockopt(zmq.LINGER, 0)
-        _secure(self._sock, curve, server=not connect)
+        self._release = _secure(self._sock, curve, server=not connect)
         if connect:
             for ep in connect:
                 self._sock.connect(ep)
@@ -163,6 +198,7 @@ class Receiver:
                 except queue.Full:
                     continue
         self._sock.close(linger=0)
+        self._release()
 
     def get(self, timeout: float | None = None):
         """The next message, or None after `timeout` seconds."""
@@ -218,7 +254,7 @@ class Sender:
         self._sock.setsockopt(zmq.LINGER, 2000)  # let queued frames go out at close
         # only live peers get frames: none queue up for a dead or restarting worker
         self._sock.setsockopt(zmq.IMMEDIATE, 1)
-        _secure(self._sock, curve, server=bool(bind_host))
+        self._release = _secure(self._sock, curve, server=bool(bind_host))
         self.endpoint = None
         if bind_host:
             port = self._sock.bind_to_random_port(f"tcp://{bind_host}")
@@ -256,6 +292,7 @@ class Sender:
                     self._connect_pending()  # the peer this frame waits for may be a new one
                     time.sleep(0.005)
         self._sock.close()
+        self._release()
 
     def send(self, msg, timeout: float | None = None):
         """Encode now (errors surface in the caller), hand the frames to the socket thread."""

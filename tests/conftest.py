@@ -7,6 +7,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """pytest's faulthandler stops at unconfigure, before the interpreter's exit: a crash there
+    (in a thread some library left running) showed only "Segmentation fault" after a green
+    summary. From here to the exit, a fatal signal prints every thread's Python stack."""
+    import faulthandler
+    import sys
+
+    faulthandler.enable(file=sys.__stderr__, all_threads=True)
+
+
 def shared_dir() -> pathlib.Path:
     """../shared beside the repo (as in CI), or JURY_SHARED."""
     env = os.environ.get("JURY_SHARED")

@@ -104,6 +104,40 @@ def test_curve_refuses_peers_without_the_run_keys():
         recv.close()
 
 
+def test_curve_handler_lives_while_a_server_socket_does_and_forgets_a_closed_runs_key():
+    """Two runs in one process, one after the other (as tests and notebooks do): once the first
+    run's queue is closed, its client key no longer gets a frame into the second run's queue,
+    and once the last CURVE server socket is closed no authenticator thread is left polling."""
+    import threading
+
+    from jury.protocol.transport import CurveKeys
+
+    def zap_threads():
+        return [t for t in threading.enumerate() if type(t).__module__.startswith("zmq.auth")]
+
+    first, second = CurveKeys.generate(), CurveKeys.generate()
+    old = Receiver(name="first-run", curve=first)
+    assert len(zap_threads()) == 1
+    old.close()
+    assert zap_threads() == []
+    recv = Receiver(name="second-run", curve=second)
+    # the first run's client, aimed at the second run's server key
+    stale = CurveKeys(second.server_public, b"", first.client_public, first.client_secret)
+    senders = [Sender([recv.endpoint], name="stale", curve=stale)]
+    try:
+        senders[0].send(_task(0))
+        assert recv.get(timeout=1.5) is None
+        senders.append(Sender([recv.endpoint], name="good", curve=second))
+        senders[1].send(_task(1))
+        got = recv.get(timeout=5)
+        assert got is not None and got.task_id == "t1"
+    finally:
+        for s in senders:
+            s.close()
+        recv.close()
+    assert zap_threads() == []
+
+
 @pytest.mark.parametrize("curve", [True, False])
 def test_a_strangers_pull_socket_on_the_feeders_port_gets_no_task_under_curve(curve):
     """The feeder binds a PUSH socket and generators connect to it. Without CURVE (the control), a
