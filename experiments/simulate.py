@@ -514,7 +514,8 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
     is a noisy measure of contention on a shared machine: docs/results.md, "Calibrated on each
     repeat in turn"). `cores`: the learner's factor turned into the cores model
     (Sharing.learner_rate) on the bench's machine (bench.json's config.cores, else this machine's),
-    which prices other learner threads and engine counts. `fits`: a dict that keeps each run's fitted
+    which prices other learner threads and engine counts (pooled runs must agree on how long their
+    engines spin after decoding: engine_spin_s). `fits`: a dict that keeps each run's fitted
     factors between calls on the same bench (a caller pooling different subsets: sim_predict's
     leave-one-out)."""
     import json
@@ -537,16 +538,22 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
         if len(layouts) > 1:
             raise ValueError(f"--sharing-from {sharing_from}: its runs differ in learner.threads or num_generators "
                              f"({sorted(layouts)}), and factors of different layouts do not pool")
-        run_dir, cfg, first = fitted[0]
+        _, cfg, first = fitted[0]
         sharing = replace(first, learner=statistics.median(f[2].learner for f in fitted),
                           generator=statistics.median(f[2].generator for f in fitted))
+        run_dirs = [f[0] for f in fitted]
     else:
-        run_dir = calibration_run(bench_dir)
-        cfg = load_run_config(str(run_dir))
+        run_dirs = [calibration_run(bench_dir)]
+        cfg = load_run_config(str(run_dirs[0]))
         sharing = fit_sharing(cfg, costs, 1 + costs.sharing.learner, 1 + costs.sharing.generator)
     if cores:
         machine = json.loads((Path(bench_dir) / "bench.json").read_text())["config"].get("cores") or machine_cores()
-        sharing = with_cores(sharing, machine, cfg.learner.threads, cfg.num_generators, engine_spin_s(run_dir))
+        spins = {engine_spin_s(d) for d in run_dirs}
+        if len(spins) > 1:  # one's engines ran the model inline, another's in vLLM's spinning worker
+            raise ValueError(f"--sharing-from {sharing_from}: its runs' engines held their cores after decoding "
+                             f"for different times ({sorted(spins)} s: engine_inline differs), and one cores "
+                             "model does not price both")
+        sharing = with_cores(sharing, machine, cfg.learner.threads, cfg.num_generators, spins.pop())
     return replace(costs, sharing=sharing)
 
 

@@ -653,6 +653,13 @@ def test_the_sharing_factors_of_several_runs_are_pooled_by_their_median(tmp_path
     with_run(folder, "staleness-3", 3, 0.5, extra="learner:\n  threads: 2\n")
     with pytest.raises(ValueError, match=r"differ in learner.threads or num_generators \(\[\(1, 1\), \(2, 1\)\]\)"):
         calibrated(str(folder), sharing_from="async")
+    # the cores model: one spin time for the pooled runs, or a refusal where their engines differ
+    assert calibrated(str(folder), sharing_from="max_staleness=1;max_staleness=4", cores=True).sharing.spin_s == 1.0
+    metrics = folder / "staleness-4" / "metrics.jsonl"
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps({**r, "generator0/engine_inline": 1}) + "\n" for r in rows))
+    with pytest.raises(ValueError, match=r"held their cores after decoding for different times \(\[0.0, 1.0\] s"):
+        calibrated(str(folder), sharing_from="max_staleness=1;max_staleness=4", cores=True)
 
 
 def test_a_run_with_other_threads_or_engines_than_the_fitted_one_is_flagged_outside_the_calibration(
