@@ -16,8 +16,10 @@ hundred kilobytes more, so many tiny messages can be in flight, few large ones.)
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
 import logging
+import os
 import queue
 import threading
 import time
@@ -54,18 +56,22 @@ class CurveKeys:
 
 class _Zap:
     """The context's one ZAP handler (ZeroMQ asks it whether a CURVE peer may connect), which
-    allows only the client keys of the server sockets open now. It lives while one of them
-    does: the last one's close stops its thread, so a process that ran a pipeline in-process
-    keeps no authenticator thread polling the shared context into its exit, and a later run in
-    that process does not accept a finished run's key."""
+    allows only the client keys of the CURVE server sockets open now: a closed queue's key goes
+    with it, so a later run in the same process does not accept a finished run's key.
+
+    The handler's thread is started once and stopped at the interpreter's exit (atexit runs while
+    daemon threads still do), not when the last socket closes: its inproc endpoint is freed by
+    libzmq's own thread some time after a close, so a handler started again soon after a stop
+    failed to bind it (EADDRINUSE) a few times in a hundred."""
 
     _lock = threading.Lock()
-    _live: dict[int, "_Zap"] = {}  # id(context) -> its handler
+    _live: dict[int, _Zap] = {}  # id(context) -> its handler
 
     def __init__(self, ctx):
         from zmq.auth.thread import ThreadAuthenticator
 
         self.allowed: collections.Counter = collections.Counter()  # client key -> open server sockets
+        self.pid = os.getpid()  # a forked child inherits this object, not its thread
         self.auth = ThreadAuthenticator(ctx)
         self.auth.start()
         self.auth.configure_curve_callback(domain="*", credentials_provider=_AllowKeys(self.allowed))
@@ -75,21 +81,34 @@ class _Zap:
         """Allow `key` while a server socket of `ctx` uses it; call what this returns once that
         socket is closed."""
         with cls._lock:
-            zap = cls._live.get(id(ctx)) or cls._live.setdefault(id(ctx), cls(ctx))
-            zap.allowed[key] += 1
+            if id(ctx) not in cls._live:
+                if not cls._live:
+                    atexit.register(cls._stop_all)
+                cls._live[id(ctx)] = cls(ctx)
+            cls._live[id(ctx)].allowed[key] += 1
         return lambda: cls._release(id(ctx), key)
 
     @classmethod
     def _release(cls, ctx_id: int, key: bytes):
         with cls._lock:
-            zap = cls._live[ctx_id]
-            zap.allowed[key] -= 1
-            if zap.allowed[key] <= 0:
-                del zap.allowed[key]
-            if zap.allowed:
-                return
-            del cls._live[ctx_id]
-        zap.auth.stop()
+            allowed = cls._live[ctx_id].allowed
+            allowed[key] -= 1
+            if allowed[key] <= 0:
+                del allowed[key]
+
+    @classmethod
+    def _stop_all(cls):
+        with cls._lock:
+            handlers, cls._live = list(cls._live.values()), {}
+        for zap in handlers:
+            if zap.pid != os.getpid():
+                continue
+            if zap.auth.pipe is not None:
+                zap.auth.pipe.sndtimeo = 1000  # a handler thread already gone must not hold up the exit
+            try:
+                zap.auth.stop()
+            except zmq.ZMQError as e:
+                log.warning("could not stop the ZeroMQ CURVE handler at exit: %s", e)
 
 
 def _secure(sock, keys: CurveKeys | None, server: bool) -> Callable[[], None]:
@@ -107,6 +126,14 @@ def _secure(sock, keys: CurveKeys | None, server: bool) -> Callable[[], None]:
 
 def _nothing():
     pass
+
+
+def _closed(sock, release: Callable[[], None], **close):
+    """Close a socket, then let its CURVE key go (_Zap.allow)."""
+    try:
+        sock.close(**close)
+    finally:
+        release()
 
 
 class _AllowKeys:
@@ -163,18 +190,28 @@ class Receiver:
         self._sock.setsockopt(zmq.RCVHWM, hwm)
         self._sock.setsockopt(zmq.LINGER, 0)
         self._release = _secure(self._sock, curve, server=not connect)
-        if connect:
-            for ep in connect:
-                self._sock.connect(ep)
-            self.endpoint = None
-        else:
-            port = self._sock.bind_to_random_port(f"tcp://{host}")
-            self.endpoint = f"tcp://{host}:{port}"
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"zmq-{name}", daemon=True)
-        self._thread.start()
+        try:
+            if connect:
+                for ep in connect:
+                    self._sock.connect(ep)
+                self.endpoint = None
+            else:
+                port = self._sock.bind_to_random_port(f"tcp://{host}")
+                self.endpoint = f"tcp://{host}:{port}"
+            self._thread = threading.Thread(target=self._run, name=f"zmq-{name}", daemon=True)
+            self._thread.start()
+        except BaseException:
+            _closed(self._sock, self._release, linger=0)
+            raise
 
     def _run(self):
+        try:
+            self._receive()
+        finally:
+            _closed(self._sock, self._release, linger=0)
+
+    def _receive(self):
         poller = zmq.Poller()
         poller.register(self._sock, zmq.POLLIN)
         while not self._stop.is_set():
@@ -197,8 +234,6 @@ class Receiver:
                     break
                 except queue.Full:
                     continue
-        self._sock.close(linger=0)
-        self._release()
 
     def get(self, timeout: float | None = None):
         """The next message, or None after `timeout` seconds."""
@@ -256,15 +291,20 @@ class Sender:
         self._sock.setsockopt(zmq.IMMEDIATE, 1)
         self._release = _secure(self._sock, curve, server=bool(bind_host))
         self.endpoint = None
-        if bind_host:
-            port = self._sock.bind_to_random_port(f"tcp://{bind_host}")
-            self.endpoint = f"tcp://{bind_host}:{port}"
-        for ep in endpoints or []:
-            self._sock.connect(ep)
         self._connect_requests: queue.Queue = queue.Queue()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"zmq-{name}", daemon=True)
-        self._thread.start()
+        self._give_up = float("inf")  # once closing: when a frame no peer takes is dropped (close)
+        try:
+            if bind_host:
+                port = self._sock.bind_to_random_port(f"tcp://{bind_host}")
+                self.endpoint = f"tcp://{bind_host}:{port}"
+            for ep in endpoints or []:
+                self._sock.connect(ep)
+            self._thread = threading.Thread(target=self._run, name=f"zmq-{name}", daemon=True)
+            self._thread.start()
+        except BaseException:
+            _closed(self._sock, self._release, linger=0)
+            raise
 
     def _connect_pending(self):
         while not self._connect_requests.empty():
@@ -272,27 +312,35 @@ class Sender:
                 self._sock.connect(ep)
 
     def _run(self):
-        while True:
-            self._connect_pending()
-            try:
-                frames = self._queue.get(timeout=_POLL_MS / 1000)
-            except queue.Empty:
-                if self._stop.is_set():
-                    break
-                continue
-            while True:  # block on the high-water mark, but stay stoppable
+        try:
+            while True:
+                self._connect_pending()
                 try:
-                    self._sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
-                    self.stats.sent += 1
-                    break
-                except zmq.Again:
-                    if self._stop.is_set() and self._queue.empty():
-                        log.warning("%s: closing with an unsent message", self.name)
+                    frames = self._queue.get(timeout=_POLL_MS / 1000)
+                except queue.Empty:
+                    if self._stop.is_set():
                         break
-                    self._connect_pending()  # the peer this frame waits for may be a new one
-                    time.sleep(0.005)
-        self._sock.close()
-        self._release()
+                    continue
+                if not self._send(frames):
+                    break
+        finally:
+            _closed(self._sock, self._release)
+
+    def _send(self, frames) -> bool:
+        """Block on the high-water mark, but stay stoppable: once closing, a frame no peer takes
+        is dropped, right away when it is the last, else at the close's deadline with every frame
+        queued behind it (False: the socket thread ends; without a peer it would spin forever)."""
+        while True:
+            try:
+                self._sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
+                self.stats.sent += 1
+                return True
+            except zmq.Again:
+                if self._stop.is_set() and (self._queue.empty() or time.monotonic() > self._give_up):
+                    log.warning("%s: closing with %d unsent message(s)", self.name, 1 + self._queue.qsize())
+                    return self._queue.empty()
+                self._connect_pending()  # the peer this frame waits for may be a new one
+                time.sleep(0.005)
 
     def send(self, msg, timeout: float | None = None):
         """Encode now (errors surface in the caller), hand the frames to the socket thread."""
@@ -305,6 +353,8 @@ class Sender:
     def depth(self) -> int:
         return self._queue.qsize()
 
-    def close(self):
+    def close(self, timeout: float = 5.0):
+        """Stop after sending what is queued; what no peer takes within `timeout` is dropped."""
+        self._give_up = time.monotonic() + timeout
         self._stop.set()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=timeout + 1)

@@ -11,7 +11,8 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 def pytest_unconfigure(config):
     """pytest's faulthandler stops at unconfigure, before the interpreter's exit: a crash there
     (in a thread some library left running) showed only "Segmentation fault" after a green
-    summary. From here to the exit, a fatal signal prints every thread's Python stack."""
+    summary. From here until the interpreter's finalization turns it off, a fatal signal prints
+    every thread's Python stack (a crash in C-level exit handlers after that still prints none)."""
     import faulthandler
     import sys
 
