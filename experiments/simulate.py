@@ -551,8 +551,8 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
         spins = {engine_spin_s(d) for d in run_dirs}
         if len(spins) > 1:  # one's engines ran the model inline, another's in vLLM's spinning worker
             raise ValueError(f"--sharing-from {sharing_from}: its runs' engines held their cores after decoding "
-                             f"for different times ({sorted(spins)} s: engine_inline differs), and one cores "
-                             "model does not price both")
+                             f"for different times ({sorted(spins)} s: engine_inline differs or one run lacks it), "
+                             "and one cores model does not price both")
         sharing = with_cores(sharing, machine, cfg.learner.threads, cfg.num_generators, spins.pop())
     return replace(costs, sharing=sharing)
 
