@@ -91,6 +91,8 @@ class _Zap:
     @classmethod
     def _release(cls, ctx_id: int, key: bytes):
         with cls._lock:
+            if ctx_id not in cls._live:  # a socket closed after the exit stopped the handler
+                return
             allowed = cls._live[ctx_id].allowed
             allowed[key] -= 1
             if allowed[key] <= 0:
