@@ -12,8 +12,11 @@ pytest.importorskip("deepspeed")
 
 
 def _rank(rank: int, store: str, out: str):
+    import faulthandler
+
     import torch.distributed as dist
 
+    faulthandler.enable(all_threads=True)  # a rank that aborts says where (CI once saw one end with SIGABRT)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2")
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
     import deepspeed
@@ -43,6 +46,9 @@ def _rank(rank: int, store: str, out: str):
         m.bias.ds_tensor[0] = float("inf")
     seen["bias_inf"] = first_nonfinite(m, 2)
     torch.save(seen, out)
+    # neither rank tears down its gloo pairs while the other may still be finishing the last
+    # collective on them: one rank once ended with "terminate called without an active exception"
+    dist.barrier()
     dist.destroy_process_group()
 
 
