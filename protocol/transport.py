@@ -118,9 +118,8 @@ def _secure(sock, keys: CurveKeys | None, server: bool) -> Callable[[], None]:
     if keys is None:
         return _nothing
     if server:
-        release = _Zap.allow(zmq.Context.instance(), keys.client_public)
         sock.curve_secretkey, sock.curve_publickey, sock.curve_server = keys.server_secret, keys.server_public, True
-        return release
+        return _Zap.allow(zmq.Context.instance(), keys.client_public)  # before the socket binds
     sock.curve_secretkey, sock.curve_publickey = keys.client_secret, keys.client_public
     sock.curve_serverkey = keys.server_public
     return _nothing
