@@ -1,4 +1,5 @@
-"""Roles placed by resources on a local multi-node Ray cluster (several raylets on this machine)."""
+"""Roles placed by resources on a local multi-node Ray cluster (several raylets on this machine), and
+the weight plane between them."""
 import pytest
 
 from jury.protocol.config_load import load_config
@@ -18,8 +19,10 @@ def test_roles_land_on_the_nodes_their_resources_name(tiny_model_path, tmp_path)
              for role in ("learner_node", "generator_node", "verifier_node")}
     cluster.wait_for_nodes()
     ray.init(address=cluster.address)
+    # lr 0.01 so that check_sync's one step moves the policy; buckets of 1 MB so that a sync sends several
     cfg = load_config(None, [
         f"run_dir={tmp_path}", "steps=2", "batch_groups=2", "generator.group_size=2", "progress=false",
+        "learner.lr=0.01", "bucket_mb=1",
         "learner.resources={learner_node: 1}", "generator.resources={generator_node: 1}",
         "verifier.resources={verifier_node: 1}"])
     pipe = Pipeline(cfg, tiny_model_path)
@@ -39,10 +42,37 @@ def test_roles_land_on_the_nodes_their_resources_name(tiny_model_path, tmp_path)
             pipe.sync_weights()
             pipe.feeder.consumed((step + 1) * 2)
             pipe.feeder.admit(pipe.version, stop_at=4)
+        _check_weight_sync(pipe, tiny_model_path, tmp_path)
     finally:
         pipe.close()
         ray.shutdown()
         cluster.shutdown()
+
+
+def _check_weight_sync(pipe, tiny_model_path, tmp_path):
+    """The weight plane (ZeRO-0, one learner rank; ZeRO-3 over 2 ranks is checked in
+    test_learner_ranks.py), here between nodes: after a step and a sync, vLLM scores a completion
+    as the learner does, and a checkpoint's Hugging Face copy is the trained model."""
+    import ray
+    from transformers import AutoModelForCausalLM
+
+    from jury.experiments.check_sync import check_sync
+
+    sync = check_sync(pipe)  # what `jury check-sync` runs: one group, one step, one sync
+    assert sync["gap_before"] <= 1e-4 and sync["gap_after"] <= 1e-4, sync
+    assert sync["change"] > 1e-3, "the sync changed nothing"
+    assert pipe.version == 3 and ray.get(pipe.generators[0].stats.remote())["version"] == 3
+    full = AutoModelForCausalLM.from_pretrained(tiny_model_path).state_dict()
+    assert sync["sync/bytes"] == sum(t.numel() * t.element_size() for t in full.values())
+    assert sync["sync/gather_s"] > 0 and sync["sync/broadcast_s"] > 0
+
+    ckpt = tmp_path / "ckpt"
+    pipe.learner.save(str(ckpt), {})
+    pipe.learner.save(str(ckpt), {})  # again: one engine tag kept, not two
+    assert sorted(p.name for p in (ckpt / "engine").iterdir() if p.is_dir()) == ["v3"]
+    saved = AutoModelForCausalLM.from_pretrained(ckpt).state_dict()
+    assert {k: v.shape for k, v in saved.items()} == {k: v.shape for k, v in full.items()}
+    assert any((saved[k] - full[k]).abs().max() > 0 for k in full)
 
 
 def test_a_tensor_parallel_engine_gets_its_gpus_together_on_one_node():

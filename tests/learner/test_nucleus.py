@@ -54,14 +54,18 @@ def test_the_ratio_is_one_at_staleness_zero(tiny_model_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from vllm import LLM, SamplingParams
 
-    llm = LLM(model=tiny_model_path, logprobs_mode="processed_logprobs", enforce_eager=True, max_model_len=128,
-              seed=0, dtype="float32")
-    try:
-        prompts = ["Compute 5+7.\n", "Compute 12-30.\n", "Compute 3*9.\n"]
-        params = SamplingParams(n=4, temperature=0.9, top_p=0.8, max_tokens=12, logprobs=0, seed=0)
-        outs = llm.generate(prompts, params, use_tqdm=False)
-    finally:
-        llm.llm_engine.engine_core.shutdown(timeout=30)
+    from jury.actors.cpu_engine import in_process_cpu_engine
+
+    # the engine in this process, as `jury eval` runs it: no engine core and worker to start (about 20 s)
+    with in_process_cpu_engine():
+        llm = LLM(model=tiny_model_path, logprobs_mode="processed_logprobs", enforce_eager=True, max_model_len=128,
+                  seed=0, dtype="float32")
+        try:
+            prompts = ["Compute 5+7.\n", "Compute 12-30.\n", "Compute 3*9.\n"]
+            params = SamplingParams(n=4, temperature=0.9, top_p=0.8, max_tokens=12, logprobs=0, seed=0)
+            outs = llm.generate(prompts, params, use_tqdm=False)
+        finally:
+            llm.llm_engine.engine_core.shutdown(timeout=30)
     tok = AutoTokenizer.from_pretrained(tiny_model_path)
     model = use_fused_head(AutoModelForCausalLM.from_pretrained(tiny_model_path, dtype=torch.float32)).eval()
     gaps, plain = [], []
