@@ -46,8 +46,9 @@ def _chunk(head, hidden, targets, top_p: float, certainty: bool):
     lse_all = torch.logsumexp(z, dim=-1)
     picked = z.gather(1, targets.unsqueeze(1)).squeeze(1)
     logp = picked - torch.where(inside, lse_nucleus, lse_all)
-    p = torch.softmax(z.masked_fill(~keep, -math.inf), dim=-1)
-    entropy = lse_nucleus - (p * torch.where(keep, z, 0.0)).sum(-1)
+    # the entropy of the whole distribution, as the fused path gives it: RENT's reward and verl's
+    # entropy are over every token (not the nucleus, whose entropy is lower)
+    entropy = lse_all - (torch.softmax(z, dim=-1) * z).sum(-1)
     outs = [logp, entropy, inside.float()]
     if certainty:  # KL(U || p) is over the whole vocabulary, as Intuitor defines it
         outs.append(lse_all - z.mean(-1) - math.log(z.shape[-1]))
@@ -55,9 +56,10 @@ def _chunk(head, hidden, targets, top_p: float, certainty: bool):
 
 
 def nucleus_outputs(head, hidden: torch.Tensor, targets: torch.Tensor, top_p: float, certainty: bool = False):
-    """(log-prob, entropy[, self-certainty]) per row (N,) under the nucleus; `head` is the model's LM
-    head module (called, so that ZeRO-3 gathers its weight). Rows outside their nucleus are counted
-    in `nucleus_outputs.outside` (a tensor, for the caller's metrics)."""
+    """(log-prob, entropy[, self-certainty]) per row (N,): the log-prob under the nucleus, the entropy
+    and self-certainty over the whole distribution (as at top_p 1); `head` is the model's LM head
+    module (called, so that ZeRO-3 gathers its weight). Rows outside their nucleus are counted in
+    `nucleus_outputs.outside` (a tensor, for the caller's metrics)."""
     outs: list[list[torch.Tensor]] = []
     for start in range(0, hidden.shape[0], CHUNK_ROWS):
         h, t = hidden[start:start + CHUNK_ROWS], targets[start:start + CHUNK_ROWS]

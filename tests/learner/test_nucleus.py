@@ -33,8 +33,13 @@ def test_log_probs_and_gradient_under_the_nucleus():
     want = z.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(z.masked_fill(~keep, -math.inf), -1)
     torch.testing.assert_close(logp, want, rtol=1e-6, atol=1e-6)
     assert nucleus_outputs.outside == 0
+    # the entropy is the whole distribution's (RENT's reward, satrams/rent-rl@5d4d38a
+    # verl/utils/torch_functional.py entropy_from_logits: over every token), not the nucleus's
+    full = torch.softmax(z, -1)
+    torch.testing.assert_close(entropy, -(full * torch.log(full)).sum(-1), rtol=1e-6, atol=1e-6)
     p = torch.softmax(z.masked_fill(~keep, -math.inf), -1)
-    torch.testing.assert_close(entropy, -(p * torch.log(p.clamp_min(1e-300))).sum(-1), rtol=1e-6, atol=1e-6)
+    truncated = -(p * torch.log(p.clamp_min(1e-300))).sum(-1)
+    assert (entropy - truncated).min() > -1e-9 and (entropy - truncated).max() > 0.1  # the nucleus's is lower
     # the gradient through the checkpointed chunks is the plain one
     (g1,) = torch.autograd.grad(logp.sum(), hidden)
     (g2,) = torch.autograd.grad(want.sum(), hidden)
