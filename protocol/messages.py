@@ -61,6 +61,12 @@ class PromptTask:
     # generator samples G completions of each (Sample.view). None: one prompt, G samples
     rewrite: str | None = None
 
+    @property
+    def statement(self) -> str:
+        """The problem as a verifier, gate or judge is shown it: the bare statement the feeder
+        recorded, else the prompt as the policy saw it."""
+        return self.problem if self.problem is not None else self.prompt
+
 
 @dataclass
 class Sample:

@@ -67,11 +67,6 @@ class _Cache(OrderedDict):
             self.popitem(last=False)
 
 
-def _problem(group: RolloutGroup) -> str:
-    """The bare statement the feeder recorded, else the prompt as the policy saw it."""
-    return group.task.problem if group.task.problem is not None else group.task.prompt
-
-
 class LLMJudge:
     """reward=llm_judge: the judge's True/False about (question, answer), per distinct answer."""
 
@@ -84,7 +79,7 @@ class LLMJudge:
         self.totals = {"judge/llm_calls": 0.0, "judge/cache_hits": 0.0, "judge/no_verdict": 0.0}
 
     def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
-        question = _problem(group)
+        question = group.task.statement
         # the judge reads the answer as written by the first sample that gave it
         written = {}
         for key, sample in zip(view.answer_keys, group.samples):
@@ -127,7 +122,7 @@ class LLMKD:
         self.totals = {"kd/llm_calls": 0.0, "kd/no_teacher_answer": 0.0, "kd/unlabelled_groups": 0.0}
 
     def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
-        problem = _problem(group)
+        problem = group.task.statement
         counts = {"kd/llm_calls": 0.0, "kd/no_teacher_answer": 0.0, "kd/unlabelled_groups": 0.0}
         if problem not in self.labels:
             # one pass, never str.format: the template and the problem may hold braces

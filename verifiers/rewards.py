@@ -6,7 +6,7 @@ the objects of schemes.py, which bring what a function needs from outside the gr
 (the proof gate, the TinyV model); the learner turns rewards into advantages:
 
     view = GroupView(answer_keys=[answer_key(a) for a in answers], verdicts=verdicts,
-                     problem=prompt, tinyv=cascade)
+                     problem=task.statement, tinyv=cascade)
     result = REWARD_SCHEMES["jury"](view, gate=lambda problem, answer: ...)   # JURY-RL
     result = REWARD_SCHEMES["majority_vote"](view)
 

@@ -138,7 +138,7 @@ class TinyV:
     def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
         if view.verdicts is None:
             raise ValueError("reward=tinyv needs labels")
-        items = [TinyVItem(group.task.prompt, group.task.label or "", s.answer, v)
+        items = [TinyVItem(group.task.statement, group.task.label or "", s.answer, v)
                  for s, v in zip(group.samples, view.verdicts)]
         t0 = time.perf_counter()
         self.counts["groups"] += 1

@@ -130,7 +130,7 @@ class VerifierWorker:
         view = reward_schemes.GroupView(
             answer_keys=[self.checker.key(a) for a in answers],
             verdicts=[v.kind for v in verdicts] if label is not None else None,
-            problem=group.task.prompt,
+            problem=group.task.statement,  # the gate formalises the problem, not the template around it
             views=[sample.view for sample in group.samples],
         )
         result = self.scheme.score(group, view)

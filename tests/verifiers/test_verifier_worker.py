@@ -17,8 +17,8 @@ def make_worker(cfg, name, gate=None, llm=None):
     return VerifierWorker(cfg, name, checker=CheckerRecipe(cfg), scheme=SchemeRecipe(cfg, gate, llm))
 
 
-def _group(texts, label="12", prompt="Compute 5+7.\n", index=0):
-    task = PromptTask(task_id=f"t{index}", index=index, prompt=prompt, label=label, source="test")
+def _group(texts, label="12", prompt="Compute 5+7.\n", index=0, problem=None):
+    task = PromptTask(task_id=f"t{index}", index=index, prompt=prompt, label=label, source="test", problem=problem)
     samples = [Sample(np.arange(3, dtype=np.int32), np.full(3, -0.5, np.float32), t, "stop") for t in texts]
     return RolloutGroup(task, np.arange(4, dtype=np.int32), samples, 0, 0, "g0", 0.1)
 
@@ -182,6 +182,36 @@ def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
         sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
         assert sg.rewards.tolist() == [1.0, 0.0]  # the rules' verdicts stand
         assert w.stats()["verifier/tinyv_failed"] == 1
+    finally:
+        w.stop()
+
+
+# a prompt as the feeder sends it under the JURY-RL template and a chat template; the bare
+# statement is `problem`
+BARE = "Compute 37+45*(2-9)."
+CHAT = (f"<|im_start|>user\n{BARE} Let's think step by step and output the final answer within \\boxed{{}}."
+        "<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_the_gate_and_tinyv_are_shown_the_bare_problem_not_the_template_around_it():
+    """The proof gate formalises the problem (JURY-RL Algorithm 1: verify(x, a)) and TinyV's
+    QUESTION is the problem: both read task.problem. Shown the prompt, the arithmetic gate read
+    the chat markup and the instruction and proved nothing, so every group fell back to ResZero."""
+    w = make_worker(VerifierConfig(reward="jury", fallback="reszero", reszero_c=0.1), "v1", gate=ArithGate)
+    try:
+        sg = w.score(_group(["\\boxed{-278}"] * 5 + ["\\boxed{2}"] * 3, label=None, prompt=CHAT, problem=BARE))
+        assert sg.gate == "proved" and sg.rewards.tolist() == [1] * 5 + [0] * 3
+        # a task without a recorded statement (a caller that set only the prompt) is read as its prompt
+        sg = w.score(_group(["\\boxed{-278}"] * 5 + ["\\boxed{2}"] * 3, label=None, prompt=BARE + "\n"))
+        assert sg.gate == "proved"
+    finally:
+        w.stop()
+    llm = _ScriptedTinyV()
+    w = make_worker(VerifierConfig(reward="tinyv"), "v2", llm=llm)
+    try:
+        w.score(_group(["\\boxed{-278}", "\\boxed{-279}"], label="-278", prompt=CHAT, problem=BARE))
+        assert len(llm.prompts) == 1 and BARE in llm.prompts[0]
+        assert "<|im_start|>" not in llm.prompts[0] and "step by step" not in llm.prompts[0]
     finally:
         w.stop()
 
