@@ -65,7 +65,7 @@ def grade(problems: list, completions: list[list[str]], *, timeout_s: float = 5.
             verdicts = [v.kind for v in checker.check(answers, p.answer, texts)]
             out.append(ProblemResult(problem=p.problem, label=p.answer, answers=answers, verdicts=verdicts,
                                      correct=sum(x == "correct" for x in verdicts),
-                                     distinct=len({checker.key(a) for a in answers} - {None})))
+                                     distinct=len(set(checker.keys(answers)) - {None})))
         return out
     finally:
         checker.close()

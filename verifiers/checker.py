@@ -3,7 +3,7 @@
     checker = MathChecker(cfg)                 # verifiers/math/checker.py (code execution, another domain: a new file)
     checker.preflight()                        # at the worker's start: refuse settings it cannot work under (ConfigError)
     answers = [checker.extract(s.text) for s in group.samples]
-    keys = [checker.key(a) for a in answers]   # vote keys: equivalent answers, equal keys; None never votes
+    keys = checker.keys(answers)               # vote keys: equivalent answers, equal keys; None never votes
     verdicts = checker.check(answers, label, texts)   # a Verdict per sample against the label (it
                                                # may read a text again knowing the label's shape)
     checker.stats(); checker.close()           # its counters (metrics); processes it owns
@@ -26,7 +26,7 @@ class LabelChecker(Protocol):
 
     def extract(self, text: str) -> str | None: ...
 
-    def key(self, answer: str | None) -> str | None: ...
+    def keys(self, answers: list[str | None]) -> list[str | None]: ...
 
     def check(self, answers: list[str | None], label: str, texts: list[str]) -> list[Verdict]: ...
 

@@ -128,7 +128,7 @@ class VerifierWorker:
         verdicts = self.checker.check(answers, label, texts) if label is not None else \
             [Verdict("inconclusive", "none", 0.0) for _ in group.samples]
         view = reward_schemes.GroupView(
-            answer_keys=[self.checker.key(a) for a in answers],
+            answer_keys=self.checker.keys(answers),
             verdicts=[v.kind for v in verdicts] if label is not None else None,
             problem=group.task.statement,  # the gate formalises the problem, not the template around it
             views=[sample.view for sample in group.samples],

@@ -186,6 +186,20 @@ def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
         w.stop()
 
 
+def test_the_vote_counts_equivalent_forms_of_one_answer_together():
+    """Two samples write 2√2 and two √8: one answer with four votes, which beats 3's three. Keyed by
+    their text they split the vote, 3 won, and the equivalent form of the majority earned 0."""
+    w = make_worker(VerifierConfig(reward="majority_vote"), "v3")
+    try:
+        texts = ["\\boxed{2\\sqrt{2}}"] * 2 + ["\\boxed{\\sqrt{8}}"] * 2 + ["\\boxed{3}"] * 3 + ["\\boxed{5}"]
+        sg = w.score(_group(texts, label=None))
+        assert sg.rewards.tolist() == [1] * 4 + [0] * 4
+        assert sg.vote_share == 0.5 and sg.num_distinct == 3
+        assert w.stats()["verifier/key_merges"] == 1
+    finally:
+        w.stop()
+
+
 # a prompt as the feeder sends it under the JURY-RL template and a chat template; the bare
 # statement is `problem`
 BARE = "Compute 37+45*(2-9)."
@@ -227,8 +241,8 @@ class ExactChecker:
     def extract(self, text):
         return text.strip() or None
 
-    def key(self, answer):
-        return answer
+    def keys(self, answers):
+        return list(answers)
 
     def check(self, answers, label, texts):
         return [Verdict("no_answer" if a is None else "correct" if a == label else "incorrect", self.name, 0.0)

@@ -2,6 +2,7 @@
 
     checker = MathChecker(cfg); checker.preflight()    # refuses a check_timeout_s below one check's cost
     answers = [checker.extract(text) ...]              # in the process pool, under the same timeout
+    keys = checker.keys(answers)                       # vote keys, equivalent answers merged by check
     verdicts = checker.check(answers, label, texts)
         each answer: the verdict cache, then the cheap in-process check (quick_check), then
         the process pool with a hard timeout for what is left (judge: symbolic, may hang)
@@ -12,8 +13,9 @@ A verdict of the pool that is not "ok" is a verdict too ("timeout" | "error"), n
 """
 from __future__ import annotations
 
+import re
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 from jury.protocol.config import ConfigError, VerifierConfig
 from jury.protocol.messages import Verdict
@@ -26,6 +28,11 @@ PRELOAD = ("jury.verifiers.math.verify",)  # imported as a check process starts 
 # the check preflight times: symbolic, as the checks that reach the pool are (quick_check settles
 # plain numbers in-process)
 PREFLIGHT_CHECK = ("(x+1)^2", "x^2+2x+1", False)
+# the most checks in the pool one group's vote keys may take to merge equivalent answers (16 distinct
+# symbolic answers ask for 120, 64 for 2,016; one takes about 10 ms); past it a key stays as
+# answer_key gave it (counted)
+MERGE_CHECKS = 128
+_RATIONAL_KEY = re.compile(r"-?\d+(/\d+)?")  # answer_key's key of a single rational: equal values, equal keys
 
 
 class VerdictCache:
@@ -57,7 +64,8 @@ class MathChecker:
         self.cfg = cfg
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s, preload=PRELOAD)
         self.cache = VerdictCache(cfg.cache_size)
-        self.counts = {"pool_checks": 0, "rounded_accepts": 0, "extract_timeouts": 0, "extract_errors": 0}
+        self.counts = {"pool_checks": 0, "rounded_accepts": 0, "extract_timeouts": 0, "extract_errors": 0,
+                       "key_merges": 0, "key_checks": 0, "key_checks_skipped": 0}
         self.check_cost_s = float("nan")  # one check in a check process, timed by preflight()
         self._unread: dict[str, str] = {}  # text -> "timeout" | "error": its extraction failed, until check()
 
@@ -88,8 +96,61 @@ class MathChecker:
             out.append(r.value if r.status == "ok" else None)
         return out
 
-    def key(self, answer: str | None) -> str | None:
-        return answer_key(answer)
+    def keys(self, answers: list[str | None]) -> list[str | None]:
+        """Vote keys: equivalent answers, equal keys; None (no answer) never votes.
+
+        answer_key gives one key to equal rationals, tuples of them and answers equal once
+        normalised, but not to other forms of one value: \\sqrt{8} and 2\\sqrt{2}, \\{1,2\\} and
+        \\{2,1\\}, \\frac{\\pi}{2} and \\pi/2 kept two keys, split the vote and paid an equivalent
+        form of the majority 0. So each distinct key, in first-seen order, takes the key of the
+        first earlier one whose answer `check` (exact, no rounding) finds equal to its own: the
+        run's own equivalence, as TTRL grades every sample against the majority with its grader
+        (PRIME-RL/TTRL@c46b671 verl/trainer/ppo/ttrl_utils.py). Cached with the label checks; a
+        check that times out merges nothing, and an answer in two of them is asked about no more; past
+        MERGE_CHECKS pool checks a group's keys stay (verifier/key_checks_skipped)."""
+        keys = [answer_key(a) for a in answers]
+        first: dict[str, str] = {}  # key -> the first answer with it
+        for k, a in zip(keys, answers):
+            if k is not None:
+                first.setdefault(k, a)
+        distinct = list(first)
+        same: dict[tuple[int, int], bool] = {}
+        todo = []
+        for j in range(1, len(distinct)):
+            for i in range(j):
+                if _RATIONAL_KEY.fullmatch(distinct[i]) and _RATIONAL_KEY.fullmatch(distinct[j]):
+                    continue  # two rationals with two keys: two values
+                a, r = first[distinct[j]], first[distinct[i]]
+                ck = (normalize(a), normalize(r), False)
+                hit = self.cache.get(ck)
+                kind = hit.verdict if hit is not None else quick_check(a, r)
+                if kind is not None:
+                    same[i, j] = kind == "correct"
+                else:
+                    todo.append((i, j, ck))
+        # a few at a time: an answer in two checks that timed out (or failed) is asked about no more,
+        # so an adversarial answer costs two timeouts, not one per other answer
+        pairs, asked, failed, step = len(todo), 0, Counter(), max(1, self.cfg.pool_workers)
+        while todo and asked < MERGE_CHECKS:
+            n = min(step, MERGE_CHECKS - asked)
+            batch, todo = todo[:n], todo[n:]
+            results = self.pool.map(CHECK_FN, [(first[distinct[j]], first[distinct[i]], False) for i, j, _ in batch])
+            asked += len(batch)
+            for (i, j, ck), r in zip(batch, results):
+                if r.status == "ok":
+                    self.cache.put(ck, r.value)
+                else:
+                    failed.update((i, j))
+                same[i, j] = r.status == "ok" and r.value.verdict == "correct"
+            todo = [(i, j, ck) for i, j, ck in todo if failed[i] < 2 and failed[j] < 2]
+        self.counts["key_checks"] += asked
+        self.counts["key_checks_skipped"] += pairs - asked
+        root = list(range(len(distinct)))
+        for j in range(1, len(distinct)):
+            root[j] = next((i for i in range(j) if root[i] == i and same.get((i, j))), j)
+        self.counts["key_merges"] += sum(r != j for j, r in enumerate(root))
+        merged = {k: distinct[root[j]] for j, k in enumerate(distinct)}
+        return [None if k is None else merged[k] for k in keys]
 
     def check(self, answers: list[str | None], label: str, texts: list[str]) -> list[Verdict]:
         """Cache, then the cheap in-process check, then the pool for what is left. A label of

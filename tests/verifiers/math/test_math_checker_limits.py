@@ -41,3 +41,56 @@ def test_an_adversarial_answer_times_out_in_the_pool_as_a_timeout_verdict():
         assert [v.kind for v in checker.check([None], "12", ["no box here"])] == ["no_answer"]
     finally:
         checker.close()
+
+
+def test_vote_keys_merge_equivalent_forms_by_the_checks_own_equivalence():
+    """answer_key keeps rationals canonical but not other forms of one value; keys() merges each
+    distinct key into the first earlier one that check() finds equal (exact, no rounding)."""
+    checker = MathChecker(VerifierConfig(check_timeout_s=5.0, pool_workers=1))
+    try:
+        answers = ["2\\sqrt{2}", "\\sqrt{8}", "\\{1,2\\}", "\\{2,1\\}", "\\frac{\\pi}{2}", "\\pi/2", None, "7", "14/2",
+                   "0.333", "\\frac{1}{3}", "x+1", "y+1", "(1,2)", "(2,1)"]
+        keys = checker.keys(answers)
+        k = dict(zip(range(len(answers)), keys))
+        assert k[0] == k[1] and k[2] == k[3] and k[4] == k[5] and k[7] == k[8]  # one value, one key
+        assert k[6] is None
+        # not equal: rounding (the vote is exact), other variables, the order of a tuple
+        assert k[9] != k[10] and k[11] != k[12] and k[13] != k[14]
+        assert len(set(keys) - {None}) == 10
+        stats = checker.stats()
+        assert stats["verifier/key_merges"] == 3  # 14/2 and 7 had one key already (answer_key)
+        assert stats["verifier/key_checks"] > 0 and stats["verifier/key_checks_skipped"] == 0
+        # the same answers again: every pair is in the cache, no check process is asked
+        assert checker.keys(answers) == keys and checker.stats()["verifier/key_checks"] == stats["verifier/key_checks"]
+    finally:
+        checker.close()
+
+
+def test_vote_keys_stop_merging_past_the_checks_a_group_may_take():
+    from jury.verifiers.math.checker import MERGE_CHECKS
+
+    checker = MathChecker(VerifierConfig(check_timeout_s=5.0, pool_workers=1))
+    try:
+        answers = [f"{i}\\sqrt{{2}}" for i in range(2, 19)] + ["\\sqrt{8}"]  # 18 symbolic answers: 153 pairs
+        keys = checker.keys(answers)
+        stats = checker.stats()
+        assert stats["verifier/key_checks"] == MERGE_CHECKS
+        assert stats["verifier/key_checks_skipped"] == 18 * 17 // 2 - MERGE_CHECKS
+        assert len(set(keys)) == 18  # the pairs of √8 come last (from the 137th), past the limit: not merged
+    finally:
+        checker.close()
+
+
+def test_an_answer_whose_checks_time_out_is_asked_about_no_more():
+    checker = MathChecker(VerifierConfig(check_timeout_s=0.3, pool_workers=1))
+    try:
+        # each pair of these sends sympy's simplify past a minute (found by an outside probe)
+        slow = [f"(x^{{3001}}+y+z+w+{c})^{{30}}" for c in (0, 1, 2)]
+        keys = checker.keys([*slow, "2\\sqrt{2}", "\\sqrt{8}"])
+        stats = checker.stats()
+        assert keys[3] == keys[4] and len(set(keys[:3])) == 3
+        # (0, 1) and (0, 2) timed out: 0 was asked about no more; (1, 2) timed out: nor 1 and 2. Of
+        # the 10 pairs, (3, 4) was the only other one asked
+        assert stats["verifier/key_checks"] == 4 and stats["verifier/key_checks_skipped"] == 6
+    finally:
+        checker.close()
