@@ -22,6 +22,11 @@ KL_ESTIMATORS = ("k3", "low_var_kl")
 # verl's low_var_kl (kl_penalty in verl/trainer/ppo/core_algos.py): k3 of a log-ratio clamped to
 # +-20, the estimate itself clamped to +-10 (k3 >= 0: at most 10); no gradient where either clamps
 KL_LOG_RATIO_BOUND, KL_VALUE_BOUND = 20.0, 10.0
+# The policy ratio's log is clamped to +-20 before the exp, as verl does (compute_policy_loss_vanilla,
+# verl/trainer/ppo/core_algos.py): a behaviour log-prob of -inf (or -100) would give ratio inf, and
+# inf x 0 a NaN gradient on a token the clip had already cut off (or a NaN loss at advantage 0).
+# Past the bound no gradient flows; any clip range cuts far below it (e^20 is 4.9e8)
+RATIO_LOG_BOUND = 20.0
 # What the importance ratio w = pi_old / pi_behav is taken over: each token, the whole
 # sequence (product of its tokens' ratios) or the sequence's geometric mean.
 IS_LEVELS = ("token", "sequence", "geometric")
@@ -222,7 +227,8 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
     adv = advantages.detach().to(ct)
     adv = clean(adv.unsqueeze(1).expand_as(lp) if adv.dim() == 1 else adv)
 
-    ratio = torch.exp(lp - old)
+    log_ratio = (lp - old).clamp(-RATIO_LOG_BOUND, RATIO_LOG_BOUND)
+    ratio = torch.exp(log_ratio)
     r = ratio.detach()
     clipped = ((adv > 0) & (r > 1 + clip_high)) | ((adv < 0) & (r < 1 - clip_low))
     pg = -torch.where(clipped, r.clamp(1 - clip_low, 1 + clip_high), ratio) * adv
@@ -240,7 +246,8 @@ def policy_loss(logp, old_logp, advantages, mask, *, behav_logp=None, ref_logp=N
     # regulariser on the current policy, as in verl's decoupled PPO.
     pg = weight * pg
     # k3 estimator: against the reference policy when given, else against the old one.
-    d = (old if ref_logp is None else clean(ref_logp.detach())) - lp
+    # (against the old policy: approx_kl, a statistic, of the clamped log-ratio as the ratio is)
+    d = -log_ratio if ref_logp is None else clean(ref_logp.detach()) - lp
     if kl_estimator == "low_var_kl":  # verl's: the log-ratio clamped to +-20, the estimate to <= 10
         d = d.clamp(-KL_LOG_RATIO_BOUND, KL_LOG_RATIO_BOUND)
     k3 = torch.exp(d) - d - 1

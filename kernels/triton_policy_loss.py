@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .reference import (KL_LOG_RATIO_BOUND, KL_VALUE_BOUND, SUM_COLUMNS, aggregation_row_scale,
+from .reference import (KL_LOG_RATIO_BOUND, KL_VALUE_BOUND, RATIO_LOG_BOUND, SUM_COLUMNS, aggregation_row_scale,
                         check_policy_args, policy_stats, row_log_ratio)
 
 _NUM_SUMS = len(SUM_COLUMNS)
@@ -22,7 +22,7 @@ _NUM_SUMS = len(SUM_COLUMNS)
 def _policy_loss_kernel(
     logp_ptr, old_ptr, adv_ptr, mask_ptr, behav_ptr, ref_ptr, row_ptr, scale_ptr, grad_ptr, sums_ptr,
     T, adv_stride_b, adv_stride_t, clip_low, clip_high, dual_clip, tis_cap, mask_low, mask_high,
-    kl_coef, kl_log_bound, kl_value_bound, HAS_DUAL: tl.constexpr, HAS_BEHAV: tl.constexpr, ROW_IS: tl.constexpr,
+    kl_coef, kl_log_bound, kl_value_bound, ratio_log_bound, HAS_DUAL: tl.constexpr, HAS_BEHAV: tl.constexpr, ROW_IS: tl.constexpr,
     HAS_CAP: tl.constexpr, HAS_BAND: tl.constexpr, HAS_REF: tl.constexpr, KL_CLAMP: tl.constexpr,
     NUM_SUMS: tl.constexpr, BLOCK_T: tl.constexpr,
 ):
@@ -38,10 +38,13 @@ def _policy_loss_kernel(
     adv = tl.load(adv_ptr + row * adv_stride_b + cols * adv_stride_t, mask=valid,
                   other=0.0).to(tl.float32)
 
-    ratio = tl.exp(lp - old)
+    # the log-ratio clamped as reference.policy_loss does (RATIO_LOG_BOUND): no gradient past it
+    log_ratio = lp - old
+    in_bound = (log_ratio >= -ratio_log_bound) & (log_ratio <= ratio_log_bound)
+    ratio = tl.exp(tl.minimum(tl.maximum(log_ratio, -ratio_log_bound), ratio_log_bound))
     clipped = ((adv > 0) & (ratio > 1 + clip_high)) | ((adv < 0) & (ratio < 1 - clip_low))
     pg = -tl.where(clipped, tl.minimum(tl.maximum(ratio, 1 - clip_low), 1 + clip_high), ratio) * adv
-    dpg = tl.where(clipped, 0.0, -ratio * adv)
+    dpg = tl.where(clipped | (in_bound == 0), 0.0, -ratio * adv)
     dual = tl.zeros_like(clipped)
     if HAS_DUAL:
         dual = (adv < 0) & (ratio > dual_clip)
@@ -72,8 +75,8 @@ def _policy_loss_kernel(
 
     if HAS_REF:
         d = tl.load(ref_ptr + offs, mask=valid, other=0.0).to(tl.float32) - lp
-    else:
-        d = old - lp
+    else:  # approx_kl against the old policy: of the clamped log-ratio, as the ratio is
+        d = -tl.minimum(tl.maximum(log_ratio, -ratio_log_bound), ratio_log_bound)
     dk3 = 1 - tl.exp(d)  # d(k3)/d(logp)
     # (one branch per case: Triton's compiler, unlike its interpreter, does not carry a name
     # defined under one `if` into the next)
@@ -132,7 +135,7 @@ def _launch(logp, old_logp, advantages, mask, behav_logp, ref_logp, row_logw, sc
             logp, old_logp, adv, mask, behav, ref, row, scale, grad, sums,
             t, adv.stride(0), adv.stride(1), cfg["clip_low"], cfg["clip_high"],
             cfg["dual_clip"] or 0.0, cfg["tis_cap"] or 0.0, low, high, cfg["kl_coef"],
-            KL_LOG_RATIO_BOUND, KL_VALUE_BOUND,
+            KL_LOG_RATIO_BOUND, KL_VALUE_BOUND, RATIO_LOG_BOUND,
             HAS_DUAL=cfg["dual_clip"] is not None, HAS_BEHAV=behav_logp is not None,
             ROW_IS=row_logw is not None, HAS_CAP=cfg["tis_cap"] is not None,
             HAS_BAND=band is not None, HAS_REF=ref_logp is not None,

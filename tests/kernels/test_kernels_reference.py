@@ -224,6 +224,30 @@ def test_sequence_ratio_overflow_is_capped_not_inf():
     assert loss.item() == 0 and stats["mask_frac"].item() == 1
 
 
+def test_an_old_log_prob_of_minus_inf_gives_a_finite_loss_and_gradient():
+    """A token the old policy gave probability 0 (-inf, or -100): its ratio overflowed to inf and
+    inf x 0 made a NaN gradient on a clipped token, and a NaN loss at advantage 0, so the step was
+    skipped as non-finite. The log-ratio is clamped to +-20 before the exp, as verl does
+    (volcengine/verl@b178a3cd verl/trainer/ppo/core_algos.py compute_policy_loss_vanilla): past
+    it no gradient, and the loss is verl's."""
+    old = tensor([[-1.1, -math.inf, -2.0, -100.0]])
+    logp = tensor([[-1.0, -1.0, -2.0, -1.0]]).requires_grad_()
+    mask = torch.ones(1, 4)
+    e20 = math.exp(ref.RATIO_LOG_BOUND)
+    for adv, kwargs, tok in ((1.0, {}, [None, -(1.2), None, -(1.2)]),          # clipped at 1 + 0.2
+                             (-1.0, dict(dual_clip=3.0), [None, 3.0, None, 3.0]),  # dual-clipped at 3
+                             (-1.0, {}, [None, e20, None, e20]),                  # unclipped: e^20
+                             (0.0, {}, [0.0, 0.0, 0.0, 0.0])):
+        loss, stats = ref.policy_loss(logp, old, torch.full((1,), adv, dtype=F64), mask, **kwargs)
+        (grad,) = torch.autograd.grad(loss, logp)
+        assert torch.isfinite(loss) and torch.isfinite(grad).all(), (adv, kwargs, loss, grad)
+        assert grad[0, 1].item() == 0 and grad[0, 3].item() == 0, (adv, kwargs, grad)  # no gradient past the bound
+        assert math.isfinite(stats["ratio_mean"].item()) and math.isfinite(stats["approx_kl"].item())
+        r = [math.exp(0.1), None, 1.0, None]
+        want = sum(t if t is not None else -r[i] * adv for i, t in enumerate(tok)) / 4
+        assert loss.item() == pytest.approx(want, rel=1e-9), (adv, kwargs)
+
+
 def test_policy_loss_empty_mask_gives_zero_not_nan():
     logp = torch.randn(2, 3, requires_grad=True)
     loss, stats = ref.policy_loss(logp, torch.randn(2, 3), torch.randn(2), torch.zeros(2, 3),

@@ -9,6 +9,7 @@ Inputs are fresh each run; a failure prints the seed (JURY_TEST_SEED=<seed> repl
 """
 
 import importlib
+import math
 import os
 import random
 import subprocess
@@ -183,6 +184,21 @@ def test_policy_loss_ratio_on_bound(device, seed):
     check_policy(impl, (logp, old, adv, mask, {}), kwargs, torch.float32, seed, "on-bound")
     _, stats = impl.policy_loss(logp, old, adv, mask, **kwargs)
     assert stats["clip_frac"].item() == 0, stats
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_policy_loss_old_log_prob_of_minus_inf(device, seed):
+    # tokens the old policy gave -inf or -100: the log-ratio clamped to +-20 in both backends, a
+    # finite loss and a zero gradient there, at any advantage's sign (and 0), with and without dual clip
+    impl = triton_impl("triton_policy_loss")
+    logp, old, adv, mask, _ = policy_inputs(5, 37, "dapo-seq", torch.float32, device)
+    old = old.clone()
+    old[:, ::3] = -math.inf
+    old[:, 1::7] = -100.0
+    adv = adv.clone()
+    adv[0] = 0.0
+    for kwargs in ({}, dict(dual_clip=3.0)):
+        check_policy(impl, (logp, old, adv, mask, {}), kwargs, torch.float32, seed, f"old -inf {kwargs}")
 
 
 @pytest.mark.parametrize("device", DEVICES)
