@@ -73,9 +73,12 @@ def plan_shards(batch: Batch, minibatches: int, world: int, seed: int = 0) -> li
 
 
 def totals(batch: Batch, plan: list[list[list[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(completion tokens, sequences) of each mini-batch."""
+    """(completion tokens, sequences) of each mini-batch. A sequence is a row with at least one
+    completion token, as update.recount and the kernels count them (a generation aborted before its
+    first token has none): counting every row made the seq-mean and dr_grpo losses of the same
+    batch differ by whether a recount ran."""
     tokens = [float(sum(batch.completion[rows].sum() for rows in mb)) for mb in plan]
-    seqs = [float(sum(len(rows) for rows in mb)) for mb in plan]
+    seqs = [float(sum(int((batch.completion[rows].sum(1) > 0).sum()) for rows in mb)) for mb in plan]
     return torch.tensor(tokens, dtype=torch.float64), torch.tensor(seqs, dtype=torch.float64)
 
 

@@ -204,3 +204,18 @@ def test_a_self_reward_gets_the_penalty_before_its_advantages():
                       torch.ones(2, dtype=torch.bool), torch.ones(2, 1))
     shaped = shaped_group_rewards(torch.tensor([0.2, 0.6]), torch.tensor([0.0, -0.5]), scoring)
     np.testing.assert_allclose(shaped[0], [0.2, 0.1], rtol=1e-6)
+
+
+def test_a_row_without_completion_tokens_is_no_sequence_in_any_count():
+    """A generation aborted before its first token has no completion token: the plan's counts
+    (shard.totals) and a recount agree that it is no sequence, so the seq-mean and dr_grpo
+    denominators do not depend on whether a recount ran (counting it shrank those losses by 5/6)."""
+    from jury.learner.shard import plan_shards, totals
+    from jury.learner.update import recount
+
+    shard = _shard([0, 1, 2], [1.0, 1.0, 1.0])
+    shard.batch.completion[1] = 0.0  # no completion token
+    tokens, seqs = totals(shard.batch, plan_shards(shard.batch, 1, 1))
+    assert tokens.tolist() == [2.0] and seqs.tolist() == [2.0]
+    recount(shard)
+    assert shard.tokens.tolist() == tokens.tolist() and shard.seqs.tolist() == seqs.tolist()
