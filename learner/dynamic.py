@@ -8,10 +8,15 @@
         done: train on fill.kept_groups(), log fill_metrics(fill)
     continuous admission: ScoredFill / advance_scored / scored_fill_metrics in their place (below)
 
-A group whose rewards are all equal (after the overlong penalty: the rewards the advantages see)
-has zero advantage in every scheme (grpo, drgrpo, rloo all subtract the group's mean) and only
-dilutes the batch. Dynamic sampling drops it and admits more prompts (refills) until the batch
-holds `batch_groups` groups with signal, at most `max_refills` refills per step.
+DAPO keeps a group only if some but not all of its samples are correct (eq. 11: 0 < |correct| < G;
+verl's DAPO recipe filters on `acc`). Here, for every reward scheme: a group is flat, and dropped,
+when the scheme's rewards are all equal (within each view), before the overlong penalty. Such a
+group, all right or all wrong, would otherwise teach only length when the penalty parts its
+samples (until 2026-12-06 it was kept then). A group whose rewards differ but whose shaped rewards
+(with the penalty: what the advantages see) are equal has zero advantage in every scheme (grpo,
+drgrpo, rloo all subtract the group's mean) and is dropped too. Dynamic sampling admits more
+prompts (refills) until the batch holds `batch_groups` groups with signal, at most `max_refills`
+refills per step.
 
 How a refill gets an admission index under the same budget
 ---------------------------------------------------------
@@ -87,15 +92,17 @@ from jury.protocol.messages import ScoredGroup
 from jury.protocol.plan import Overlong, Slots
 
 
-def zero_advantage(g: ScoredGroup, overlong: Overlong | None = None) -> bool:
-    """Whether every sample's advantage is 0: within each view (CoReward's prompt and rewrite are
-    normalised apart, grpo._view_advantages) the rewards plus the overlong penalty are all equal.
-    A group without samples, or unscored, trains nothing and counts as flat."""
+def flat(g: ScoredGroup, overlong: Overlong | None = None) -> bool:
+    """Whether dynamic sampling drops the group: within each view (CoReward's prompt and rewrite are
+    normalised apart, grpo._view_advantages) the scheme's rewards are all equal (DAPO's rule), or
+    the rewards plus the overlong penalty are (every advantage 0). A group without samples, or
+    unscored, trains nothing and counts as flat."""
     if not g.group.samples or g.error is not None:
         return True
     shaped = g.rewards + overlong_penalty(np.array([len(s.token_ids) for s in g.group.samples]), overlong)
     views = np.array([s.view for s in g.group.samples])
-    return all(np.ptp(shaped[views == v]) == 0 for v in np.unique(views))
+    equal = lambda r: all(np.ptp(r[views == v]) == 0 for v in np.unique(views))  # noqa: E731
+    return equal(np.asarray(g.rewards)) or equal(shaped)
 
 
 @dataclass
@@ -126,7 +133,7 @@ class BatchFill:
             raise ValueError(f"group {index} offered twice")
         if self.slots.is_refill(index) and index >= self.slots.refill_index(self.step, 0) + self.refills:
             raise ValueError(f"group {index} is a refill slot that was never admitted ({self.refills} so far)")
-        (self.flat if zero_advantage(g, self.overlong) else self.kept)[index] = g
+        (self.flat if flat(g, self.overlong) else self.kept)[index] = g
         self.answered += 1
 
     def admitted(self) -> list[int]:
@@ -215,7 +222,7 @@ class ScoredFill:
     def offer(self, g: ScoredGroup):
         if self.done:
             raise ValueError(f"group {g.group.task.index} offered to step {self.step}, which is done")
-        if not zero_advantage(g, self.overlong):
+        if not flat(g, self.overlong):
             self.kept.append(g)
             return
         self.flat.append(g)

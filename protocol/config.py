@@ -704,8 +704,9 @@ class RunConfig:
     forced_staleness: dict[int, float] = field(default_factory=dict)
     record_groups: bool = False    # write every trained batch to run_dir/record/ (for `jury replay`)
     # DAPO's dynamic sampling (Yu et al. 2025, arXiv:2503.14476, section 3.2; verl's
-    # algorithm.filter_groups): a group whose rewards (after the overlong penalty) are all equal has
-    # zero advantage and is dropped, and more prompts are admitted (refills) until the step holds
+    # algorithm.filter_groups, metric acc): a group whose rewards are all equal (before the overlong
+    # penalty, as DAPO's accuracy rule; or after it: zero advantage) is dropped, and more prompts are
+    # admitted (refills) until the step holds
     # batch_groups groups with signal, at most max_refills per step; past that cap the step trains
     # on the groups with signal it has (learner/dynamic.py, README "Dynamic sampling")
     dynamic_sampling: bool = False

@@ -3,7 +3,7 @@ groups are flat, the refill slots' indices, how many refills a step asks for, th
 import numpy as np
 import pytest
 
-from jury.learner.dynamic import BatchFill, fill_metrics, zero_advantage
+from jury.learner.dynamic import BatchFill, fill_metrics, flat
 from jury.protocol.messages import PromptTask, RolloutGroup, Sample, ScoredGroup
 from jury.protocol.plan import Overlong, Slots
 
@@ -21,16 +21,20 @@ def _group(index, rewards, lengths=None, views=None, error=None, version=0):
 
 
 def test_flat_groups():
-    assert zero_advantage(_group(0, [1, 1, 1, 1]))
-    assert zero_advantage(_group(0, [0.3, 0.3]))
-    assert not zero_advantage(_group(0, [1, 0, 1, 1]))
-    assert zero_advantage(_group(0, [1, 0], error="verifier down"))  # trains nothing
+    assert flat(_group(0, [1, 1, 1, 1]))
+    assert flat(_group(0, [0.3, 0.3]))
+    assert not flat(_group(0, [1, 0, 1, 1]))
+    assert flat(_group(0, [1, 0], error="verifier down"))  # trains nothing
     # CoReward: each view normalised apart, so flat views make a flat group though the views differ
-    assert zero_advantage(_group(0, [1, 1, 0, 0], views=[0, 0, 1, 1]))
-    assert not zero_advantage(_group(0, [1, 1, 0, 1], views=[0, 0, 1, 1]))
-    # the overlong penalty can give a flat group signal: L_max 8, L_cache 4, lengths 4 and 6 -> 0, -1/2
-    assert not zero_advantage(_group(0, [1, 1], lengths=[4, 6]), Overlong(8, 4, 1.0, False))
-    assert zero_advantage(_group(0, [1, 1], lengths=[4, 6]))  # without it, flat
+    assert flat(_group(0, [1, 1, 0, 0], views=[0, 0, 1, 1]))
+    assert not flat(_group(0, [1, 1, 0, 1], views=[0, 0, 1, 1]))
+    # DAPO's rule is on the rewards: a group all right (or all wrong) is flat even when the overlong
+    # penalty parts its samples (L_max 8, L_cache 4, lengths 4 and 6 -> 0, -1/2): it would teach length only
+    assert flat(_group(0, [1, 1], lengths=[4, 6]), Overlong(8, 4, 1.0, False))
+    assert flat(_group(0, [1, 1], lengths=[4, 6]))
+    # rewards that differ but that the penalty makes equal (1 - 1 = 0 + 0): every advantage 0, flat too
+    assert flat(_group(0, [1, 0], lengths=[8, 4]), Overlong(8, 4, 1.0, False))
+    assert not flat(_group(0, [1, 0], lengths=[4, 6]), Overlong(8, 4, 1.0, False))
 
 
 def test_slots_keep_todays_indices_without_refills():
