@@ -14,7 +14,8 @@ import torch
 ADVANTAGE_MODES = ("grpo", "drgrpo", "rloo")
 # Named after the sources that define them: verl's agg_loss modes (token-mean, seq-mean-token-mean,
 # seq-mean-token-sum, seq-mean-token-sum-norm: verl/trainer/ppo/core_algos.py) and TRL's loss_type
-# dr_grpo (trl/trainer/grpo_trainer.py). TRL's grpo is seq-mean-token-mean, its dapo and bnpo token-mean.
+# dr_grpo (trl/trainer/grpo_trainer.py). TRL's grpo is seq-mean-token-mean, its dapo token-mean (its bnpo
+# too when every micro-batch holds as many tokens: it is a per-micro-batch token mean over the steps).
 AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm", "dr_grpo")
 # Aggregations whose denominator is a constant the caller gives (agg_const), not a count of the mask
 CONST_AGGREGATIONS = ("seq-mean-token-sum-norm", "dr_grpo")
@@ -127,7 +128,7 @@ def check_policy_args(logp, old_logp, advantages, mask, behav_logp, ref_logp,
 def aggregation_row_scale(mask, agg, agg_const, dtype=torch.float32):
     """Per-sequence factor s_b such that loss = sum_bt [mask_bt != 0] * s_b * loss_bt. (B,)
 
-    token-mean                1 / tokens                             (verl token-mean; TRL dapo, bnpo)
+    token-mean                1 / tokens                             (verl token-mean; TRL dapo)
     seq-mean-token-mean       1 / (len_b * sequences with a token)   (verl; TRL grpo)
     seq-mean-token-sum        1 / sequences with a token             (verl)
     seq-mean-token-sum-norm   1 / agg_const, the response length     (verl's Dr.GRPO: not / sequences)
