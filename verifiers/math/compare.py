@@ -74,8 +74,9 @@ def _significant_digits(value: Fraction, places: int) -> int:
     return len(str(abs(int(value * 10**places))).lstrip("0"))
 
 
-def _rounds_to(x, value: Fraction, places: int) -> bool:
-    """x rounded half-up, or truncated, to `places` decimals equals the literal."""
+def _rounds_to(x, value: Fraction, places: int, truncated_too: bool = True) -> bool:
+    """x rounded half-up, or truncated (unless not `truncated_too`), to `places` decimals equals
+    the literal."""
     target = value * 10**places
     scaled = x * 10**places
     if isinstance(scaled, float) and (not math.isfinite(scaled) or abs(scaled) > 1e14):
@@ -83,7 +84,7 @@ def _rounds_to(x, value: Fraction, places: int) -> bool:
     sign = -1 if scaled < 0 else 1
     half = Fraction(1, 2) if isinstance(scaled, Fraction) else 0.5
     rounded, truncated = sign * math.floor(abs(scaled) + half), sign * math.floor(abs(scaled))
-    return rounded == target or truncated == target
+    return rounded == target or (truncated_too and truncated == target)
 
 
 def _written_decimal(node) -> bool:
@@ -112,7 +113,8 @@ def _decimal_match(a, b) -> bool:
         (cv, cp), (fv, _) = sorted((la, lb), key=lambda t: t[1])
         return _significant_digits(cv, cp) >= 2 and _rounds_to(fv, cv, cp)
     (lv, lp), other = (la, b) if la else (lb, a)
-    if _significant_digits(lv, lp) < (2 if _written_decimal(other) else 3) or free_symbols(other):
+    written = _written_decimal(other)
+    if _significant_digits(lv, lp) < (2 if written else 3) or free_symbols(other):
         return False
     x = exact(other)
     if x is None:
@@ -123,7 +125,10 @@ def _decimal_match(a, b) -> bool:
         if abs(z.imag) > 1e-12:
             return False
         x = z.real
-    return _rounds_to(x, lv, lp)
+    # a reference may be a rounded (or cut) value of an irrational one (\sqrt{2} is 1.41); a decimal
+    # the answer wrote is a value, and one that only truncates to the reference is another value
+    # (2.59 is not 2.5, which a truncation would have accepted)
+    return _rounds_to(x, lv, lp, truncated_too=not written)
 
 
 def _alternatives(node) -> list:
@@ -167,6 +172,8 @@ def _binder_equal(a, b) -> bool:
 
 
 def value_equal(a, b) -> bool:
+    if a[0] == b[0] and a[0] in ("pct", "deg"):  # 0.5% and 50% are two values, as are (π/3)° and 60°
+        return value_equal(a[1], b[1])
     return any(_scalar_equal(x, y) for x in _alternatives(a) for y in _alternatives(b))
 
 

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from jury.protocol.boxed import group_end
 
-from .items import UNIT_WORDS
+from .items import TAIL_MEANINGS, UNIT_WORDS
 from .normalize import normalize
 from .units import read_unit
 
@@ -76,6 +76,8 @@ _HAS_MATHS = re.compile(r"[\d$\\]")
 _HAS_PLAIN_MATHS = re.compile(r"[\d$\\=^<>+*/]")
 _TEXT_BODY = re.compile(r"\\text\{[^{}]*\}")
 _MATH_WORDS = frozenset("and or sin cos tan cot sec csc log exp sqrt".split())
+# words before a value in a stated answer that say it is not the value ("the answer is not 3")
+_QUALIFIERS = frozenset("not except excluding besides never neither nor than least most".split())
 
 
 class _Span(NamedTuple):
@@ -178,15 +180,23 @@ def _prose(word: str) -> bool:
 
 
 def _around_maths(rest: str) -> str:
-    """The words from the first to the last that hold maths, and a unit after them."""
+    """The words from the first to the last that hold maths, and a unit after them; nothing when
+    a word dropped around them changes what they say ("not 3", "less than 5", "5 thousand",
+    "all numbers except 5"), and "minus 5" / "negative 5" is -5."""
     words = rest.split()
-    while words and _prose(words[0]):
-        words.pop(0)
+    start = 0
+    while start < len(words) and _prose(words[start]):
+        start += 1
     end = len(words)
-    while end and _prose(words[end - 1]):
+    while end > start and _prose(words[end - 1]):
         end -= 1
     unit = end < len(words) and (words[end].lower() in UNIT_WORDS or read_unit(words[end]) is not None)
-    return " ".join(words[: end + unit])
+    dropped = [w.rstrip(",;:.").lower() for w in words[:start] + words[end + unit:]]
+    sign = "-" if dropped[start - 1:start] in (["minus"], ["negative"]) else ""
+    if TAIL_MEANINGS & set(dropped[: start - 1 if sign else start] + dropped[start:]) or \
+            _QUALIFIERS & set(dropped):
+        return ""
+    return sign + " ".join(words[start: end + unit])
 
 
 def _has_maths(text: str) -> bool:

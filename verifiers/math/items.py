@@ -64,6 +64,15 @@ UNIT_WORDS = frozenset(
     "second seconds yuan dollars dollar cents units unit inches inch ft feet meters "
     "metres meter grams gram liters litres degrees deg miles mph kmh".split()
 )
+# Words that make a trailing text more than a unit: they scale the number, compare it, or take it
+# back ("5 \text{ million}", "5 \text{ more}", "3 \text{ (or 4)}", "5 \text{ is wrong}"); such a tail
+# is kept as text, never dropped as a unit
+TAIL_MEANINGS = frozenset(
+    "hundred hundreds thousand thousands million millions billion billions trillion dozen dozens "
+    "percent squared cubed times more fewer less greater larger smaller bigger higher lower older "
+    "younger above below than not no or wrong incorrect except plus minus loss gain profit deficit "
+    "north south east west".split()
+)
 _TEXT_SYNONYMS = {
     "infinitely many": Tok("cmd", "infty"), "infinite": Tok("cmd", "infty"),
     "infinity": Tok("cmd", "infty"), "no solution": Tok("cmd", "emptyset"),
@@ -361,7 +370,10 @@ def _drop_units(toks: list[Tok]) -> tuple[list[Tok], Unit | None]:
         else:
             break
     tail = " ".join(t.text for t in toks[cut:])
-    return toks[:cut], read_unit(tail) if tail else None
+    unit = read_unit(tail) if tail else None
+    if unit is None and TAIL_MEANINGS & {w.lower() for w in _LETTERS.findall(tail)}:
+        return toks, None  # not a unit: the tail changes what the number says
+    return toks[:cut], unit
 
 
 def _balanced_end(toks: list[Tok], k: int) -> int:

@@ -462,6 +462,29 @@ CASES: list[Case] = [
         ("2 > x > 1", "(1, 3)", False),
         ("1 < x < 2", r"x\in]1,2]", False),
     ]),
+    # found by an outside probe (2026-12-06): a percent or a degree on both sides is one reading,
+    # not x/100 against x; a written decimal that only truncates to a decimal reference is another
+    # value; a trailing word that scales, compares or takes back the number is no unit
+    *_cases("percent_degree_both_sides", [
+        (r"0.5\%", r"50\%", False), (r"1\%", r"100\%", False), (r"20\%", r"0.2\%", False),
+        (r"50\%", r"50\%", True), (r"50\%", "0.5", True), (r"\frac{\pi}{3}^\circ", r"60^\circ", False),
+        (r"60^\circ", r"60^\circ", True),
+    ]),
+    *_cases("decimal_truncation", [
+        ("2.59", "2.5", False), ("0.259", "0.25", False), ("12.509", "12.50", False),
+        ("2.54", "2.5", True), ("2.46", "2.5", True), (r"\sqrt{2}", "1.41", True),
+    ]),
+    *_cases("tail_words_not_units", [
+        (r"5 \text{ more}", r"5 \text{ fewer}", False), (r"5 \text{ years older}", r"5 \text{ years younger}", False),
+        (r"5 \text{ million}", "5", False), (r"3 \text{ (or 4)}", "3", False), (r"5 \text{ is wrong}", "5", False),
+        (r"15 \text{ apples left}", "15", True), (r"5 \text{ dollars}", "5", True),
+    ]),
+    *_cases("response_stated_with_a_qualifier", [
+        ("The answer is not 3.", "3", False), ("Final Answer: x is not 5.", "5", False),
+        ("The answer is minus 5.", "5", False), ("The answer is negative 5.", "-5", True),
+        ("Final Answer: The value is less than 5.", "5", False), ("The answer is 5 thousand.", "5", False),
+        ("Final Answer: all numbers except 5.", "5", False), ("The answer is 15 apples.", "15", True),
+    ]),
 ]
 
 
