@@ -55,6 +55,9 @@ from .sets import INEQUALITIES, chain_intervals, infinity_sign, is_set_like, nor
 VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow", "fn", "pct", "deg", "sum", "prod", "integral"})
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
 _STOP_WORDS = frozenset({"the", "a", "an"})
+# words that state an answer without being part of it, around a short phrase in a sentence reference
+_FRAMING = frozenset("answer answers final result value it its is are was were be this that so thus therefore "
+                     "hence function number sequence series graph shape triangle figure equals we get have".split())
 _NEGATIONS = frozenset({"not", "no", "never", "neither", "nor", "cannot", "doesn", "isn", "aren", "don", "won", "t"})
 
 
@@ -400,7 +403,12 @@ def _text_view(a: Parsed, r: Parsed) -> bool:
     if not (reference_is_sentence and short_phrase) or _NEGATIONS & set(rw):
         return False
     n = len(aw)
-    return any(rw[k : k + n] == aw for k in range(len(rw) - n + 1))
+    # a phrase of framing words only is no answer ("function" of "The function is even", "it" of
+    # "Yes, it is possible"). A phrase cut out of a claim still passes ("Bob" of "Alice beats Bob"):
+    # requiring the rest of the sentence to frame it, or the phrase to be its subject, lost three of
+    # HardVerify's right answers ("odd" of "Any odd number of participants", "the round trip" of
+    # "More time is required for the round trip on the river")
+    return not set(aw) <= _FRAMING and any(rw[k : k + n] == aw for k in range(len(rw) - n + 1))
 
 
 def _by_label(a: Parsed, r: Parsed) -> list | None:
@@ -445,8 +453,11 @@ def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bo
     xs, ys = [i.node for i in a.items], [i.node for i in r.items]
     aligned = _by_label(a, r)  # "a=1, b=2" is not "a=2, b=1", although {1,2} = {2,1}
     kinds = {_labelling(a), _labelling(r)}
-    # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it
-    ordered = kinds == {"distinct", "none"} and len(xs) > 1 and len(ys) > 1
+    # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it; so
+    # do two labellings with other names ("x=2, z=1" against "x=1, y=2" is not the same pair, though
+    # {1,2} = {2,1}: the names do not match, the order still says which value is which)
+    ordered = (kinds == {"distinct", "none"} or (kinds == {"distinct"} and aligned is None)) \
+        and len(xs) > 1 and len(ys) > 1
     as_sets = "one" in kinds  # x=2 or x=2 is the solution set {2}
 
     def equal(nodes: list) -> bool:

@@ -185,12 +185,17 @@ class Parser:
 
     def term(self):
         node = self.factor()
+        colons = 0
         while True:
             t = self.peek()
             if t in (Tok("op", "*"), Tok("cmd", "cdot"), Tok("cmd", "times")):
                 self.take()
                 node = mul(node, self.signed_factor())
             elif t in (Tok("op", "/"), Tok("cmd", "div"), Tok("op", ":")):
+                colons += t == Tok("op", ":")
+                if colons > 1:
+                    # "1:2:3" is a ratio of three parts, not (1/2)/3 = 1/6 (which "1:3:2" equals)
+                    raise ParseError("a ratio of more than two terms")
                 self.take()
                 node = ("div", node, self.signed_factor())
                 if self.starts_primary(self.peek()):

@@ -479,6 +479,19 @@ CASES: list[Case] = [
         (r"5 \text{ million}", "5", False), (r"3 \text{ (or 4)}", "3", False), (r"5 \text{ is wrong}", "5", False),
         (r"15 \text{ apples left}", "15", True), (r"5 \text{ dollars}", "5", True),
     ]),
+    *_cases("phrase_of_a_sentence_reference", [
+        (r"\text{function}", r"\text{The function is even}", False), (r"\text{it}", r"\text{Yes, it is possible}", False),
+        (r"\text{even}", r"\text{The function is even}", True), (r"\text{odd}", r"\text{The answer is odd}", True),
+        (r"\text{first player}", r"\text{The first player wins}", True), (r"\text{Alice}", "Alice wins the game", True),
+    ]),
+    *_cases("three_term_ratio", [
+        ("1:2:3", "1:3:2", False), ("2:3:4", "1:3:2", False), ("1:2:3", r"\frac16", False),
+        ("1:2:3", "1:2:3", True), ("3:4", r"\frac34", True),
+    ]),
+    *_cases("labels_of_other_names", [
+        ("x=2, z=1", "x=1, y=2", False), ("X=2, Y=1", "x=1, y=2", False), ("x=2, y=1, w=3", "x=1,y=2,z=3", False),
+        ("AB=5, CD=4", "AB=4,BC=5", False), ("X=1, Y=2", "x=1, y=2", True), ("y=2, x=1", "x=1, y=2", True),
+    ]),
     *_cases("response_stated_with_a_qualifier", [
         ("The answer is not 3.", "3", False), ("Final Answer: x is not 5.", "5", False),
         ("The answer is minus 5.", "5", False), ("The answer is negative 5.", "-5", True),
