@@ -204,9 +204,24 @@ class Parser:
                     raise ParseError("implicit product after a division")
             elif self.starts_primary(t):
                 mixed = self.mixed_fraction(node)
+                if mixed is None and node[0] == "num" and t.kind == "num":
+                    mixed = self.spaced_mixed_number(node)
                 node = add(node, mixed) if mixed else mul(node, self.factor())
             else:
                 return node
+
+    def spaced_mixed_number(self, whole):
+        """`2 1/2` (two numbers apart, the second a proper fraction after a whole number) is 2 + 1/2;
+        any other two numbers side by side ("2 3") have no safe reading (a product? digits?)."""
+        ks = [self.peek(k) for k in range(4)]
+        proper = (whole[2] is None and ks[0].kind == "num" and ks[1] == Tok("op", "/") and ks[2].kind == "num"
+                  and "." not in ks[0].text + ks[2].text and 0 < Fraction(ks[0].text) < Fraction(ks[2].text)
+                  and not self.starts_primary(ks[3]) and ks[3] not in (Tok("op", "^"), Tok("op", "!")))
+        if not proper:
+            raise ParseError("two numbers side by side")
+        for _ in range(3):
+            self.take()
+        return ("num", Fraction(ks[0].text) / Fraction(ks[2].text), None)
 
     def mixed_fraction(self, whole):
         """`6\\frac{1}{64}` after an integer is 6 + 1/64 (a mixed number), not 6 * 1/64."""
@@ -246,6 +261,8 @@ class Parser:
     def postfix(self, node):
         while self.at("op", "!"):
             self.take()
+            if self.at("op", "!"):  # n!! is the double factorial to most readers, (n!)! to a parser
+                raise ParseError("n!! (a double factorial) is not read")
             node = ("fn", "fact", (node,))
         if self.at("op", "'"):
             raise ParseError("primes / minutes")
