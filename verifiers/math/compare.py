@@ -456,7 +456,8 @@ def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bo
     # "x=1, y=2" against "2, 1": the labels put the values in order, the bare list must keep it; so
     # do two labellings with other names ("x=2, z=1" against "x=1, y=2" is not the same pair, though
     # {1,2} = {2,1}: the names do not match, the order still says which value is which)
-    ordered = (kinds == {"distinct", "none"} or (kinds == {"distinct"} and aligned is None)) \
+    named = any(w.startswith("word:") for i in a.items + r.items for w in i.labels)  # "Paolo: 18" names, no order
+    ordered = ((kinds == {"distinct", "none"} and not named) or (kinds == {"distinct"} and aligned is None)) \
         and len(xs) > 1 and len(ys) > 1
     as_sets = "one" in kinds  # x=2 or x=2 is the solution set {2}
 

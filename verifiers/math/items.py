@@ -443,6 +443,17 @@ def _is_tuple_label(toks: list[Tok]) -> bool:
     return len(parts) > 1 and all(_is_simple_label(p) for p in parts)
 
 
+# "Answer: 5" frames the value; "Maximum: 5, Minimum: 1" names two
+_FRAMING_LABELS = frozenset("answer answers final solution solutions result results total".split())
+
+
+def _word_label(toks: list[Tok]) -> set[str]:
+    """A word label's name ("maximum", "sequence 1"), so that "Maximum: 5, Minimum: 1" is not
+    "Maximum: 1, Minimum: 5"; none for a word that only frames the answer ("Answer: 5")."""
+    words = " ".join(t.text.lower() for t in toks)
+    return set() if toks[0].text.lower() in _FRAMING_LABELS else {"word:" + words}
+
+
 def _label_symbols(toks: list[Tok]) -> set[str]:
     """The names a label gives: its letters and Greek letters, AB as one name."""
     return {t.text for t in toks if (t.kind == "let" and (len(t.text) == 1 or _UPPER_NAME.fullmatch(t.text)))
@@ -496,6 +507,8 @@ def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], tuple[str,
             if not (0 < cut < len(toks) - 1 and _is_word_label(toks[:cut])):
                 break
         labels |= _label_symbols(toks[:cut])
+        if toks[cut] == Tok("op", ":") and _is_word_label(toks[:cut]):
+            labels |= _word_label(toks[:cut])
         if toks[cut] == Tok("op", "="):
             args = args or _definition_args(toks[:cut])
         toks = toks[cut + 1 :]

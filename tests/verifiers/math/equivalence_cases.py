@@ -492,6 +492,10 @@ CASES: list[Case] = [
         ("x=2, z=1", "x=1, y=2", False), ("X=2, Y=1", "x=1, y=2", False), ("x=2, y=1, w=3", "x=1,y=2,z=3", False),
         ("AB=5, CD=4", "AB=4,BC=5", False), ("X=1, Y=2", "x=1, y=2", True), ("y=2, x=1", "x=1, y=2", True),
     ]),
+    *_cases("word_labels", [
+        ("Maximum: 5, Minimum: 1", "Maximum: 1, Minimum: 5", False), ("Minimum: 1, Maximum: 5", "Maximum: 5, Minimum: 1", True),
+        ("Paolo: 18, Qing: 14, Rayna: 7", "7,14,18", True),
+    ]),
     *_cases("numbers_side_by_side", [
         ("2 1/2", "1", False), ("2 3", "6", False), ("3!!", "720", False),
         ("2 1/2", "5/2", True), ("12 1/2", "12.5", True), ("1 234", "1234", True),
