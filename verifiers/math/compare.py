@@ -443,6 +443,27 @@ def _converted(node, factor, accept_rounded: bool):
     return ("mul", (node, ("num", factor, None))) if node[0] in VALUE_KINDS else node
 
 
+def _definition_renaming(a: Parsed, r: Parsed) -> dict | None:
+    """When every item of both sides defines a function of the same variables' count ("f(x, y) =
+    ..."): the answer's variables to the reference's, place by place, and any other symbol of the
+    answer named like a reference variable to a name of its own (in f(t) = x^2, x is no variable:
+    not f(x) = x^2). f(y, x) = x + 2y is then not f(x, y) = x + 2y, which the renaming by free
+    symbols alone let through (both sides have x and y). None when either side defines nothing."""
+    if not a.items or not r.items or not all(i.args for i in a.items + r.items):
+        return None
+    ours, theirs = {i.args for i in a.items}, {i.args for i in r.items}
+    if len(ours) != 1 or len(theirs) != 1:
+        return None
+    (args_a,), (args_r,) = ours, theirs
+    if len(args_a) != len(args_r):
+        return None
+    mapping = dict(zip(args_a, args_r))
+    for name in set().union(*(free_symbols(i.node) for i in a.items)) - set(args_a):
+        if name in args_r:
+            mapping[name] = name + "'"
+    return mapping
+
+
 def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
     """Is the answer `a` the reference `r`? Unless accept_rounded, the answer's decimals
     are the values written (0.333 is not 1/3); the reference's may be rounded."""
@@ -468,6 +489,11 @@ def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bo
             return len(nodes) == len(ys) and all(map(item_equal, nodes, ys))
         return _items_view(nodes, ys, as_sets)
 
+    by_place = _definition_renaming(a, r)
+    if by_place is not None:  # both define a function: its variables are matched by place first
+        xs = [renamed(x, by_place) for x in xs]
+        a = a._replace(items=tuple(i._replace(node=x, args=tuple(by_place.get(v, v) for v in i.args))
+                                   for i, x in zip(a.items, xs)))
     # bound symbols may be renamed under the labels' rules too (f(x) = x + C is f(x) = x + c)
     if equal(xs) or any(equal([renamed(x, mapping) for x in xs]) for mapping in renamings(a, xs, r, ys)):
         return True

@@ -492,6 +492,10 @@ CASES: list[Case] = [
         ("x=2, z=1", "x=1, y=2", False), ("X=2, Y=1", "x=1, y=2", False), ("x=2, y=1, w=3", "x=1,y=2,z=3", False),
         ("AB=5, CD=4", "AB=4,BC=5", False), ("X=1, Y=2", "x=1, y=2", True), ("y=2, x=1", "x=1, y=2", True),
     ]),
+    *_cases("definition_variables_by_place", [
+        ("f(y,x)=x+2y", "f(x,y)=x+2y", False), ("f(t)=x^2", "f(x)=x^2", False), ("f(x) = 2y", "f(y) = 2y", False),
+        ("f(t)=t^2", "f(x)=x^2", True), ("f(a,b)=a+2b", "f(x,y)=x+2y", True), ("f(t)=t^2+C", "f(x)=x^2+c", True),
+    ]),
     *_cases("word_labels", [
         ("Maximum: 5, Minimum: 1", "Maximum: 1, Minimum: 5", False), ("Minimum: 1, Maximum: 5", "Maximum: 5, Minimum: 1", True),
         ("Paolo: 18, Qing: 14, Rayna: 7", "7,14,18", True),
