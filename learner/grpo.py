@@ -315,4 +315,8 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
                               aggregation_denominator(cfg.loss_agg, total_tokens, total_seqs, sampling.max_new_tokens))
     tokens = comp.sum().clamp(min=1)
     stats = dict(stats, entropy=((entropy * comp).sum() / tokens).detach())
+    if sampling.top_p < 1.0:  # the share of tokens outside the learner's nucleus (a policy that moved)
+        from jury.learner.nucleus import nucleus_outputs
+
+        stats["nucleus_outside"] = (nucleus_outputs.outside / tokens).detach()
     return loss, stats

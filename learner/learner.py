@@ -43,7 +43,7 @@ from jury.learner.shadow import Shadow, initial_kl
 from jury.learner.schedule import make_scheduler
 from jury.learner.shard import Shard, plan_shards, recv_shard, send_shards
 from jury.learner.errors import TrainingStopped
-from jury.learner.update import OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pass, step_stats, train_shard
+from jury.learner.update import NUCLEUS_STATS, OFF_POLICY_STATS, REJECT_SUMS, STATS, forward_pass, step_stats, train_shard
 from jury.learner.weight_sender import WeightSender, drop_tied
 from jury.protocol.config import LearnerConfig, MonitorConfig
 from jury.protocol.messages import ScoredGroup, StepResult, WeightUpdate
@@ -342,7 +342,7 @@ class Learner:
         if targets is not None:  # on the policy's mini-batches and mask (rejections and filters applied)
             sums.update(self.critic.train(shard, targets, self.pad_id, self.sampling.max_new_tokens, timers))
         self.version += 1
-        keys = ["loss", "weight", "nonfinite_skips", *STATS, *OFF_POLICY_STATS, *REJECT_SUMS,
+        keys = ["loss", "weight", "nonfinite_skips", *STATS, *OFF_POLICY_STATS, *NUCLEUS_STATS, *REJECT_SUMS,
                 *(CRITIC_SUMS if targets is not None else ())]
         totals = torch.tensor([sums[k] for k in keys], dtype=torch.float64, device=self.device)
         if self.world > 1:
@@ -359,6 +359,8 @@ class Learner:
             out["learner/grad_norm"] = float(grad_norm)
         out.update(self._nonfinite(total["nonfinite_skips"], timers.get("nonfinite", "loss or gradient")))
         out.update({f"learner/{k}": v for k, v in step_stats(total, self.cfg).items()})
+        if self.sampling.top_p < 1.0 and total["weight"] > 0:
+            out.update({f"learner/{k}": total[k] / total["weight"] for k in NUCLEUS_STATS})
         out.update(scored)
         out.update(watched)
         if targets is not None:

@@ -11,7 +11,7 @@ gradient through the cut), as every sampler's nucleus is.
 A sampled token can be outside the learner's nucleus only when the learner's policy has moved
 since (staleness > 0): its probability under the truncated policy is 0. It is scored under the
 whole distribution instead, so that the ratio stays finite (a 0 would make the KL to a reference
-infinite); `nucleus_outputs.outside` counts them (no metric logs it yet).
+infinite); `nucleus_outputs.outside` counts them (their share of the tokens: learner/nucleus_outside).
 
 The full logits of a chunk of rows exist at once (chunk_rows x V), recomputed in the backward
 (torch checkpoint), so memory stays bounded on a large vocabulary.
@@ -59,7 +59,7 @@ def nucleus_outputs(head, hidden: torch.Tensor, targets: torch.Tensor, top_p: fl
     """(log-prob, entropy[, self-certainty]) per row (N,): the log-prob under the nucleus, the entropy
     and self-certainty over the whole distribution (as at top_p 1); `head` is the model's LM head
     module (called, so that ZeRO-3 gathers its weight). Rows outside their nucleus are counted in
-    `nucleus_outputs.outside` (a tensor; no metric reads it yet)."""
+    `nucleus_outputs.outside` (a tensor; grpo.micro_loss makes it learner/nucleus_outside)."""
     outs: list[list[torch.Tensor]] = []
     for start in range(0, hidden.shape[0], CHUNK_ROWS):
         h, t = hidden[start:start + CHUNK_ROWS], targets[start:start + CHUNK_ROWS]

@@ -29,6 +29,9 @@ from jury.protocol.config import LearnerConfig
 from jury.protocol.plan import Sampling
 
 STATS = ("clip_frac", "dual_clip_frac", "approx_kl", "ratio_mean", "entropy")
+# under generator.top_p < 1 only: the share of tokens outside the learner's nucleus, scored under the whole
+# distribution instead (learner/nucleus.py)
+NUCLEUS_STATS = ("nucleus_outside",)
 # About the importance weight f(w), w = π_prox / π_behav (kernels.policy_loss's stats); logged with
 # a correction only. π_prox is fixed for the batch, so every pass over it gives the same values.
 OFF_POLICY_STATS = ("tis_frac", "mask_frac", "is_weight_mean", "is_weight_sq_mean", "behav_kl")
@@ -100,7 +103,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
     b, device = shard.batch, shard.batch.input_ids.device
     engine.train()
     sums = {"loss": 0.0, "weight": 0.0, "nonfinite_skips": 0.0,
-            **{k: 0.0 for k in STATS + OFF_POLICY_STATS + REJECT_SUMS}}
+            **{k: 0.0 for k in STATS + OFF_POLICY_STATS + NUCLEUS_STATS + REJECT_SUMS}}
     if cfg.overlong_filter:  # before the denominators: a truncated sample leaves the loss and them
         keep_loss_rows(shard)
     if cfg.recompute_proximal:
@@ -129,7 +132,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
                     minibatch_loss += float(loss.detach())
                     sums["loss"] += float(loss.detach())
                     sums["weight"] += w
-                    for k in STATS + OFF_POLICY_STATS:
+                    for k in STATS + OFF_POLICY_STATS + NUCLEUS_STATS:
                         if k in stats:
                             sums[k] += float(stats[k]) * w
                 else:  # this rank is out of rows: a zero-weight pass keeps the collectives in step

@@ -269,3 +269,19 @@ def test_a_no_grad_pass_groups_rows_of_similar_length_and_gives_each_row_its_own
                                    completion[i:i + 1, :length - 1])[0]
         assert torch.allclose(logp[i, :length - 1], alone[0], atol=1e-5), i
         assert not logp[i, length - 1:].any()  # past the row's end: nothing
+
+
+def test_tokens_outside_the_learners_nucleus_are_counted_as_a_share():
+    """Under top_p < 1 a sampled token outside the learner's nucleus (a policy that moved) is scored
+    under the whole distribution (learner/nucleus.py); the learner logs their share of the tokens.
+    Token 0 has p = 0.9, so the nucleus at top_p 0.5 holds it alone: row B's token 1 is outside."""
+    model = LogitsAreWeights()
+    with torch.no_grad():
+        model.head.weight[:, 0] = torch.tensor([math.log(9.0), 0.0])
+    cfg = LearnerConfig(minibatches=1)
+    sums = train_shard(SgdEngine(model, lr=1e-3), _shard(0.5, 1), cfg, ref_model=None,
+                       sampling=Sampling(1.0, 0.5, 1), pad_id=0, timers={})
+    assert sums["nucleus_outside"] / sums["weight"] == pytest.approx(0.5)
+    sums = train_shard(SgdEngine(model, lr=1e-3), _shard(0.5, 1), cfg, ref_model=None,
+                       sampling=Sampling(1.0, 1.0, 1), pad_id=0, timers={})
+    assert sums["nucleus_outside"] == 0  # no nucleus: nothing is outside it
