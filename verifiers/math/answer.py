@@ -77,7 +77,7 @@ def parse_answer(normalized: str) -> Parsed:
         if name is not None:  # "k \\in \\mathbb{Z}" after the answer: no item of its own
             declared.add(name)
             continue
-        item_toks, labels, is_text, unit, args, qualified = prepare_item(raw)
+        item_toks, labels, is_text, unit, args, qualified, order = prepare_item(raw)
         declared |= qualified
         node = None
         if not is_text and item_toks:
@@ -95,5 +95,8 @@ def parse_answer(normalized: str) -> Parsed:
             continue
         if has_binder:
             node = canonical(node)
+        if order and node[0] == "tuple" and len(node[1]) == len(order):
+            # "(y, x) = (1, 2)" is "(x, y) = (2, 1)": a tuple label's values in the order of their names
+            node = ("tuple", tuple(v for _, v in sorted(zip(order, node[1]), key=lambda nv: nv[0])))
         items.extend(Item(n, labels, unit, args) for n in expand_pm(node))
     return Parsed(tuple(items), normalized, frozenset(declared))

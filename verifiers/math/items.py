@@ -494,12 +494,14 @@ def _definition_args(label: list[Tok]) -> tuple[str, ...]:
     return names if names and None not in names and commas else ()
 
 
-def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], tuple[str, ...]]:
+def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], tuple[str, ...], tuple[str, ...]]:
     """Drop leading "lhs =" / "lhs \\in" labels (chains too: x=y=z=v), then "Word:" ones.
     "=" is looked for first, so the ratio in "V_1:V_2=11:21" is a label, not a word.
-    Returns the tokens left, the labels' symbols and the variables of a definition."""
+    Returns the tokens left, the labels' symbols, the variables of a definition and the names
+    of a tuple label in their order."""
     labels: set[str] = set()
     args: tuple[str, ...] = ()
+    order: tuple[str, ...] = ()
     while True:
         cut = _top_level(toks, (("op", "="), ("cmd", "in"), ("cmd", "approx")))
         if not (0 < cut < len(toks) - 1 and _is_label(toks[:cut])):
@@ -511,8 +513,19 @@ def strip_labels(toks: list[Tok]) -> tuple[list[Tok], frozenset[str], tuple[str,
             labels |= _word_label(toks[:cut])
         if toks[cut] == Tok("op", "="):
             args = args or _definition_args(toks[:cut])
+            order = order or _tuple_names(toks[:cut])
         toks = toks[cut + 1 :]
-    return toks, frozenset(labels), args
+    return toks, frozenset(labels), args, order
+
+
+def _tuple_names(label: list[Tok]) -> tuple[str, ...]:
+    """The names of a tuple label in their order ("(y, x)" -> ("y", "x")), when each is one
+    symbol; () otherwise."""
+    if not _is_tuple_label(label):
+        return ()
+    parts = split_items(label[1:-1])
+    names = tuple(" ".join(t.text for t in p) for p in parts)
+    return names if all(len(p) == 1 for p in parts) and len(set(names)) == len(names) else ()
 
 
 class Prepared(NamedTuple):
@@ -522,6 +535,7 @@ class Prepared(NamedTuple):
     unit: Unit | None  # the unit cut off the end, when units.py knows it
     args: tuple  # variables bound by a definition label, in order ("x" in "f(x) = x^2")
     declared: frozenset  # symbols a dropped qualifier declares ("t" in "... for some integer t")
+    order: tuple = ()  # a tuple label's names in their order ("(y, x) = (1, 2)": ("y", "x"))
 
 
 def prepare_item(toks: list[Tok]) -> Prepared:
@@ -533,6 +547,6 @@ def prepare_item(toks: list[Tok]) -> Prepared:
     toks, unit = _drop_units(toks)
     if not toks:
         return Prepared(toks, frozenset(), True, None, (), declared)
-    toks, labels, args = strip_labels(toks)
+    toks, labels, args, order = strip_labels(toks)
     is_text = any(t.kind == "text" for t in toks)
-    return Prepared(toks, labels, is_text, unit, args, declared)
+    return Prepared(toks, labels, is_text, unit, args, declared, order)

@@ -496,6 +496,10 @@ CASES: list[Case] = [
         ("f(y,x)=x+2y", "f(x,y)=x+2y", False), ("f(t)=x^2", "f(x)=x^2", False), ("f(x) = 2y", "f(y) = 2y", False),
         ("f(t)=t^2", "f(x)=x^2", True), ("f(a,b)=a+2b", "f(x,y)=x+2y", True), ("f(t)=t^2+C", "f(x)=x^2+c", True),
     ]),
+    *_cases("tuple_label_order", [
+        ("(y,x)=(1,2)", "x=1, y=2", False), ("(b,a)=(1,2)", "(a,b)=(1,2)", False),
+        ("(y,x)=(2,1)", "x=1, y=2", True), ("(y,x)=(2,1)", "(x,y)=(1,2)", True), ("(x,y)=(1,2)", "(1,2)", True),
+    ]),
     *_cases("word_labels", [
         ("Maximum: 5, Minimum: 1", "Maximum: 1, Minimum: 5", False), ("Minimum: 1, Maximum: 5", "Maximum: 5, Minimum: 1", True),
         ("Paolo: 18, Qing: 14, Rayna: 7", "7,14,18", True),
