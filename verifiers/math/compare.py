@@ -45,7 +45,7 @@ from fractions import Fraction
 
 from .answer import Parsed
 from .binders import renamings
-from .evaluate import BIG_OPERATORS, EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, sympy_equal
+from .evaluate import BIG_OPERATORS, EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
 from .items import symbol_words
 from .parse import PI
 from .solve import unique_root
@@ -210,7 +210,7 @@ def _proportional(d1, d2, sign: int, ordered: bool) -> bool:
     syms = free_symbols(d1) | free_symbols(d2)
     if not syms:
         return False
-    ratios = []
+    ratios, anchor = [], None
     for env in points(syms, False):
         try:
             v1, v2 = numeric(d1, env), numeric(d2, env)
@@ -221,7 +221,16 @@ def _proportional(d1, d2, sign: int, ordered: bool) -> bool:
                 return False
             continue
         ratios.append(v1 / v2)
+        anchor = anchor or env
     if len(ratios) < 2 or any(abs(r - ratios[0]) > 1e-9 * max(1.0, abs(r)) for r in ratios) or abs(ratios[0]) < 1e-12:
+        return False
+    # a ratio of 1 - 1e-11 (x - 123456789012 against x - 123456789013) is no constant: d1(x)·d2(p)
+    # = d2(x)·d1(p) must hold identically, p a point where d2 is not 0, at high precision too
+    def at(d):
+        for s in syms:
+            d = substituted(d, s, ("num", Fraction(anchor[s].real), None))
+        return d
+    if identical(("mul", (d1, at(d2))), ("mul", (d2, at(d1)))) is False:
         return False
     return not ordered or (abs(ratios[0].imag) < 1e-12 and ratios[0].real * sign > 0)
 

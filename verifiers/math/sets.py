@@ -1,18 +1,35 @@
 """Subsets of the real line: intervals, inequalities, set-builders, unions, points.
 
-`to_realset` turns an item into a normalised list of disjoint intervals with float
-endpoints, so that `(-\\infty,-5)`, `k<-5` and `\\{x|x<-5\\}` all become the same
-list; `a\\le-2 \\text{or} a=1` and `(-\\infty,-2]\\cup\\{1\\}` too. Endpoints must be
-constants (`\\sqrt{11}` is fine, `k\\pi` is not: then the caller compares trees).
+`to_realset` turns an item into a normalised list of disjoint intervals, so that
+`(-\\infty,-5)`, `k<-5` and `\\{x|x<-5\\}` all become the same list; `a\\le-2
+\\text{or} a=1` and `(-\\infty,-2]\\cup\\{1\\}` too. Endpoints must be constants
+(`\\sqrt{11}` is fine, `k\\pi` is not: then the caller compares trees). A rational
+endpoint is its Fraction and compares exactly ([0, 1000000001] is not [0, 10^9]);
+another is a float that keeps its tree (`Inexact`), and two of those, or one and a
+Fraction, are equal when `agree` says so at high precision; ±inf are floats.
 """
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
-from .evaluate import EvalError, close, exact, free_symbols, numeric
+from .evaluate import EvalError, agree, close, exact, free_symbols, numeric
 
+
+class Inexact(float):
+    """An endpoint with no exact value: its float orders it, its tree decides equality."""
+
+    node: tuple
+
+    def __new__(cls, value: float, node):
+        out = super().__new__(cls, value)
+        out.node = node
+        return out
+
+
+Bound = Fraction | float  # a Fraction, an Inexact, or ±inf
 # (lo, hi, lo_closed, hi_closed); infinite ends are always open
-Interval = tuple[float, float, bool, bool]
+Interval = tuple[Bound, Bound, bool, bool]
 _FULL: list[Interval] = [(-math.inf, math.inf, False, False)]
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
 SET_ITEM_KINDS = frozenset({"interval", "union", "inter", "setminus", "setbuilder"})
@@ -28,8 +45,13 @@ def infinity_sign(node) -> int:
     return 0
 
 
-def constant(node) -> float | None:
-    """A real constant's value (±inf allowed), or None."""
+def _infinite(x: Bound) -> bool:
+    return isinstance(x, float) and math.isinf(x)
+
+
+def constant(node) -> Bound | None:
+    """A real constant's value (±inf allowed), or None: a Fraction when rational, else
+    an Inexact."""
     sign = infinity_sign(node)
     if sign:
         return sign * math.inf
@@ -38,11 +60,26 @@ def constant(node) -> float | None:
     try:
         q = exact(node)
         if q is not None:
-            return float(q)
+            return q
         z = numeric(node, {})
     except (EvalError, OverflowError):
         return None
-    return z.real if abs(z.imag) <= 1e-12 * max(1.0, abs(z.real)) else None
+    return Inexact(z.real, node) if abs(z.imag) <= 1e-12 * max(1.0, abs(z.real)) else None
+
+
+def same_bound(x: Bound, y: Bound) -> bool:
+    """Exact for two Fractions and for infinities; high precision otherwise."""
+    if _infinite(x) or _infinite(y):
+        return x == y
+    if not (isinstance(x, Inexact) or isinstance(y, Inexact)):
+        return x == y
+    a, b = (v.node if isinstance(v, Inexact) else ("num", v, None) for v in (x, y))
+    try:
+        fx, fy = float(x), float(y)
+    except OverflowError:  # a rational beyond floats, against a float
+        return False
+    verdict = agree(a, b, {}, complex(fx - fy))
+    return close(fx, fy) if verdict is None else verdict  # None: mpmath could not evaluate them
 
 
 def normalised(parts: list[Interval]) -> list[Interval]:
@@ -81,7 +118,7 @@ def intersect(a: list[Interval], b: list[Interval]) -> list[Interval]:
     return normalised(out)
 
 
-def _constraint(op: str, c: float) -> list[Interval]:
+def _constraint(op: str, c: Bound) -> list[Interval]:
     """{x : x op c}."""
     if op in ("<", "<="):
         return [(-math.inf, c, False, op == "<=")]
@@ -138,7 +175,7 @@ def to_realset(node, allow_tuple: bool) -> list[Interval] | None:
         a, b = to_realset(node[1], allow_tuple), to_realset(node[2], allow_tuple)
         return None if a is None or b is None else intersect(a, complement(b))
     c = constant(node)
-    if c is None or math.isinf(c):
+    if c is None or _infinite(c):
         return None
     return [(c, c, True, True)]
 
@@ -161,13 +198,7 @@ def realsets_equal(a: list[Interval], b: list[Interval]) -> bool:
     if len(a) != len(b):
         return False
     for (alo, ahi, alc, ahc), (blo, bhi, blc, bhc) in zip(a, b):
-        for x, y in ((alo, blo), (ahi, bhi)):
-            if math.isinf(x) or math.isinf(y):
-                if x != y:
-                    return False
-            elif not close(x, y):
-                return False
-        if (alc, ahc) != (blc, bhc):
+        if (alc, ahc) != (blc, bhc) or not (same_bound(alo, blo) and same_bound(ahi, bhi)):
             return False
     return True
 
