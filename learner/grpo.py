@@ -302,6 +302,11 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
     width = int(attn.sum(1).max())
     ids, attn, comp = batch.input_ids[idx][:, :width], attn[:, :width], batch.completion[idx][:, : width - 1]
     logp, entropy = token_logprobs(model, ids, attn, comp, sampling.temperature, top_p=sampling.top_p)
+    outside = None
+    if sampling.top_p < 1.0:  # the policy's count, before the reference's forward sets it again
+        from jury.learner.nucleus import nucleus_outputs
+
+        outside = nucleus_outputs.outside
     ref = None
     if ref_model is not None:
         with torch.no_grad():
@@ -315,8 +320,6 @@ def micro_loss(model, batch: Batch, idx, cfg: LearnerConfig, *, ref_model=None,
                               aggregation_denominator(cfg.loss_agg, total_tokens, total_seqs, sampling.max_new_tokens))
     tokens = comp.sum().clamp(min=1)
     stats = dict(stats, entropy=((entropy * comp).sum() / tokens).detach())
-    if sampling.top_p < 1.0:  # the share of tokens outside the learner's nucleus (a policy that moved)
-        from jury.learner.nucleus import nucleus_outputs
-
-        stats["nucleus_outside"] = (nucleus_outputs.outside / tokens).detach()
+    if outside is not None:  # the share of tokens outside the learner's nucleus (a policy that moved)
+        stats["nucleus_outside"] = (outside / tokens).detach()
     return loss, stats

@@ -282,6 +282,16 @@ def test_tokens_outside_the_learners_nucleus_are_counted_as_a_share():
     sums = train_shard(SgdEngine(model, lr=1e-3), _shard(0.5, 1), cfg, ref_model=None,
                        sampling=Sampling(1.0, 0.5, 1), pad_id=0, timers={})
     assert sums["nucleus_outside"] / sums["weight"] == pytest.approx(0.5)
+    # with a reference model (KL), its own forward through the nucleus does not overwrite the count:
+    # at top_p 0.7 the policy (0.9, 0.1) keeps token 0 alone, the reference (0.6, 0.4) keeps both
+    with torch.no_grad():
+        model.head.weight[:, 0] = torch.tensor([math.log(9.0), 0.0])
+    ref = LogitsAreWeights()
+    with torch.no_grad():
+        ref.head.weight[:, 0] = torch.tensor([math.log(0.6), math.log(0.4)])
+    sums = train_shard(SgdEngine(model, lr=1e-3), _shard(0.5, 1), LearnerConfig(minibatches=1, kl_coef=0.1),
+                       ref_model=ref, sampling=Sampling(1.0, 0.7, 1), pad_id=0, timers={})
+    assert sums["nucleus_outside"] / sums["weight"] == pytest.approx(0.5)
     sums = train_shard(SgdEngine(model, lr=1e-3), _shard(0.5, 1), cfg, ref_model=None,
                        sampling=Sampling(1.0, 1.0, 1), pad_id=0, timers={})
     assert sums["nucleus_outside"] == 0  # no nucleus: nothing is outside it
