@@ -14,9 +14,11 @@ Three ways, cheapest first:
     and x^{150} is not 0. Values are principal complex values (`e^{\\ln x}` is x); but a negative
     number to a rational power p/q with q odd is real, as `\\sqrt[q]{x^p}` is (x^{1/3} is
     `\\sqrt[3]{x}`, (-8)^{2/3} is 4). Outside (0, 1) a point where either side is not real
-    is skipped: two formulas are compared on their common real domain, as an identity in a
-    problem is meant (`\\ln x + \\ln y` is `\\ln(xy)` and `2\\ln x` is `\\ln(x^2)`, both sides
-    real only for positive values there; `\\sqrt{x^3}` and `x\\sqrt{x}` at x = -2).
+    is skipped, as is one where either side took a square root, log or fractional power of a
+    negative (or an arcsin beyond 1) on the way: two formulas are compared on their common real
+    domain, as an identity in a problem is meant (`\\ln x + \\ln y` is `\\ln(xy)`, `2\\ln x` is
+    `\\ln(x^2)` and `\\sqrt{x}\\sqrt{y}` is `\\sqrt{xy}`, for positive values; `\\sqrt{x^3}` and
+    `x\\sqrt{x}` at x = -2).
     Agreeing to 1e-9 in floating point is only a filter: `agree` then
     confirms at two of the points with mpmath, at a coarse and a fine precision set by
     the magnitudes in the trees: a real difference stays put, rounding noise shrinks
@@ -31,6 +33,7 @@ from __future__ import annotations
 import cmath
 import hashlib
 import math
+import threading
 import zlib
 from fractions import Fraction
 from functools import lru_cache
@@ -232,8 +235,29 @@ def _unsigned_zero(z: complex) -> complex:
     return complex(z.real, 0.0) if z.imag == 0 else z
 
 
+# Whether the evaluation in progress (this thread's) took a value off the real line on the way: a
+# square root or log of a negative, an arcsin beyond 1, a fractional power of a negative. At a
+# point outside (0, 1) such a side is outside its real domain, even when its value ends up real
+# (\sqrt{x}\sqrt{y} at two negatives is -\sqrt{xy}): `identical` skips the point.
+_TRACK = threading.local()
+
+
+def _off_real(z: complex, low: float = 0.0, high: float = math.inf, inclusive: bool = True) -> None:
+    inside = abs(z.imag) <= 1e-12 * max(1.0, abs(z.real)) and (
+        low <= z.real <= high if inclusive else low < z.real <= high)
+    if not inside:
+        _TRACK.left = True
+
+
 def _numeric_fn(name: str, args: list[complex]) -> complex:
     args = [_unsigned_zero(a) for a in args]
+    if name == "sqrt" and args:
+        _off_real(args[0])
+    elif name == "log" and args:
+        for a in args:
+            _off_real(a, inclusive=False)
+    elif name in ("arcsin", "arccos") and args:
+        _off_real(args[0], -1.0, 1.0)
     if name in _UNARY and len(args) == 1:
         return _UNARY[name](args[0])
     if name == "log":
@@ -254,6 +278,7 @@ def _numeric_fn(name: str, args: list[complex]) -> complex:
 
 
 def numeric(node, env: dict[str, complex]) -> complex:
+    _TRACK.left = False
     try:
         value = _numeric(node, env)
     except (ZeroDivisionError, OverflowError, ValueError) as exc:
@@ -294,6 +319,8 @@ def _numeric(node, env) -> complex:
             q = _odd_root_exponent(node[2])
             if q is not None:  # the real root, as \sqrt[3]{x} is: x^{1/3} at x = -8 is -2
                 return complex((-1) ** q.numerator * (-base.real) ** float(q))
+        if not (e.imag == 0 and e.real == int(e.real)):  # a fractional power: of a positive real only
+            _off_real(base)
         return base**e
     if kind == "pct":
         return _numeric(node[1], env) / 100
@@ -352,7 +379,9 @@ def close(a: complex, b: complex) -> bool:
 
 HP_BASE, HP_STEP, HP_MARGIN = 192, 160, 64
 HP_SPAN_FOR_ONE_PASS = 48  # 53-bit floats are the coarse pass when 192 bits are fine enough
-HP_MAX_SPAN = 4_096  # bits between the largest and the smallest magnitude honoured
+# bits between the largest and the smallest magnitude a confirmation takes on: past it (a sum of
+# x^k! over a thousand k) mpmath would take seconds a point, so the floating-point verdict stands
+HP_MAX_SPAN = 1_024
 HP_POINTS = 2  # points confirmed at high precision (after all agreed in floating point)
 _INVERSE_TRIG = frozenset({"arcsin", "arccos", "arctan", "arccot"})
 
@@ -364,13 +393,22 @@ def _mpmath():
     return mpmath
 
 
+# values one high-precision pass may work out: a sum of a thousand x^k! took 5 s (past the check
+# timeout) at 192 bits; past it the floating-point verdict stands
+HP_MAX_VALUES = 2_000
+
+
 class _Span:
     """The smallest and largest magnitudes (in bits) of the values a pass went through."""
 
     def __init__(self):
         self.lo = self.hi = None
+        self.values = 0
 
     def see(self, v, mpm):
+        self.values += 1
+        if self.values > HP_MAX_VALUES:
+            raise EvalError("too many values for a high-precision pass")
         if v:
             m = int(mpm.mag(v))
             self.lo = m if self.lo is None or m < self.lo else self.lo
@@ -379,7 +417,7 @@ class _Span:
 
     @property
     def bits(self) -> int:
-        return 0 if self.lo is None else min(self.hi - self.lo, HP_MAX_SPAN)
+        return 0 if self.lo is None else self.hi - self.lo
 
 
 def _hp_real(z, mpm):
@@ -544,6 +582,8 @@ def agree(a, b, env: dict[str, complex], float_difference: complex | None = None
     floating-point difference (53 bits) is the coarse one, else two more passes."""
     try:
         d_lo, span = _hp_difference(a, b, env, HP_BASE)
+        if span.bits > HP_MAX_SPAN:
+            return None
         if float_difference is not None and span.bits <= HP_SPAN_FOR_ONE_PASS:
             d_lo, d_hi, lo = float_difference, d_lo, 53
         else:
@@ -649,12 +689,15 @@ def identical(a, b) -> bool | None:
     decided = []
     for k, env in enumerate(points(syms) if syms else [{}]):
         try:
-            va, vb = numeric(a, env), numeric(b, env)
+            va = numeric(a, env)
+            left = _TRACK.left
+            vb = numeric(b, env)
+            left = left or _TRACK.left
         except EvalError:
             continue
-        if k >= NARROW_POINTS and not (_real_value(va) and _real_value(vb)):
-            # outside the two sides' common real domain: an identity is read where both are real
-            # (\ln x + \ln y is \ln(xy), 2\ln x is \ln(x^2), as for x, y > 0; \sqrt{x^3} is x\sqrt{x})
+        if k >= NARROW_POINTS and (left or not (_real_value(va) and _real_value(vb))):
+            # outside the two sides' common real domain: an identity is read where both are real all
+            # the way (\ln x + \ln y is \ln(xy) and \sqrt{x}\sqrt{y} is \sqrt{xy}, as for x, y > 0)
             continue
         if not close(va, vb):
             return False
