@@ -24,6 +24,7 @@ class Item(NamedTuple):
     labels: frozenset  # symbols named by dropped labels ("x" in "x = 3")
     unit: Unit | None = None  # the unit written after it ("cm" in "5 cm"), when known
     args: tuple = ()  # variables its definition label binds, in order ("x" in "f(x) = x^2")
+    names: tuple = ()  # a tuple label's names, in the order of the tuple's values ("(y, x) = (1, 2)")
 
 
 MAX_PM_BRANCHES = 64
@@ -95,8 +96,7 @@ def parse_answer(normalized: str) -> Parsed:
             continue
         if has_binder:
             node = canonical(node)
-        if order and node[0] == "tuple" and len(node[1]) == len(order):
-            # "(y, x) = (1, 2)" is "(x, y) = (2, 1)": a tuple label's values in the order of their names
-            node = ("tuple", tuple(v for _, v in sorted(zip(order, node[1]), key=lambda nv: nv[0])))
-        items.extend(Item(n, labels, unit, args) for n in expand_pm(node))
+        # a tuple label's names in their order, for the comparison to align by (compare.by_names)
+        names = order if order and node[0] == "tuple" and len(node[1]) == len(order) else ()
+        items.extend(Item(n, labels, unit, args, names) for n in expand_pm(node))
     return Parsed(tuple(items), normalized, frozenset(declared))

@@ -473,9 +473,34 @@ def _definition_renaming(a: Parsed, r: Parsed) -> dict | None:
     return mapping
 
 
+def _names_of(p: Parsed) -> tuple | None:
+    """The names p gives its values in order: a tuple label's ("(y, x) = ..."), or one name per
+    item ("x=1, y=2"); None when it gives none."""
+    if len(p.items) == 1 and p.items[0].names:
+        return p.items[0].names
+    names = [next(iter(i.labels)) if len(i.labels) == 1 else None for i in p.items]
+    return tuple(names) if len(names) > 1 and None not in names and len(set(names)) == len(names) else None
+
+
+def _by_names(p: Parsed, theirs: tuple) -> Parsed:
+    """p's tuple-labelled values in the order of the other side's names, when both name the same
+    values: (y, x) = (2, 1) against x=1, y=2 or (x, y) = (1, 2) is read (2, 1) -> (1, 2). Against a
+    bare tuple the order written stands ((m, b) = (2, 3) for (2, 3))."""
+    item = p.items[0]
+    position = {n: k for k, n in enumerate(item.names)}
+    values = tuple(item.node[1][position[n]] for n in theirs)
+    return p._replace(items=(item._replace(node=("tuple", values), names=theirs),))
+
+
 def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
     """Is the answer `a` the reference `r`? Unless accept_rounded, the answer's decimals
     are the values written (0.333 is not 1/3); the reference's may be rounded."""
+    ours, theirs = _names_of(a), _names_of(r)
+    if ours and theirs and ours != theirs and set(ours) == set(theirs):
+        if len(a.items) == 1 and a.items[0].names:
+            a = _by_names(a, theirs)
+        elif len(r.items) == 1 and r.items[0].names:
+            r = _by_names(r, ours)
     factors = conversions([i.unit for i in a.items], [i.unit for i in r.items])
     if factors is None:  # both sides carry units, of other dimensions (5 kg, 5 m)
         return False

@@ -499,6 +499,9 @@ CASES: list[Case] = [
     *_cases("tuple_label_order", [
         ("(y,x)=(1,2)", "x=1, y=2", False), ("(b,a)=(1,2)", "(a,b)=(1,2)", False),
         ("(y,x)=(2,1)", "x=1, y=2", True), ("(y,x)=(2,1)", "(x,y)=(1,2)", True), ("(x,y)=(1,2)", "(1,2)", True),
+        # against a bare tuple the order written stands (names in no alphabetical order)
+        ("(m, b) = (2, 3)", "(2, 3)", True), ("(t, s) = (1, 2)", "(1, 2)", True), ("(m,b) = (2,3)", "m=2, b=3", True),
+        ("x=2, y=1", "(y,x)=(2,1)", False),
     ]),
     *_cases("word_labels", [
         ("Maximum: 5, Minimum: 1", "Maximum: 1, Minimum: 5", False), ("Minimum: 1, Maximum: 5", "Maximum: 5, Minimum: 1", True),
