@@ -28,10 +28,10 @@ PRELOAD = ("jury.verifiers.math.verify",)  # imported as a check process starts 
 # the check preflight times: symbolic, as the checks that reach the pool are (quick_check settles
 # plain numbers in-process)
 PREFLIGHT_CHECK = ("(x+1)^2", "x^2+2x+1", False)
-# the most checks in the pool one group's vote keys may take to merge equivalent answers (16 distinct
-# symbolic answers ask for 120, 64 for 2,016; one takes about 10 ms); past it a key stays as
-# answer_key gave it (counted)
-MERGE_CHECKS = 128
+# the most checks in the pool one group's vote keys may take to merge equivalent answers (two a pair
+# of distinct symbolic answers: 16 ask for 240, unless one way already parts them; one takes about
+# 10 ms); past it a key stays as answer_key gave it (counted)
+MERGE_CHECKS = 256
 _RATIONAL_KEY = re.compile(r"-?\d+(/\d+)?")  # answer_key's key of a single rational: equal values, equal keys
 
 
@@ -65,7 +65,7 @@ class MathChecker:
         self.pool = CheckPool(cfg.pool_workers, cfg.check_timeout_s, preload=PRELOAD)
         self.cache = VerdictCache(cfg.cache_size)
         self.counts = {"pool_checks": 0, "rounded_accepts": 0, "extract_timeouts": 0, "extract_errors": 0,
-                       "key_merges": 0, "key_checks": 0, "key_checks_skipped": 0}
+                       "key_merges": 0, "key_checks": 0, "key_pairs_undecided": 0}
         self.check_cost_s = float("nan")  # one check in a check process, timed by preflight()
         self._unread: dict[str, str] = {}  # text -> "timeout" | "error": its extraction failed, until check()
 
@@ -103,48 +103,59 @@ class MathChecker:
         normalised, but not to other forms of one value: \\sqrt{8} and 2\\sqrt{2}, \\{1,2\\} and
         \\{2,1\\}, \\frac{\\pi}{2} and \\pi/2 kept two keys, split the vote and paid an equivalent
         form of the majority 0. So each distinct key, in first-seen order, takes the key of the
-        first earlier one whose answer `check` (exact, no rounding) finds equal to its own: the
-        run's own equivalence, as TTRL grades every sample against the majority with its grader
-        (PRIME-RL/TTRL@c46b671 verl/trainer/ppo/ttrl_utils.py). Cached with the label checks; a
-        check that times out merges nothing, and an answer in two of them is asked about no more; past
-        MERGE_CHECKS pool checks a group's keys stay (verifier/key_checks_skipped)."""
+        first earlier one whose answer `check` (exact, no rounding) finds equal to its own both ways
+        round (one way, a decimal reference is read as rounded: 3.14 is not \\pi), never a rational
+        with anything but itself: the run's own equivalence, as TTRL grades every sample against the
+        majority with its grader (PRIME-RL/TTRL@c46b671 verl/trainer/ppo/ttrl_utils.py). Cached with
+        the label checks; a check that times out merges nothing, and an answer in two of them is
+        asked about no more; past MERGE_CHECKS pool checks a group's keys stay
+        (verifier/key_pairs_undecided counts the pairs left so)."""
         keys = [answer_key(a) for a in answers]
         first: dict[str, str] = {}  # key -> the first answer with it
         for k, a in zip(keys, answers):
             if k is not None:
                 first.setdefault(k, a)
         distinct = list(first)
-        same: dict[tuple[int, int], bool] = {}
-        todo = []
+        # a pair is one answer when `check` says so both ways round: one way, a decimal reference is
+        # read as rounded (3.14 would take \pi into its key, in the order the samples came)
+        verdicts: dict[tuple[int, int], str | None] = {}  # (answer, reference) -> verdict; None: ask the pool
+        pairs = []
         for j in range(1, len(distinct)):
             for i in range(j):
-                if _RATIONAL_KEY.fullmatch(distinct[i]) and _RATIONAL_KEY.fullmatch(distinct[j]):
-                    continue  # two rationals with two keys: two values
-                a, r = first[distinct[j]], first[distinct[i]]
-                ck = (normalize(a), normalize(r), False)
-                hit = self.cache.get(ck)
-                kind = hit.verdict if hit is not None else quick_check(a, r)
-                if kind is not None:
-                    same[i, j] = kind == "correct"
-                else:
-                    todo.append((i, j, ck))
+                rational = [bool(_RATIONAL_KEY.fullmatch(distinct[x])) for x in (i, j)]
+                if any(rational):
+                    continue  # two rationals with two keys are two values; a rational is no irrational
+                pairs.append((i, j))
+                for x, y in ((j, i), (i, j)):
+                    a, r = first[distinct[x]], first[distinct[y]]
+                    hit = self.cache.get((normalize(a), normalize(r), False))
+                    verdicts[x, y] = hit.verdict if hit is not None else quick_check(a, r)
+        todo = [(x, y) for i, j in pairs for x, y in ((j, i), (i, j))
+                if verdicts[x, y] is None and "incorrect" not in (verdicts[j, i], verdicts[i, j])]
         # a few at a time: an answer in two checks that timed out (or failed) is asked about no more,
         # so an adversarial answer costs two timeouts, not one per other answer
-        pairs, asked, failed, step = len(todo), 0, Counter(), max(1, self.cfg.pool_workers)
+        asked, failed, step = 0, Counter(), max(1, self.cfg.pool_workers)
         while todo and asked < MERGE_CHECKS:
             n = min(step, MERGE_CHECKS - asked)
             batch, todo = todo[:n], todo[n:]
-            results = self.pool.map(CHECK_FN, [(first[distinct[j]], first[distinct[i]], False) for i, j, _ in batch])
+            results = self.pool.map(CHECK_FN, [(first[distinct[x]], first[distinct[y]], False) for x, y in batch])
             asked += len(batch)
-            for (i, j, ck), r in zip(batch, results):
+            for (x, y), r in zip(batch, results):
                 if r.status == "ok":
-                    self.cache.put(ck, r.value)
+                    self.cache.put((normalize(first[distinct[x]]), normalize(first[distinct[y]]), False), r.value)
+                    verdicts[x, y] = r.value.verdict
                 else:
-                    failed.update((i, j))
-                same[i, j] = r.status == "ok" and r.value.verdict == "correct"
-            todo = [(i, j, ck) for i, j, ck in todo if failed[i] < 2 and failed[j] < 2]
+                    verdicts[x, y] = r.status
+                    failed.update((x, y))
+            # a pair one check parted, or whose one check failed, is asked no more
+            todo = [(x, y) for x, y in todo if failed[x] < 2 and failed[y] < 2
+                    and verdicts[y, x] not in ("incorrect", "timeout", "error")]
         self.counts["key_checks"] += asked
-        self.counts["key_checks_skipped"] += pairs - asked
+        # pairs neither merged nor parted: a check past the cap, or one that timed out or failed
+        self.counts["key_pairs_undecided"] += sum(
+            "incorrect" not in (verdicts[j, i], verdicts[i, j]) and not verdicts[j, i] == verdicts[i, j] == "correct"
+            for i, j in pairs)
+        same = {(i, j): verdicts[j, i] == verdicts[i, j] == "correct" for i, j in pairs}
         root = list(range(len(distinct)))
         for j in range(1, len(distinct)):
             root[j] = next((i for i in range(j) if root[i] == i and same.get((i, j))), j)
