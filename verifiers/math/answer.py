@@ -25,6 +25,7 @@ class Item(NamedTuple):
     unit: Unit | None = None  # the unit written after it ("cm" in "5 cm"), when known
     args: tuple = ()  # variables its definition label binds, in order ("x" in "f(x) = x^2")
     names: tuple = ()  # a tuple label's names, in the order of the tuple's values ("(y, x) = (1, 2)")
+    tail: str = ""  # the words dropped after it as a unit ("years older")
 
 
 MAX_PM_BRANCHES = 64
@@ -78,7 +79,7 @@ def parse_answer(normalized: str) -> Parsed:
         if name is not None:  # "k \\in \\mathbb{Z}" after the answer: no item of its own
             declared.add(name)
             continue
-        item_toks, labels, is_text, unit, args, qualified, order = prepare_item(raw)
+        item_toks, labels, is_text, unit, args, qualified, order, tail = prepare_item(raw)
         declared |= qualified
         node = None
         if not is_text and item_toks:
@@ -98,5 +99,5 @@ def parse_answer(normalized: str) -> Parsed:
             node = canonical(node)
         # a tuple label's names in their order, for the comparison to align by (compare.by_names)
         names = order if order and node[0] == "tuple" and len(node[1]) == len(order) else ()
-        items.extend(Item(n, labels, unit, args, names) for n in expand_pm(node))
+        items.extend(Item(n, labels, unit, args, names, tail) for n in expand_pm(node))
     return Parsed(tuple(items), normalized, frozenset(declared))

@@ -46,7 +46,7 @@ from fractions import Fraction
 from .answer import Parsed
 from .binders import renamings
 from .evaluate import BIG_OPERATORS, EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
-from .items import symbol_words
+from .items import OPPOSITES, symbol_words
 from .parse import PI
 from .solve import unique_root
 from .units import conversions
@@ -56,8 +56,9 @@ VALUE_KINDS = frozenset({"num", "sym", "const", "add", "mul", "neg", "div", "pow
 _MIRROR = {"<": ">", ">": "<", "<=": ">=", ">=": "<=", "=": "=", "!=": "!="}
 _STOP_WORDS = frozenset({"the", "a", "an"})
 # words that state an answer without being part of it, around a short phrase in a sentence reference
+# (function words only: a noun such as "triangle" or "function" may be the answer itself)
 _FRAMING = frozenset("answer answers final result value it its is are was were be this that so thus therefore "
-                     "hence function number sequence series graph shape triangle figure equals we get have".split())
+                     "hence equals we get have yes".split())
 _NEGATIONS = frozenset({"not", "no", "never", "neither", "nor", "cannot", "doesn", "isn", "aren", "don", "won", "t"})
 
 
@@ -412,8 +413,8 @@ def _text_view(a: Parsed, r: Parsed) -> bool:
     if not (reference_is_sentence and short_phrase) or _NEGATIONS & set(rw):
         return False
     n = len(aw)
-    # a phrase of framing words only is no answer ("function" of "The function is even", "it" of
-    # "Yes, it is possible"). A phrase cut out of a claim still passes ("Bob" of "Alice beats Bob"):
+    # a phrase of framing words only is no answer ("it" of "Yes, it is possible"). A phrase cut out of
+    # a claim still passes ("Bob" of "Alice beats Bob", "function" of "The function is even"):
     # requiring the rest of the sentence to frame it, or the phrase to be its subject, lost three of
     # HardVerify's right answers ("odd" of "Any odd number of participants", "the round trip" of
     # "More time is required for the round trip on the river")
@@ -473,6 +474,16 @@ def _definition_renaming(a: Parsed, r: Parsed) -> dict | None:
     return mapping
 
 
+def _tail_words(p: Parsed) -> set[str]:
+    return {w.lower() for i in p.items for w in re.findall(r"[A-Za-z]+", i.tail)}
+
+
+def _opposed(a: Parsed, r: Parsed) -> bool:
+    """The words dropped after the numbers say opposite things (more / fewer, older / younger)."""
+    wa, wr = _tail_words(a), _tail_words(r)
+    return any((x in wa and y in wr and y not in wa) or (y in wa and x in wr and x not in wa) for x, y in OPPOSITES)
+
+
 def _names_of(p: Parsed) -> tuple | None:
     """The names p gives its values in order: a tuple label's ("(y, x) = ..."), or one name per
     item ("x=1, y=2"); None when it gives none."""
@@ -495,6 +506,8 @@ def _by_names(p: Parsed, theirs: tuple) -> Parsed:
 def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
     """Is the answer `a` the reference `r`? Unless accept_rounded, the answer's decimals
     are the values written (0.333 is not 1/3); the reference's may be rounded."""
+    if _opposed(a, r):  # "5 more" is not "5 fewer"
+        return False
     ours, theirs = _names_of(a), _names_of(r)
     if ours and theirs and ours != theirs and set(ours) == set(theirs):
         if len(a.items) == 1 and a.items[0].names:

@@ -77,7 +77,8 @@ _HAS_PLAIN_MATHS = re.compile(r"[\d$\\=^<>+*/]")
 _TEXT_BODY = re.compile(r"\\text\{[^{}]*\}")
 _MATH_WORDS = frozenset("and or sin cos tan cot sec csc log exp sqrt".split())
 # words before a value in a stated answer that say it is not the value ("the answer is not 3")
-_QUALIFIERS = frozenset("not except excluding besides never neither nor than least most".split())
+_QUALIFIERS = frozenset("not except excluding besides never neither nor than least most less more fewer greater "
+                        "over under".split())
 
 
 class _Span(NamedTuple):
@@ -191,10 +192,13 @@ def _around_maths(rest: str) -> str:
     while end > start and _prose(words[end - 1]):
         end -= 1
     unit = end < len(words) and (words[end].lower() in UNIT_WORDS or read_unit(words[end]) is not None)
-    dropped = [w.rstrip(",;:.").lower() for w in words[:start] + words[end + unit:]]
-    sign = "-" if dropped[start - 1:start] in (["minus"], ["negative"]) else ""
-    if TAIL_MEANINGS & set(dropped[: start - 1 if sign else start] + dropped[start:]) or \
-            _QUALIFIERS & set(dropped):
+    before = [w.rstrip(",;:.").lower() for w in words[:start]]
+    after = [w.rstrip(",;:.").lower() for w in words[end + unit:]]
+    sign = "-" if before[-1:] in (["minus"], ["negative"]) else ""
+    # words before it that qualify it ("not 3", "less than 5", "all numbers except 5"), or after it that
+    # scale it or take it back ("5 thousand", "12 or so"); not words that only say what it counts
+    # ("15 more apples", "20 minutes less than before")
+    if _QUALIFIERS & set(before) or TAIL_MEANINGS & set(after):
         return ""
     return sign + " ".join(words[start: end + unit])
 

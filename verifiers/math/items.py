@@ -64,15 +64,19 @@ UNIT_WORDS = frozenset(
     "second seconds yuan dollars dollar cents units unit inches inch ft feet meters "
     "metres meter grams gram liters litres degrees deg miles mph kmh".split()
 )
-# Words that make a trailing text more than a unit: they scale the number, compare it, or take it
-# back ("5 \text{ million}", "5 \text{ more}", "3 \text{ (or 4)}", "5 \text{ is wrong}"); such a tail
-# is kept as text, never dropped as a unit
+# Words that make a trailing text more than a unit: they scale the number or take it back
+# ("5 \\text{ million}", "3 \\text{ (or 4)}", "5 \\text{ is wrong}"); such a tail is kept as text,
+# never dropped as a unit. Comparatives are not here: "15 more apples" answers "how many more"
+# (OPPOSITES parts "5 more" from "5 fewer" instead)
 TAIL_MEANINGS = frozenset(
-    "hundred hundreds thousand thousands million millions billion billions trillion dozen dozens "
-    "percent squared cubed times more fewer less greater larger smaller bigger higher lower older "
-    "younger above below than not no or wrong incorrect except plus minus loss gain profit deficit "
-    "north south east west".split()
+    "hundred hundreds thousand thousands million millions billion billions trillion trillions dozen dozens "
+    "not no or wrong incorrect except".split()
 )
+# words of a dropped tail that say opposite things of the same number: one on each side is unequal
+OPPOSITES = (("more", "fewer"), ("more", "less"), ("older", "younger"), ("greater", "smaller"), ("greater", "less"),
+             ("larger", "smaller"), ("higher", "lower"), ("above", "below"), ("profit", "loss"), ("gain", "loss"),
+             ("north", "south"), ("east", "west"), ("increase", "decrease"), ("faster", "slower"),
+             ("longer", "shorter"), ("heavier", "lighter"), ("before", "after"), ("earlier", "later"))
 _TEXT_SYNONYMS = {
     "infinitely many": Tok("cmd", "infty"), "infinite": Tok("cmd", "infty"),
     "infinity": Tok("cmd", "infty"), "no solution": Tok("cmd", "emptyset"),
@@ -353,7 +357,7 @@ def _unit_letters(tok: Tok) -> bool:
     return tok.kind == "let" and (tok.text.lower() in UNIT_WORDS or letter_unit(tok.text))
 
 
-def _drop_units(toks: list[Tok]) -> tuple[list[Tok], Unit | None]:
+def _drop_units(toks: list[Tok]) -> tuple[list[Tok], Unit | None, str]:
     """Trailing unit text after a quantity ("5.4 square units", "864 inches^2", "2.65 m",
     "5cm^2"): the quantity's tokens, and the unit the tail names when units.py knows
     all of it (None for "square units", "yuan (A)", or no tail)."""
@@ -372,8 +376,8 @@ def _drop_units(toks: list[Tok]) -> tuple[list[Tok], Unit | None]:
     tail = " ".join(t.text for t in toks[cut:])
     unit = read_unit(tail) if tail else None
     if unit is None and TAIL_MEANINGS & {w.lower() for w in _LETTERS.findall(tail)}:
-        return toks, None  # not a unit: the tail changes what the number says
-    return toks[:cut], unit
+        return toks, None, ""  # not a unit: the tail changes what the number says
+    return toks[:cut], unit, tail
 
 
 def _balanced_end(toks: list[Tok], k: int) -> int:
@@ -536,6 +540,7 @@ class Prepared(NamedTuple):
     args: tuple  # variables bound by a definition label, in order ("x" in "f(x) = x^2")
     declared: frozenset  # symbols a dropped qualifier declares ("t" in "... for some integer t")
     order: tuple = ()  # a tuple label's names in their order ("(y, x) = (1, 2)": ("y", "x"))
+    tail: str = ""  # the text dropped after the quantity ("years older" in "5 \\text{ years older}")
 
 
 def prepare_item(toks: list[Tok]) -> Prepared:
@@ -544,9 +549,9 @@ def prepare_item(toks: list[Tok]) -> Prepared:
         toks = toks[1:]
     toks = _drop_ordinals(toks)
     toks, declared = _cut_qualifier(toks)
-    toks, unit = _drop_units(toks)
+    toks, unit, tail = _drop_units(toks)
     if not toks:
         return Prepared(toks, frozenset(), True, None, (), declared)
     toks, labels, args, order = strip_labels(toks)
     is_text = any(t.kind == "text" for t in toks)
-    return Prepared(toks, labels, is_text, unit, args, declared, order)
+    return Prepared(toks, labels, is_text, unit, args, declared, order, tail)

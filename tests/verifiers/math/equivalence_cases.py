@@ -478,9 +478,13 @@ CASES: list[Case] = [
         (r"5 \text{ more}", r"5 \text{ fewer}", False), (r"5 \text{ years older}", r"5 \text{ years younger}", False),
         (r"5 \text{ million}", "5", False), (r"3 \text{ (or 4)}", "3", False), (r"5 \text{ is wrong}", "5", False),
         (r"15 \text{ apples left}", "15", True), (r"5 \text{ dollars}", "5", True),
+        # words that only say what the number counts (how many more, how much older) are no objection
+        (r"5\text{ more}", "5", True), (r"7 \text{ times}", "7", True), (r"10 \text{ years older}", "10", True),
+        (r"24 \text{ cm squared}", "24", True), (r"\$500 \text{ profit}", "500", True), (r"5 \text{ km north}", "5", True),
+        (r"500 \text{ loss}", r"500 \text{ profit}", False),
     ]),
     *_cases("phrase_of_a_sentence_reference", [
-        (r"\text{function}", r"\text{The function is even}", False), (r"\text{it}", r"\text{Yes, it is possible}", False),
+        (r"\text{triangle}", r"\text{The shape is a triangle}", True), (r"\text{function}", r"\text{Yes, it is a function}", True), (r"\text{it}", r"\text{Yes, it is possible}", False),
         (r"\text{even}", r"\text{The function is even}", True), (r"\text{odd}", r"\text{The answer is odd}", True),
         (r"\text{first player}", r"\text{The first player wins}", True), (r"\text{Alice}", "Alice wins the game", True),
     ]),
@@ -516,6 +520,9 @@ CASES: list[Case] = [
         ("The answer is minus 5.", "5", False), ("The answer is negative 5.", "-5", True),
         ("Final Answer: The value is less than 5.", "5", False), ("The answer is 5 thousand.", "5", False),
         ("Final Answer: all numbers except 5.", "5", False), ("The answer is 15 apples.", "15", True),
+        ("The answer is at least 5.", "5", False), ("The answer is 15 more apples.", "15", True),
+        ("The answer is 7 times.", "7", True), ("The answer is 10 years older.", "10", True),
+        ("The answer is 20 minutes less than before.", "20", True), ("The answer is 50 percent.", r"50\%", True),
     ]),
 ]
 
