@@ -212,7 +212,7 @@ def _proportional(d1, d2, sign: int, ordered: bool) -> bool:
     if not syms:
         return False
     ratios, anchor = [], None
-    for env in points(syms, False):
+    for env in points(syms):
         try:
             v1, v2 = numeric(d1, env), numeric(d2, env)
         except EvalError:

@@ -638,13 +638,13 @@ def _unit(name: str, point: int) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-def points(symbols: set[str], wide: bool = True) -> list[dict[str, complex]]:
+def points(symbols: set[str]) -> list[dict[str, complex]]:
     """Evaluation points. The first NARROW_POINTS put every symbol in (0.15, 0.85), where
     sqrt/log/arcsin are real; the rest lie outside (0, 1): every symbol negative (point
     4), integers 2..10 (odd points: floor, sums over a symbolic range), and values of
     1.3..3.8 with a sign per symbol (mixed signs: a+b < 0 while a > 0). Every caller gets
-    all ten, whatever `wide` says (it once kept analytic trees in (0.15, 0.85), where
-    \\sqrt{x^2} is x and \\sqrt{x^2} < 1 is x < 1); the narrow ones come first."""
+    all ten (a `wide` flag once kept analytic trees in (0.15, 0.85), where \\sqrt{x^2} is x
+    and \\sqrt{x^2} < 1 is x < 1); the narrow ones come first."""
     out = []
     for p in range(NARROW_POINTS):
         out.append({s: complex(0.15 + 0.7 * _unit(s, p)) for s in symbols})
@@ -714,7 +714,7 @@ def fingerprint(node):
         return ("q", value)
     syms = free_symbols(node)
     try:
-        vals = [numeric(node, env) for env in (points(syms, False)[:2] if syms else [{}])]
+        vals = [numeric(node, env) for env in (points(syms)[:2] if syms else [{}])]
     except EvalError:
         return ("tree", node)
     return ("f", tuple((float(f"{v.real:.8g}"), float(f"{v.imag:.8g}")) for v in vals))
