@@ -2,7 +2,11 @@
 
 Units first: when both sides carry units (units.py), another dimension is never equal
 (5 kg, 5 m) and the answer is converted to the reference's unit (50 cm is 0.5 m); a
-unit on one side only is dropped. Then, when both sides label every item with
+unit on one side only is dropped. When both sides say which variable their values are
+of (a label "y = 3", or an inequality in one symbol "y > 3"), the reference's variables
+must be among the answer's: y = 3 does not answer x = 3 (a single letter in either case,
+or a Greek letter; definitions, words and geometric names are left to the rules below).
+Then, when both sides label every item with
 distinct names ("a=1, b=2"), items pair up by label and that decides ("a=2, b=1" is
 wrong although {1,2} = {2,1}); when one side labels every item distinctly and the
 other is a bare list, the list must follow the labelled side's order ("x=1, y=2" is
@@ -46,7 +50,7 @@ from fractions import Fraction
 from .answer import Parsed
 from .binders import renamings
 from .evaluate import BIG_OPERATORS, EvalError, exact, fingerprint, free_symbols, identical, numeric, points, renamed, substituted, sympy_equal
-from .items import OPPOSITES, symbol_words
+from .items import GREEK, OPPOSITES, symbol_words
 from .parse import PI
 from .solve import unique_root
 from .units import conversions
@@ -503,11 +507,34 @@ def _by_names(p: Parsed, theirs: tuple) -> Parsed:
     return p._replace(items=(item._replace(node=("tuple", values), names=theirs),))
 
 
+def _variables_named(p: Parsed) -> frozenset | None:
+    """The variables p's items are the values of, when every item names them by a variable: its
+    label ("y = 3", "x = y = 3", "(a, b) = (1, 2)") or, for an inequality in one symbol, that
+    symbol ("y > 3"). A single letter (either case: models write N for n) or a Greek letter.
+    None when any item names none, or names a function's definition (matched by place: f(t) =
+    2t is f(x) = 2x), a word ("Maximum: 5") or a geometric name (AB, \\angle BAC: \\angle A
+    names the same angle)."""
+    names: set[str] = set()
+    for item in p.items:
+        if item.args:
+            return None
+        named = set(item.labels)
+        if not named and item.node[0] == "rel" and set(item.node[1]) & INEQUALITIES:
+            named = free_symbols(item.node)
+        if not named or any(len(n) > 1 and n not in GREEK for n in named):
+            return None
+        names |= {n.lower() for n in named}
+    return frozenset(names) or None
+
+
 def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
     """Is the answer `a` the reference `r`? Unless accept_rounded, the answer's decimals
     are the values written (0.333 is not 1/3); the reference's may be rounded."""
     if _opposed(a, r):  # "5 more" is not "5 fewer"
         return False
+    ours, theirs = _variables_named(a), _variables_named(r)
+    if ours is not None and theirs is not None and not theirs <= ours:
+        return False  # y = 3 is the value of another unknown than x = 3's (x = y = 3 names x too)
     ours, theirs = _names_of(a), _names_of(r)
     if ours and theirs and ours != theirs and set(ours) == set(theirs):
         if len(a.items) == 1 and a.items[0].names:

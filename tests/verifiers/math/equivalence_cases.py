@@ -496,6 +496,15 @@ CASES: list[Case] = [
         ("x=2, z=1", "x=1, y=2", False), ("X=2, Y=1", "x=1, y=2", False), ("x=2, y=1, w=3", "x=1,y=2,z=3", False),
         ("AB=5, CD=4", "AB=4,BC=5", False), ("X=1, Y=2", "x=1, y=2", True), ("y=2, x=1", "x=1, y=2", True),
     ]),
+    *_cases("values_of_another_variable", [
+        # both sides name the unknown their values belong to: the reference's must be named too
+        ("y=3", "x=3", False), ("t=4", "x=4", False), ("n = 5", "k = 5", False), ("y > 3", "x > 3", False),
+        (r"y \le -1", r"x \le -1", False), ("a=1, c=2", "a=1, b=2", False), ("(a,b)=(1,2)", "(x,y)=(1,2)", False),
+        (r"\alpha = 30^\circ", r"\beta = 30^\circ", False),
+        ("N = 5", "n = 5", True), ("x = y = 3", "x = 3", True), ("y = 3", "3", True), ("3", "x = 3", True),
+        (r"x > 3", r"(3, \infty)", True), (r"\angle BAC = 30^\circ", r"\angle A = 30^\circ", True),
+        ("BA = 5", "AB = 5", True),
+    ]),
     *_cases("definition_variables_by_place", [
         ("f(y,x)=x+2y", "f(x,y)=x+2y", False), ("f(t)=x^2", "f(x)=x^2", False), ("f(x) = 2y", "f(y) = 2y", False),
         ("f(t)=t^2", "f(x)=x^2", True), ("f(a,b)=a+2b", "f(x,y)=x+2y", True), ("f(t)=t^2+C", "f(x)=x^2+c", True),
