@@ -107,6 +107,7 @@ _BACKSLASH_BEFORE_CMD = re.compile(r"(?<!\\)\\\\(?=(?:" + "|".join(sorted(_KNOWN
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
 _SPACE_THOUSANDS = re.compile(r"(?<![\d.,])\d{1,3}(?: \d{3})+(?!\d)")
 _THREE_DIGITS = re.compile(r"\d{3}(?!\d)")
+_WRAPPED_NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)*")
 _PERCENT_WORD = re.compile(r"(?<=\d)(?:\\text\{(?:percent|per cent|pct)\}|(?:percent|per cent|pct)(?![A-Za-z]))")
 _ONE_CHAR_GROUP = re.compile(r"([\^_])\{([A-Za-z0-9])\}(?![A-Za-z0-9])")  # not \log_{3}81
 _FRAC_DIGITS = re.compile(r"\\frac(\d)(\d)(?!\d)")
@@ -150,6 +151,8 @@ def _canonical_text(match: re.Match) -> str:
         body = body[1]
     if body in FUNCTION_NAMES:
         return "\\" + body + " "
+    if _WRAPPED_NUMBER.fullmatch(body):  # \textbf{42}, \text{-3.5}: a number, bold or not
+        return " " + body + " "
     if len(body) == 1 and body.isalpha() and body not in "mgslhL":
         return body  # \mathrm{e}, \mathrm{d}: a letter, not a word (m, g, s ... are units)
     return "\\text{" + body + "}" if body else " "

@@ -520,6 +520,11 @@ CASES: list[Case] = [
         ("Maximum: 5, Minimum: 1", "Maximum: 1, Minimum: 5", False), ("Minimum: 1, Maximum: 5", "Maximum: 5, Minimum: 1", True),
         ("Paolo: 18, Qing: 14, Rayna: 7", "7,14,18", True),
     ]),
+    *_cases("wrapped_numbers", [
+        (r"\textbf{42}", "42", True), (r"\text{42}", "42", True), (r"\mathbf{-3.5}", r"-\frac{7}{2}", True),
+        ("42", r"\text{42}", True), (r"\boxed{\textbf{12}}", "12", True),
+        (r"\textbf{42}", "43", False), (r"\text{4}2", "4", False), (r"\mathbf{2}x", "2", False),
+    ]),
     *_cases("numbers_side_by_side", [
         ("2 1/2", "1", False), ("2 3", "6", False), ("3!!", "720", False),
         ("2 1/2", "5/2", True), ("12 1/2", "12.5", True), ("1 234", "1234", True),
