@@ -40,8 +40,9 @@ def summary(run_dir: Path) -> dict:
     extra = sum(r.get("dynamic/extra_tokens", 0.0) for r in rows)  # every refill's, kept or filtered
     done = yaml.safe_load((run_dir / "summary.yaml").read_text())
     return {"steps": len(rows),
-            "pass_first": mean([r["reward/pass_rate"] for r in rows[:half]]),
-            "pass_second": mean([r["reward/pass_rate"] for r in rows[half:]]),
+            # a step skipped (every group flat up to the refill cap) trained nothing: its rate is nan
+            "pass_first": mean([r["reward/pass_rate"] for r in rows[:half] if not math.isnan(r["reward/pass_rate"])]),
+            "pass_second": mean([r["reward/pass_rate"] for r in rows[half:] if not math.isnan(r["reward/pass_rate"])]),
             "filtered": mean([r.get("dynamic/filtered_frac", 0.0) for r in rows]),
             "refills": sum(r.get("dynamic/refills", 0.0) for r in rows),
             "short": sum(r.get("dynamic/short_groups", 0.0) for r in rows),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import shutil
 import sys
@@ -429,9 +430,16 @@ def _learning_summary(run_dir: Path) -> dict:
     if not rows:
         return {}
     k = max(1, len(rows) // 5)
-    mean = lambda key, part: sum(r[key] for r in part) / len(part)  # noqa: E731
+
+    def values(key, part):  # a step dynamic sampling skipped trained nothing: nan, left out
+        return [r[key] for r in part if not math.isnan(r.get(key, math.nan))]
+
+    def mean(key, part):
+        found = values(key, part)
+        return sum(found) / len(found) if found else math.nan
+
     return {"steps": len(rows),
             "reward_first_fifth": mean("reward/mean", rows[:k]), "reward_last_fifth": mean("reward/mean", rows[-k:]),
             "pass_rate_first_fifth": mean("reward/pass_rate", rows[:k]),
             "pass_rate_last_fifth": mean("reward/pass_rate", rows[-k:]),
-            "max_staleness_seen": max(r["staleness/max"] for r in rows)}
+            "max_staleness_seen": max(values("staleness/max", rows), default=math.nan)}

@@ -278,8 +278,9 @@ class Learner:
             write_record(os.path.join(self.record_dir, f"step-{step:06d}.msgpack"), groups)
         metrics = self.train_on(groups)
         t2 = time.perf_counter()
-        # every group flat, even after the refills: nothing to account for (train_on skipped the step)
-        result = batch_result(groups, step, t_train, self.inbox.arrived) if groups else StepResult(step)
+        # every group flat, even after the refills: train_on skipped the step, and its row has the
+        # keys of any other (0 tokens, nan rewards and staleness: the driver reads them)
+        result = batch_result(groups, step, t_train, self.inbox.arrived)
         result.dropped, result.filtered = dropped, filtered
         result.metrics.update(metrics)
         if self.shadow and groups:  # after training: self-rewards are scored into the groups by then

@@ -21,9 +21,10 @@ def batch_result(groups: list[ScoredGroup], step: int, t_train: float, arrived: 
     -> wall clock the group reached the learner) loses the batch's entries."""
     ledger = [ledger_row(g, step, t_train, arrived.pop(g.group.task.index, math.nan)) for g in groups]
     stale = [row.staleness for row in ledger]
+    shares = [r.verify_share for r in ledger if not math.isnan(r.verify_share)]
     metrics = batch_metrics(groups)
-    metrics.update({"staleness/max": float(max(stale)), "staleness/mean": float(np.mean(stale)),
-                    "staleness/verify_share": float(np.nanmean([r.verify_share for r in ledger]))})
+    metrics.update({"staleness/max": float(max(stale)) if stale else math.nan, "staleness/mean": _mean(stale),
+                    "staleness/verify_share": _mean(shares)})
     counts: dict[str, float] = {}  # the reward schemes' counters, summed over the batch
     for g in groups:
         for k, v in g.counts.items():
@@ -34,7 +35,14 @@ def batch_result(groups: list[ScoredGroup], step: int, t_train: float, arrived: 
                       correct=first_correct(groups))
 
 
+def _mean(values: list) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
 def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
+    """The batch's rollout and reward metrics; a batch of no group (a step dynamic sampling skips:
+    every group flat up to the refill cap) has the same keys, nan where there is nothing to average
+    and 0 tokens."""
     scored = [g.rewards for g in groups if len(g.rewards) and g.error is None]
     spans = [version_span(g.group, s) for g in groups for s in g.group.samples]
     rewards = np.concatenate(scored) if scored else np.zeros(0)
@@ -46,13 +54,13 @@ def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
         "reward/mean": float(rewards.mean()) if rewards.size else nan,
         "reward/std": float(rewards.std()) if rewards.size else nan,
         "reward/pass_rate": float(np.nanmean(pass_rates)) if not all(map(math.isnan, pass_rates)) else nan,
-        "reward/distinct_answers": float(np.mean([g.num_distinct for g in groups])),
-        "reward/vote_share": float(np.mean([g.vote_share for g in groups])),
+        "reward/distinct_answers": _mean([g.num_distinct for g in groups]),
+        "reward/vote_share": _mean([g.vote_share for g in groups]),
         "reward/gate_proved": float(np.mean([x == "proved" for x in gates])) if gates else nan,
         "rollout/completion_len": float(np.mean(lengths)) if lengths else 0.0,
         "rollout/tokens": float(sum(lengths)),
-        "rollout/generate_s": float(np.mean([g.group.generate_s for g in groups])),
-        "verifier/verify_s": float(np.mean([g.verify_s for g in groups])),
+        "rollout/generate_s": _mean([g.group.generate_s for g in groups]),
+        "verifier/verify_s": _mean([g.verify_s for g in groups]),
         "learner/version_span_mean": float(np.mean(spans)) if spans else nan,
         "learner/version_span_max": float(max(spans)) if spans else nan,
     }

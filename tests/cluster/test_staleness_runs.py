@@ -1,5 +1,6 @@
 """Forced staleness, the record, its synchronous replay and the staleness report, on a real run."""
 import json
+import math
 
 import pytest
 
@@ -137,3 +138,27 @@ def test_continuous_admission_with_dynamic_sampling_trains_groups_with_signal_on
     assert max(indices) < summary["feeder/admitted"]
     result = replay(run)
     assert result["loss_max_abs_diff"] == 0.0, result
+
+
+def test_a_step_whose_groups_are_all_flat_up_to_the_refill_cap_is_skipped(tiny_model_path, tmp_path):
+    """dynamic_sampling with a label the tiny model never writes: every group scores 0, the step
+    refills up to max_refills, then is skipped as README says (the version moves on, counted in
+    learner/skipped_steps). The run finishes: the skipped step's row has the keys of any other (0
+    tokens, nan rewards), which the driver and the run's summary read (a KeyError ended the run
+    before)."""
+    from jury.cluster.driver import train
+
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"problem": f"Compute {k}+1.", "answer": "-987654321"}) + "\n" for k in range(4)))
+    run = tmp_path / "run"
+    summary = train(load_config(None, [
+        f"model={tiny_model_path}", f"dataset={data}", "batch_groups=1", "generator.group_size=2",
+        "dynamic_sampling=true", "max_refills=1", "verifier.reward=ground_truth", "steps=2", "progress=false",
+        f"run_dir={run}"]))
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == [0, 1]
+    assert [r["learner/skipped_step"] for r in rows] == [1, 1]
+    assert [r["dynamic/refills"] for r in rows] == [1, 1]
+    assert all(r["rollout/tokens"] == 0 and math.isnan(r["reward/mean"]) for r in rows)
+    assert rows[-1]["learner/skipped_steps"] == 2 and not (run / "ledger.jsonl").read_text().strip()
+    assert summary["steps"] == 2 and math.isnan(summary["max_staleness_seen"]), summary
