@@ -43,6 +43,12 @@ MAX_TEXT_CHARS = 64_000
 # Names Lean generates (bar.match_1, bar._sunfold, f._unsafe_rec, _private...): a proof has
 # no business naming or declaring them, and LeanParanoia's AuxiliaryShadowing files do. An
 # undotted `_h` is a binder the author marks unused, and stays allowed.
+# A global instance (or an erased one) outlives the checker's `end` of the section around the file,
+# so the checker's own commands after it would be elaborated with it: a coercion from the statement
+# to True made its `example : @ref = @target := rfl` hold, and a BEq Expr answering true its kernel
+# check (found by an outside audit, by reading Lean's elaborator; no Lean here to run it)
+_GLOBAL_INSTANCE = ("a global instance outlives the file and would change how the verifier's own checks after "
+                    "it elaborate; write `local instance` (or `attribute [local instance]`, `haveI` in a proof)")
 _AUXILIARY = re.compile(r"_(?!root_$).+|match_\d+|proof_\d+")
 _AUXILIARY_UNDOTTED = re.compile(r"match_\d+|proof_\d+")
 
@@ -159,18 +165,20 @@ class _FileWalk:
         """From the first token inside `@[` or `attribute [` to after its `]`: each attribute
         `[local | scoped] [-] name args...` has its name on the allowlist; args are names,
         numbers and arrows."""
-        expect_name = True
+        expect_name, kind = True, ""
         while k < len(self.toks) and self.toks[k].text != "]":
             t = self.toks[k]
             if expect_name and t.kind == "ident" and t.text in ("local", "scoped") or expect_name and t.text == "-":
-                pass  # the attribute's kind, or `-simp` erasing one
+                kind += t.text  # the attribute's kind, or `-simp` erasing one
             elif expect_name:
                 if t.kind != "ident" or t.text not in ALLOWED_ATTRS:
                     why = REFUSED.get(t.text, "it attaches code, registers meta code or changes elaboration")
                     return k, f"attribute `{t.text}` at offset {t.start}: not on the allowlist ({why})"
+                if t.text == "instance" and kind not in ("local", "scoped"):
+                    return k, f"attribute `{kind}instance` at offset {t.start}: {_GLOBAL_INSTANCE}"
                 expect_name = False
             elif t.text == ",":
-                expect_name = True
+                expect_name, kind = True, ""
             elif t.kind == "ident":
                 reason = _name_reason(t, self.environment)
                 if reason:
@@ -204,6 +212,11 @@ class _FileWalk:
             if nxt is None or nxt.text != "instance":
                 return (f"`{word}` at offset {tok.start}: only before `instance` or inside an attribute list "
                         "(before notation, macros or syntax it declares syntax)")
+        elif word == "instance":
+            before = self.at(k - 1)
+            if before is None or before.text not in ("local", "scoped"):
+                return f"`instance` at offset {tok.start}: {_GLOBAL_INSTANCE}"
+            return self.declaration(k)
         elif word == "deriving" and nxt is not None and nxt.text == "instance":
             return (f"`deriving instance` at offset {tok.start}: derives instances for a type declared elsewhere; "
                     "no proof needs it")

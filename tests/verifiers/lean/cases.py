@@ -293,4 +293,22 @@ EXPLOITS = [
      block("theorem test_problem (_h : (1 : ℕ) + 1 = 3) : (1 : ℕ) + 1 = 3 := _h")),
     ("local instance in a section around the target", FALSE,
      block("section\nlocal instance : Add ℕ := ⟨fun _ _ => 3⟩\n" + FALSE + " := rfl\nend")),
+    # a global instance outlives the checker's section: the checker's own commands after the file would
+    # be elaborated with it (an outside audit's finding, from Lean's elaborator; the double cannot model it)
+    ("global coercion of the statement to True", FALSE,
+     block("instance : CoeOut ((1 : ℕ) + 1 = 3) True := ⟨fun _ => trivial⟩\ntheorem test_problem : True := trivial")),
+    ("global BEq Expr that always answers true", FALSE,
+     block("instance (priority := high) : BEq Lean.Expr := ⟨fun _ _ => true⟩\n"
+           "instance : CoeOut ((1 : ℕ) + 1 = 3) True := ⟨fun _ => trivial⟩\ntheorem test_problem : True := trivial")),
+    ("instance attribute on a def", FALSE,
+     block("@[instance 10000] def c : CoeOut ((1 : ℕ) + 1 = 3) True := ⟨fun _ => trivial⟩\n"
+           "theorem test_problem : True := trivial")),
+    ("global instance attribute", FALSE,
+     block("def c : CoeOut ((1 : ℕ) + 1 = 3) True := ⟨fun _ => trivial⟩\nattribute [instance 10000] c\n"
+           "theorem test_problem : True := trivial")),
+    ("global instance inside a section", FALSE,
+     block("section\ninstance {P : Prop} : CoeOut P True := ⟨fun _ => trivial⟩\nend\n"
+           "theorem test_problem : True := trivial")),
+    ("an instance erased for the checker", FALSE,
+     block("attribute [-instance] instDecidableEqNat\n" + FALSE + " := by decide")),
 ]
