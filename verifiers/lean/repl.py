@@ -80,8 +80,10 @@ class ReplResponse:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> "ReplResponse":
-        if "env" not in obj and "message" in obj:
-            return cls(env=None, error=str(obj["message"]))
+        if "env" not in obj:  # a REPL-level error; a reply with messages but no environment is one too:
+            # the chain would reuse it as the answer to the commands after it, and a file can print
+            # "... does not depend on any axioms" or "jury-check: ok" itself (#print "...")
+            return cls(env=None, error=str(obj.get("message", "a REPL reply without an environment")))
         messages = tuple(LeanMessage(m.get("severity", "error"), m.get("data", ""), *_pos(m))
                          for m in obj.get("messages", ()))
         sorries = tuple(LeanSorry(s.get("goal", ""), *_pos(s)) for s in obj.get("sorries", ()))

@@ -208,3 +208,13 @@ def test_stray_output_before_a_reply_is_skipped():
     assert lean_repl._parse_frame(frame) == {"env": 3, "messages": []}
     assert lean_repl._parse_frame("no json here") is None
     assert ReplResponse.from_json({"message": "Unknown environment."}).error == "Unknown environment."
+
+
+def test_a_reply_without_an_environment_is_an_error():
+    """A reply with Lean's messages but no env (an unusual REPL build) fails closed: the chain passes
+    an env-less reply on as the answer to the later commands, and the file's own #print could then
+    stand for the checker's axiom list and kernel check."""
+    forged = {"messages": [{"severity": "info", "data": "'test_problem' does not depend on any axioms"},
+                           {"severity": "info", "data": "jury-check: ok"}]}
+    reply = ReplResponse.from_json(forged)
+    assert reply.env is None and reply.error == "a REPL reply without an environment"
