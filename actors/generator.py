@@ -220,8 +220,9 @@ class Generator:
         self._stats["tokens"] += sum(len(s.token_ids) for s in samples)
         self._stats["generate_s"] += dt
         rewrite_ids = answered[1][0] if len(answered) > 1 else []
+        version_start, version_end = group_versions(samples, version_start, self.version)
         return RolloutGroup(task=task, prompt_ids=np.asarray(answered[0][0], np.int32), samples=samples,
-                            version_start=version_start, version_end=self.version, actor_id=self.actor_id,
+                            version_start=version_start, version_end=version_end, actor_id=self.actor_id,
                             generate_s=dt, t_generated=time.time(),
                             rewrite_prompt_ids=np.asarray(rewrite_ids, np.int32))
 
@@ -466,3 +467,15 @@ def _sample(c) -> Sample:
     lps = [row[t].logprob for row, t in zip(c.logprobs, ids)] if c.logprobs else [0.0] * len(ids)
     return Sample(token_ids=np.asarray(ids, np.int32), logprobs=np.asarray(lps, np.float32),
                   text=c.text, finish_reason=str(c.finish_reason or "abort"))
+
+
+def group_versions(samples: list[Sample], started: int, finished: int) -> tuple[int, int]:
+    """A group's version_start and version_end: the versions the generator held when its request
+    started and when it finished, or, where its tokens carry the versions that sampled them
+    (sync_mode inflight), the oldest and newest of those. A request still waiting in the engine's
+    queue across a sync samples every token with the new weights: stamped with the start, its
+    staleness was a version too high, and continuous admission dropped such groups as over budget."""
+    stamped = [s.token_versions for s in samples if len(s.token_versions)]
+    if not stamped:
+        return started, finished
+    return min(int(v.min()) for v in stamped), max(int(v.max()) for v in stamped)

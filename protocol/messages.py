@@ -88,8 +88,8 @@ class RolloutGroup:
     task: PromptTask
     prompt_ids: np.ndarray     # (P,) int32
     samples: list[Sample]
-    version_start: int         # generator policy version when generation started
-    version_end: int           # ... and when the last sample finished
+    version_start: int         # generator policy version when generation started (inflight: its oldest token's)
+    version_end: int           # ... and when the last sample finished (inflight: its newest token's)
     actor_id: str
     generate_s: float
     error: str | None = None   # set when the engine refused the task (e.g. prompt too long); samples is empty then

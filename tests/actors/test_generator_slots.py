@@ -1,11 +1,14 @@
 """The generator's bookkeeping of its slots around a weight sync, on its asyncio loop alone: a
 generation cancelled before it ever ran, and a task waiting for a slot while a drain sync frees one.
 No engine is started: neither case reaches one (the engine-side behaviour of the sync modes, the
-interrupt case of the second among them, is tests/actors/test_sync_modes.py, on vLLM)."""
+interrupt case of the second among them, is tests/actors/test_sync_modes.py, on vLLM). And the
+versions a finished group is stamped with."""
 import asyncio
 
-from jury.actors.generator import Generator
-from jury.protocol.messages import PromptTask
+import numpy as np
+
+from jury.actors.generator import Generator, group_versions
+from jury.protocol.messages import PromptTask, Sample
 
 
 def _bare_generator(slots: int) -> Generator:
@@ -88,3 +91,19 @@ async def _bookkept(gen: Generator, generation, key: int):
     finally:
         gen._running.pop(key)
         gen._end()
+
+
+def _stamped(versions: list[int]) -> Sample:
+    n = len(versions)
+    return Sample(np.zeros(n, np.int32), np.zeros(n, np.float32), "", "stop", token_versions=np.asarray(versions, np.int32))
+
+
+def test_an_inflight_group_is_as_old_as_its_oldest_token():
+    """Under sync_mode inflight a request can start at version 3 and wait in the engine's queue across
+    the sync: every token is then sampled at 4, and the group's staleness counts from 4 (stamped 3, a
+    trained-at-5 group read 2 versions stale and was dropped under max_staleness=1)."""
+    assert group_versions([_stamped([4, 4]), _stamped([4])], 3, 4) == (4, 4)
+    assert group_versions([_stamped([3, 4]), _stamped([4, 4])], 3, 5) == (3, 4)  # the sync landed mid-sample
+    assert group_versions([_stamped([]), _stamped([4])], 3, 4) == (4, 4)  # an empty completion has no say
+    unstamped = Sample(np.zeros(2, np.int32), np.zeros(2, np.float32), "", "stop")
+    assert group_versions([unstamped], 3, 3) == (3, 3)  # drain and interrupt: one version, the request's
