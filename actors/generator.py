@@ -84,7 +84,12 @@ class Generator:
         self._loop_task = self._engine_watch = None
         self.tasks = self.rollouts = None
 
-    async def start(self, task_endpoint: str, rollout_endpoints: list[str], curve=None) -> str:
+    async def start(self, task_endpoint: str, rollout_endpoints: list[str], curve=None, closed: bool = False) -> str:
+        """Connect to the feeder and the verifiers and take tasks. `closed`: take none until the first
+        weight sync opens the generator (a restarted actor holds the run's starting weights, which
+        the tasks the feeder has queued meanwhile must not be sampled from)."""
+        if closed:
+            self._open.clear()
         self.tasks = Receiver(connect=[task_endpoint], hwm=4, maxsize=4, name=f"{self.actor_id}-tasks", curve=curve,
                               accept=(PromptTask,))
         self.rollouts = Sender(rollout_endpoints, hwm=256, maxsize=256, name=f"{self.actor_id}-rollouts",

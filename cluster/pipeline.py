@@ -203,8 +203,8 @@ class Pipeline:
             **placement, max_restarts=cfg.max_restarts, runtime_env={"env_vars": env},
         ).remote(cfg.generator, self.model_path, f"generator{i}", cfg.seed + i, cfg.max_model_len, self.version)
 
-    def _start_generator(self, g):
-        return g.start.remote(self.feeder.endpoint, self.verifier_endpoints, self.curve)
+    def _start_generator(self, g, closed: bool = False):
+        return g.start.remote(self.feeder.endpoint, self.verifier_endpoints, self.curve, closed)
 
     def _llm_client(self, role: LLMRole):
         """A client of the LLM server of `role` (its plan.servers entry), starting the server on
@@ -342,7 +342,9 @@ class Pipeline:
                 repaired.append(f"verifier{i}")
         restarted = [i for i, g in enumerate(self.generators) if not self._alive_and_started(g, f"generator{i}")]
         if restarted:
-            ray.get([self._start_generator(self.generators[i]) for i in restarted], timeout=600)
+            # Ray rebuilt each with the run's starting weights: it takes no task until the sync below
+            # gives it the learner's (the feeder may have queued tasks while it was down)
+            ray.get([self._start_generator(self.generators[i], closed=True) for i in restarted], timeout=600)
             # a gloo/NCCL group cannot take a member back: every rank forms a new one, and
             # every generator then gets the learner's current weights
             self._init_weight_plane()

@@ -107,3 +107,33 @@ def test_an_inflight_group_is_as_old_as_its_oldest_token():
     assert group_versions([_stamped([]), _stamped([4])], 3, 4) == (4, 4)  # an empty completion has no say
     unstamped = Sample(np.zeros(2, np.int32), np.zeros(2, np.float32), "", "stop")
     assert group_versions([unstamped], 3, 3) == (3, 3)  # drain and interrupt: one version, the request's
+
+
+def test_a_generator_started_closed_takes_no_task_until_a_sync_opens_it():
+    """Recovery starts a generator Ray restarted closed (cluster/pipeline.py, recover): it holds the
+    run's starting weights until the sync that follows, and a task the feeder queued meanwhile must
+    wait for that sync, not be sampled from the starting weights (outside audit). Here the task is
+    handed to its _take directly; the sync's reopening is what update_weights does last."""
+    import types
+
+    async def main():
+        gen = _bare_generator(slots=2)
+        gen.engine = types.SimpleNamespace(errored=False)
+        gen.version, began = 0, []
+        gen._spawn = lambda task: began.append((task.task_id, gen.version))
+        await gen.start("tcp://127.0.0.1:9", ["tcp://127.0.0.1:9"], None, closed=True)
+        try:
+            taking = asyncio.create_task(gen._take(PromptTask("t0", 0, "p", None, "s")))
+            await asyncio.sleep(0.05)
+            assert began == [] and not taking.done()
+            gen.version = 3  # the learner's weights are in
+            gen._open.set()
+            await asyncio.wait_for(taking, timeout=2)
+            assert began == [("t0", 3)]
+        finally:
+            for job in (gen._loop_task, gen._engine_watch):
+                job.cancel()
+            gen.tasks.close()
+            gen.rollouts.close()
+
+    asyncio.run(main())
