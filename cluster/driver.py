@@ -160,6 +160,12 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
                                refilled)
         elif state:
             pipe.feeder.fast_forward(state["next_index"], state["stream_position"])
+            if pipe.feeder.forced and max(pipe.feeder.forced) > 0:
+                log.warning("forced_staleness on a resumed run: the batches the run had released before its "
+                            "checkpoint (up to %d after version %d) are generated again at version %d, the "
+                            "policies they were released at not being in the checkpoint: their groups are "
+                            "fresher than forced, as the ledger's staleness records", max(pipe.feeder.forced) - 1,
+                            pipe.version, pipe.version)
         if cfg.record_groups:
             pipe.learner.call0("record", str((run_dir / "record").resolve()))
         evaluator = Evaluator.from_config(cfg, pipe.feeder.prompts, pipe.feeder.tokenizer) if cfg.eval.every else None
