@@ -66,8 +66,9 @@ def signals(cfg: MonitorConfig) -> list[Signal]:
         Signal("entropy_collapse", "learner/entropy", "below_baseline", "min_entropy_ratio",
                "the policy's token entropy, as a share of its baseline"),
     ]
-    kls = {"approx_kl": "the learner's KL (to the reference model with kl_coef > 0, else to the behaviour policy)",
-           "behav_kl": "the KL between the behaviour policy and the learner's",
+    kls = {"approx_kl": "the learner's KL (to the reference model with kl_coef > 0, else to the ratio's old policy: "
+                        "the behaviour policy, or the recomputed proximal one)",
+           "behav_kl": "the KL between the behaviour policy and the recomputed proximal one",
            "initial_kl": "the KL of the behaviour policy to the run's first policy"}
     out += [Signal(f"kl_accel/{k}", f"learner/{k}", "accelerating", "kl_accel", f"the rise of {what}")
             for k, what in kls.items()]

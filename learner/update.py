@@ -111,6 +111,8 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
             prox = proximal_logprobs(engine.module, shard, cfg.micro_batch, sampling, pad_id)
         if rejects(cfg):  # before the denominators: a rejected token leaves the loss and them
             sums.update(reject(shard, prox, cfg))
+        elif cfg.correction == "none":  # recompute_old alone: the kernel weighs nothing and reports no behav_kl
+            sums.update(behaviour_gap(shard, prox))
     counts = chunks_per_minibatch(shard, cfg.micro_batch, device)
     dummy = stand_in(device, pad_id)
     for _ in range(cfg.epochs):
@@ -191,12 +193,20 @@ def reject(shard: Shard, prox: torch.Tensor, cfg: LearnerConfig) -> dict[str, fl
     them. Returns this rank's sums: tokens before, tokens rejected, and the k3 estimate of
     KL(π_behav ‖ π_prox) over the tokens before (what the kernel reports for a weighted correction)."""
     b = shard.batch
-    before = b.completion.clone()
+    gap = behaviour_gap(shard, prox)  # over the tokens before
+    before = float(b.completion.sum())
     b.completion.mul_(rejection_mask(prox, b.behav_logp, b.completion, cfg))
     recount(shard)
-    tok = torch.where(before != 0, prox.double() - b.behav_logp.double(), 0.0)
-    return {"tokens_before_reject": float(before.sum()), "rejected": float(before.sum() - b.completion.sum()),
-            "behav_kl_before_reject": float(((tok.exp() - tok - 1) * before).sum())}
+    return {**gap, "rejected": before - float(b.completion.sum())}
+
+
+def behaviour_gap(shard: Shard, prox: torch.Tensor) -> dict[str, float]:
+    """This rank's completion tokens and the sum of the k3 estimate of KL(π_behav ‖ π_prox) over them
+    (under the names REJECT_SUMS gives them: with a rejection, the tokens before it)."""
+    b = shard.batch
+    tok = torch.where(b.completion != 0, prox.double() - b.behav_logp.double(), 0.0)
+    return {"tokens_before_reject": float(b.completion.sum()),
+            "behav_kl_before_reject": float(((tok.exp() - tok - 1) * b.completion).sum())}
 
 
 def keep_loss_rows(shard: Shard):
@@ -226,8 +236,11 @@ def step_stats(total: dict[str, float], cfg: LearnerConfig) -> dict[str, float]:
     ESS = (Σ f)² / (n Σ f²) = mean(f)² / mean(f²) over the batch's n tokens (0 if every f is 0).
     With a rejection: the share of tokens rejected, and the behaviour KL over all of them."""
     out = {}
-    if rejects(cfg) and total["tokens_before_reject"] > 0:
-        out["reject_frac"] = total["rejected"] / total["tokens_before_reject"]
+    if (rejects(cfg) or cfg.correction == "none") and total["tokens_before_reject"] > 0:
+        if rejects(cfg):
+            out["reject_frac"] = total["rejected"] / total["tokens_before_reject"]
+        # with recompute_old and no correction too: approx_kl is then to π_prox, 0 at the first
+        # update of a step, so this is the only measure of how far the learner is from the sampler
         out["behav_kl"] = total["behav_kl_before_reject"] / total["tokens_before_reject"]
     if total["weight"] <= 0:
         return out

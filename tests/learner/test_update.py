@@ -161,6 +161,26 @@ def test_each_correction_by_hand(correction, bounds, f, truncated, masked):
     assert stats["ratio_mean"] == pytest.approx(1.0)
 
 
+def test_recompute_old_without_a_correction_reports_the_behaviour_kl():
+    """recompute_old with no correction takes the ratio against π_prox, so approx_kl (to π_prox) is 0
+    at a step's one update: the learner-behaviour gap is then behav_kl, k3 of w = π_prox / π_behav per
+    token, as a correction reports it (it was logged nowhere; outside audit). Behaviour p = (1/4, 1/8),
+    π_prox p0 = 1/2: w = (2, 4)."""
+    cfg = LearnerConfig(recompute_old=True, micro_batch=1, advantage="grpo")
+    sums = train_shard(SgdEngine(LogitsAreWeights(), lr=1.0), _two_token_shard((0.25, 0.125)), cfg, ref_model=None,
+                       sampling=Sampling(1.0, 1.0, 2), pad_id=0, timers={})
+    stats = step_stats(sums, cfg)
+    assert stats["behav_kl"] == pytest.approx((4 - math.log(8)) / 2, abs=1e-6)
+    assert stats["approx_kl"] == pytest.approx(0.0, abs=1e-9) and "reject_frac" not in stats
+    plain_cfg = LearnerConfig(micro_batch=1, advantage="grpo")
+    plain = step_stats(train_shard(SgdEngine(LogitsAreWeights(), lr=1.0), _two_token_shard((0.25, 0.125)), plain_cfg,
+                                   ref_model=None, sampling=Sampling(1.0, 1.0, 2), pad_id=0, timers={}), plain_cfg)
+    # without π_prox the ratio is against π_behav, and approx_kl is the behaviour gap itself: k3 of
+    # π_behav / π_θ = (1/2, 1/4) per token, ((1/2 + log 2 - 1) + (1/4 + log 4 - 1)) / 2
+    assert "behav_kl" not in plain
+    assert plain["approx_kl"] == pytest.approx((0.75 + math.log(8) - 2) / 2, abs=1e-6)
+
+
 def test_mask_drops_a_sample_outside_the_band_and_its_gradient_is_zero():
     # one mini-batch holding row A (token 0, A = +1, behaviour p 1/4: w = 2) and row B (token 1,
     # A = -1, behaviour p 1/2: w = 1). Band [0.5, 1.5] masks A: only B's loss r / 2 is left,
