@@ -232,7 +232,10 @@ class GeneratorConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 16
-    min_new_tokens: int = 0        # for benchmarks that need completions of a set length
+    # for benchmarks that need completions of a set length. Not for training: vLLM masks the stop tokens
+    # before its processed log-probs, over the first min_new_tokens tokens, and the learner scores the
+    # whole softmax, so each of those tokens' ratio is off by 1 / (1 - p_stop) even at staleness 0
+    min_new_tokens: int = 0
     # what a weight sync does to groups being generated: wait for them (drain), abort and
     # regenerate them with the new weights (interrupt), or swap under them (inflight: a
     # group's tokens may then come from two versions; version_start and version_end say which)
