@@ -12,12 +12,17 @@ answers, per staleness bucket k = step - version_start:
   life from generation start to training: staleness accrues in wall time, and this
   says how much of it the verifier is responsible for.
 
-Every group the generators produced is trained exactly once (the learner drops only
-duplicate copies), so "all groups" is both the generated and the trained population;
-the buckets split it by how stale each group was when trained.
+Under batch admission without dynamic sampling every group the generators produced is
+trained exactly once (the learner drops only duplicate copies), so "all groups" is both the
+generated and the trained population; the buckets split it by how stale each group was
+when trained. The ledger holds trained groups only: under continuous admission with
+`over_budget=drop` (groups past max_staleness are dropped, long ones most) and under dynamic
+sampling (flat groups are filtered), what was generated and never trained is not in it, so
+"all groups" is the trained population and the bias the drop or the filter causes does not show
+here (the run's `learner/stale_dropped` and `dynamic/filtered_frac` count those groups).
 
-Length buckets: generated against trained. Over a whole run nothing generated goes
-untrained, so a length can only be starved within a staleness bucket: long reasoning
+Length buckets: generated against trained. Over a whole run of batch admission nothing
+generated goes untrained, so a length can only be starved within a staleness bucket: long reasoning
 that is trained only stale gets no fresh updates. Groups fall in length buckets by their
 mean completion tokens (powers of two: [16, 32), [32, 64), ...). For staleness bucket k:
 
