@@ -346,7 +346,12 @@ def extract_statement(reply: str) -> str | None:
     signature = (block[m.end():cut - 2] if cut is not None else block[m.end():]).strip()
     if not signature or screen(signature) is not None:
         return None
-    return f"theorem {THEOREM_NAME} {signature}"
+    # a trailing comment ("... = 4 -- answer 4") would comment out the ` := by` the prompts and the
+    # checker write after the statement: the signature ends with its last token
+    last = None
+    for last in iter_tokens(signature):
+        pass
+    return f"theorem {THEOREM_NAME} {signature[:last.end]}" if last is not None else None
 
 
 def signature_of(statement: str) -> str:

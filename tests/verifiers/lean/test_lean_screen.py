@@ -147,6 +147,15 @@ def test_extract_statement_keeps_only_the_signature():
     assert signature_of(statement) == " (x : ℝ) (h₀ : 2 * x = 4) :\n    x = 2"
 
 
+def test_extract_statement_drops_a_trailing_comment():
+    """The prover's prompt and the checker write ` := by` after the statement: a trailing line comment
+    would comment it out (outside audit)."""
+    reply = "```lean4\ntheorem test_problem (x : ℕ) (h : x = 2) : x + 2 = 4 -- answer 4\n  := by sorry\n```"
+    assert extract_statement(reply) == "theorem test_problem (x : ℕ) (h : x = 2) : x + 2 = 4"
+    inner = "```lean4\ntheorem test_problem (x : ℕ) -- the unknown\n  (h : x = 2) : x + 2 = 4 := by sorry\n```"
+    assert extract_statement(inner) == "theorem test_problem (x : ℕ) -- the unknown\n  (h : x = 2) : x + 2 = 4"
+
+
 @pytest.mark.parametrize("reply", [
     "no code at all",
     "```lean4\ntheorem test_problem2 : True := trivial\n```",
