@@ -43,7 +43,8 @@ def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
     """The batch's rollout and reward metrics; a batch of no group (a step dynamic sampling skips:
     every group flat up to the refill cap) has the same keys, nan where there is nothing to average
     and 0 tokens."""
-    scored = [g.rewards for g in groups if len(g.rewards) and g.error is None]
+    judged = [g for g in groups if len(g.rewards) and g.error is None]  # not refused, not unscored
+    scored = [g.rewards for g in judged]
     spans = [version_span(g.group, s) for g in groups for s in g.group.samples]
     rewards = np.concatenate(scored) if scored else np.zeros(0)
     lengths = [len(s.token_ids) for g in groups for s in g.group.samples]
@@ -54,8 +55,9 @@ def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
         "reward/mean": float(rewards.mean()) if rewards.size else nan,
         "reward/std": float(rewards.std()) if rewards.size else nan,
         "reward/pass_rate": float(np.nanmean(pass_rates)) if not all(map(math.isnan, pass_rates)) else nan,
-        "reward/distinct_answers": _mean([g.num_distinct for g in groups]),
-        "reward/vote_share": _mean([g.vote_share for g in groups]),
+        # over the groups the verifier scored: a refused or unscored group has no vote (its 0 is no share)
+        "reward/distinct_answers": _mean([g.num_distinct for g in judged]),
+        "reward/vote_share": _mean([g.vote_share for g in judged]),
         "reward/gate_proved": float(np.mean([x == "proved" for x in gates])) if gates else nan,
         "rollout/completion_len": float(np.mean(lengths)) if lengths else 0.0,
         "rollout/tokens": float(sum(lengths)),

@@ -31,3 +31,27 @@ def test_version_span_of_each_trajectory_by_hand():
 def test_a_batch_without_samples_has_no_span():
     metrics = batch_result([_group(0, 1, 1, [])], step=1, t_train=1.0, arrived={}).metrics
     assert math.isnan(metrics["learner/version_span_mean"]) and math.isnan(metrics["learner/version_span_max"])
+
+
+def test_a_refused_group_has_no_say_in_the_vote_metrics():
+    """A group the engine refused (no samples) or the verifier could not score has vote_share 0 and
+    no answers: it was no vote, so it leaves reward/vote_share and reward/distinct_answers alone."""
+    voted = _group(0, 1, 1, [[], [], [], []])
+    voted.vote_share, voted.num_distinct = 0.75, 2
+    refused = _group(1, 1, 1, [])
+    refused.group.error = "prompt too long"
+    unscored = _group(2, 1, 1, [[], []])
+    unscored.error = "verifier timed out"
+    metrics = batch_result([voted, refused, unscored], step=1, t_train=1.0, arrived={}).metrics
+    assert metrics["reward/vote_share"] == 0.75 and metrics["reward/distinct_answers"] == 2.0
+
+
+def test_a_step_with_no_group_has_every_key():
+    """A step dynamic sampling skipped (every group flat up to the refill cap) trains no group: its
+    row has the keys of any other, with 0 tokens and nan where nothing is averaged (the driver divides
+    rollout/tokens by the step's time)."""
+    result = batch_result([], step=3, t_train=1.0, arrived={})
+    full = batch_result([_group(0, 3, 3, [[]])], step=3, t_train=1.0, arrived={})
+    assert set(result.metrics) == set(full.metrics)
+    assert result.metrics["rollout/tokens"] == 0.0 and math.isnan(result.metrics["staleness/max"])
+    assert math.isnan(result.metrics["reward/mean"]) and result.ledger == []
