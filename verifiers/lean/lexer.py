@@ -38,10 +38,13 @@ CLOSERS = frozenset(OPENERS.values())
 # A comment opener right after one of these symbol runs is a comment in Lean: no token of
 # Lean's or Mathlib's table extends them with `-` or `/` (a longer token would swallow the
 # opener). After any other symbol run the screen refuses rather than guess. The same holds
-# for a quote: Mathlib's `''`, `∑'` and `⁻¹'` end in one. `/--` is here for the line
+# for a quote, but after the runs Mathlib's table ends with one (QUOTE_TOKEN_STEMS). `/--` is here for the line
 # comment glued to a doc comment's opener (`/----`): no token extends the opener.
 SAFE_BEFORE_COMMENT = frozenset({"<;>", ":=", "=>", ",", ";", "·", "←", "→", "↔", "/--"})
 SAFE_BEFORE_QUOTE = SAFE_BEFORE_COMMENT | {"=", "==", "≠", "::", "++"}
+# Symbol runs that Mathlib's table extends with a quote into one token (`⁻¹'`, `∑'`, `∏'`): the quote
+# after them is that token's end, never a char literal (with Mathlib in the header, as the gate's is)
+QUOTE_TOKEN_STEMS = ("⁻¹", "∑", "∏")
 # The `#` commands a proof may leave in (commands.py says why): whole tokens in Lean's table.
 HASH_COMMANDS = frozenset({"#check", "#check_failure", "#print", "#reduce", "#synth", "#simp", "#norm_num", "#whnf"})
 _QUOTABLE = frozenset("\\\"'rnt")  # Lean's isQuotableCharDefault
@@ -352,6 +355,13 @@ class _Scanner:
             j = self.string(i)
             return Token("string", src[i:j], i, j)
         if c == "'":
+            # Mathlib's tokens that hold a quote (the header imports Mathlib): `''` (Set.image; Lean
+            # never reads a quote followed by a quote as a char literal) and `⁻¹'`, `∑'`, `∏'`, whose
+            # quote ends the token (Set.preimage, tsum, tprod)
+            if self.glued_run(i).endswith(QUOTE_TOKEN_STEMS):  # first: Lean's longest match began there
+                return Token("symbol", "'", i, i + 1)
+            if two == "''":
+                return Token("symbol", "''", i, i + 2)
             j = self.char(i)
             return Token("char", src[i:j], i, j)
         if is_digit(c):

@@ -80,6 +80,7 @@ TOKENS = frozenset("""
 = == ≠ != < > ≤ ≥ <= >= ∧ ∨ ¬ ∘ × ∑ ∏ ∈ ∉ ⊆ ⊂ ∩ ∪ \\ | || && ++ <+: <:+ <:+: ▸ $ <$> >>= |>. |> <|
 ? ! _ ?_ /-- /-! ⁻¹ √ ∣ ‹ › ⦃ ⦄ ↑ ⇑ ↥ ∞ ∫ ∂ ⌊ ⌋ ⌈ ⌉ ≃ ≅ ⊢ ⊤ ⊥ ∅ ≈ ≡ % %[ ![ #eval #print #check #exit
 #reduce #guard_msgs #synth #help #lint #find #where #check_failure #simp #norm_num #whnf
+'' ⁻¹' ∑' ∏'
 """.split()) | KEYWORDS
 
 _CLOSERS = frozenset(")]}⟩")

@@ -99,13 +99,26 @@ def test_doc_comment_boundaries_worked_from_lean(src, doc):
     ("1_000", "`_` in a number"),              # older Lean: `1` then the name `_000`
     ("h.1e5run_cmd", "field index or number"),  # a field index, or `1e5` then the keyword
     ('r#"a"b"#', "raw string"),                # older Lean: `r`, `#`, "a", then code
-    ("∑'a'", "quote glued"),                   # Mathlib's `∑'` token would swallow the quote
+    ("+'a'", "quote glued"),                   # a token of some library's table could swallow the quote
     ("xérun_cmd", "Lean versions differ"),     # newer Lean: one name; older: `x`, an error, then the keyword
     ("aⱼrun_cmd", "Lean versions differ"),
 ])
 def test_what_lean_reads_otherwise_is_refused(src, why):
     with pytest.raises(LexError, match=why):
         list(iter_tokens(src))
+
+
+def test_mathlib_tokens_with_a_quote_as_lean_reads_them():
+    """`''` (Set.image: Lean never reads two quotes as a char literal), `⁻¹'` (preimage), `∑'` and
+    `∏'` (tsum, tprod) are Mathlib's tokens, the gate's header imports Mathlib: their quotes start no
+    char literal. They were refused, and with them every statement about images, preimages or
+    unconditional sums (outside audit)."""
+    for src in ["f '' s", "(f '' s)", "f ⁻¹' {a}", "∑' n, f n", "∏' n : ℕ, f n", "∑'a'", "f ''s ∪ g '' t"]:
+        assert agree_or_refuse(src) == "agree", src
+    assert [(t.kind, t.text) for t in iter_tokens("∑'a'")] == [("symbol", "∑"), ("symbol", "'"), ("ident", "a'")]
+    assert [(t.kind, t.text) for t in iter_tokens("f '' s")] == [("ident", "f"), ("symbol", "''"), ("ident", "s")]
+    assert screen_file("theorem test_problem (f : ℕ → ℕ) (s : Set ℕ) : f '' s ⊆ Set.range f := by\n"
+                       "  exact Set.image_subset_range f s").reason is None
 
 
 def test_numbers_and_field_indices_as_lean_reads_them():
@@ -152,7 +165,7 @@ def test_screen_and_lean_lexer_agree_on_our_cases():
 FRAGMENTS = ["/-", "-/", "--", "/--", "/-!", "-", "/", "\n", " ", "  ", '"', "'", "\\", "\\n", '\\"', "\\\n", "é",
              "{", "r\"", "r#\"", "\"#", "#", "«", "»", "''", "0x", "1", "0", "2.", "e5", "_", ".", "h", "x",
              "h'", "axiom", "run_cmd", "#eval", "#check", "by", "elim", "sorry", ":=", "<;>", "(", ")", ",",
-             "⟨", "∑", "!", "a.b", "'a'", "'\\n'"]
+             "⟨", "∑", "∏", "⁻¹", "!", "a.b", "'a'", "'\\n'"]
 
 
 DOC_THEN_COMMENT = re.compile(r"/-[-!][ \n]*(--|/-)")
