@@ -262,29 +262,31 @@ class ProofChecker:
                 self._commands = table or frozenset()
             return self._commands
 
-    def _screen(self, statement: str, submission: str) -> tuple[str | None, str | None]:
-        """(why the statement or file is refused, the target's full name), with the
-        environment's command words; until Lean was asked for them, the screen's own lists
-        first, so a file they refuse costs no query."""
+    def _screen(self, statement: str, submission: str) -> tuple[str | None, str | None, str]:
+        """(why the statement or file is refused, the target's full name, the `end` lines closing
+        what the file leaves open), with the environment's command words; until Lean was asked for
+        them, the screen's own lists first, so a file they refuse costs no query."""
         environment = self._commands
         if environment is None:
             refused, screened = screen(signature_of(statement)), screen_file(submission)
             if refused is not None or screened.reason is not None:
-                return refused or screened.reason, None
+                return refused or screened.reason, None, ""
             environment = self.environment_commands()
         refused, screened = screen(signature_of(statement), environment), screen_file(submission, environment)
-        return refused or screened.reason, screened.target
+        return refused or screened.reason, screened.target, screened.closers
 
     def check(self, statement: str, proof_file: str) -> ProofVerdict:
         """statement: "theorem test_problem <signature>" as extract_statement wrote it;
         proof_file: the prover's Lean file (extract_proof_file), header imports allowed."""
         submission = strip_header_imports(normalize_newlines(proof_file), self.header).strip("\n")
         try:
-            refused, target = self._screen(statement, submission)
+            refused, target, closers = self._screen(statement, submission)
         except (LeanTimeout, LeanCrash) as e:
             return ProofVerdict("timeout" if isinstance(e, LeanTimeout) else "crash", f"command table: {e}")
         if refused is not None:
             return ProofVerdict("screened", refused)
+        if closers:
+            submission = f"{submission}\n{closers}"
         key = digest(self.backend.identity, self.header, statement, submission, str(self.kernel_checks))
         hit = self.cache.get(key)
         if hit is not None:

@@ -57,6 +57,9 @@ _AUXILIARY_UNDOTTED = re.compile(r"match_\d+|proof_\d+")
 class FileScreen:
     reason: str | None        # None when the file may go to Lean
     target: str | None = None  # the target theorem's full name, as Lean syntax
+    # the `end` lines that close the sections and namespaces the file leaves open (Lean closes them
+    # at the end of a file; the checker's own `end` of its section around the file needs them closed)
+    closers: str = ""
 
 
 def _prepare(text: str) -> list[Token]:
@@ -154,12 +157,13 @@ class _FileWalk:
                 k, reason = k + 1, None
             if reason:
                 return FileScreen(reason)
-        if self.scopes:
-            kind, name, _ = self.scopes[-1]
-            return FileScreen(f"{kind} {name or '(anonymous)'} is never closed")
+        if any(kind == "mutual" for kind, _, _ in self.scopes):
+            return FileScreen("a mutual block is never closed")
         if len(self.targets) != 1:
             return FileScreen(f"{len(self.targets)} theorems named {THEOREM_NAME} (exactly one is needed)")
-        return FileScreen(None, self.targets[0])
+        # `noncomputable section` with no `end`, as Mathlib files often have it: closed for the checker
+        closers = "\n".join(f"end {written}".rstrip() for _, _, written in reversed(self.scopes))
+        return FileScreen(None, self.targets[0], closers)
 
     def attributes(self, k: int, opener: Token) -> tuple[int, str | None]:
         """From the first token inside `@[` or `attribute [` to after its `]`: each attribute

@@ -196,6 +196,8 @@ HONEST_IDIOMS = [
     ("local instance in a closed section", ADD,
      block("section\nattribute [local instance] Classical.propDecidable\n\n"
            "lemma my_em (p : Prop) : p ∨ ¬p := Classical.em p\n\nend\n\n" + _ADD_PROOF)),
+    ("noncomputable section left open", ADD, block(f"noncomputable section\n\nopen Real\n\n{_ADD_PROOF}")),
+    ("namespace left open", ADD, block(f"namespace Sol\n\n{_ADD_PROOF}")),
     ("doc comment opening with a line comment", ADD,
      block(f"/-- -- the main theorem\n  By substitution. -/\n{_ADD_PROOF}")),
     ("imports of Mathlib modules the header covers", ADD,

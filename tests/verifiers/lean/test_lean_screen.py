@@ -241,7 +241,8 @@ def test_honest_files_pass_the_file_screen(name, statement, reply):
 # checker compares with the reference (test_lean_commands.py runs them through it).
 LEAN_SIDE = {"easier statement", "axiom as the target", "def as the target", "opaque as the target",
              "local instance redefines +", "attribute local instance", "variable adds a hypothesis", "mutual block",
-             "underscore binder hides an extra hypothesis", "local instance in a section around the target"}
+             "underscore binder hides an extra hypothesis", "local instance in a section around the target",
+             "unclosed namespace"}
 
 
 @pytest.mark.parametrize("name,statement,reply", cases.EXPLOITS, ids=[c[0] for c in cases.EXPLOITS])
@@ -259,7 +260,12 @@ def test_file_screen_finds_the_target_and_its_namespace():
     assert "2 theorems" in screen_file("theorem test_problem : True := trivial\n"
                                        "theorem A.test_problem : True := trivial").reason
     assert "must be a theorem" in screen_file("def test_problem : True := trivial").reason
-    assert "never closed" in screen_file("section\ntheorem test_problem : True := trivial").reason
+    # Lean closes what a file leaves open at its end; the checker writes the `end`s before its own
+    unclosed = screen_file("noncomputable section\nnamespace A.B\nsection s\ntheorem test_problem : True := trivial")
+    assert unclosed.reason is None and unclosed.target == "A.B.test_problem"
+    assert unclosed.closers == "end s\nend A.B\nend"
+    assert screen_file("theorem test_problem : True := trivial").closers == ""
+    assert "mutual" in screen_file("mutual\ntheorem test_problem : True := trivial").reason
     assert "closes namespace" in screen_file("namespace A\ntheorem test_problem : True := trivial\nend B").reason
     assert "option" in screen_file("set_option debug.skipKernelTC true in\ntheorem test_problem : True := trivial").reason
     assert screen_file("set_option linter.unusedVariables false\ntheorem test_problem : True := trivial").reason is None
