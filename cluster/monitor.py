@@ -90,12 +90,16 @@ class Monitor:
     def observe(self, step: int, row: dict) -> list[str]:
         """Take the step's metrics; add monitor/* to `row`; return a warning line per signal that
         starts at this step."""
+        fresh = set()  # the metrics this step measured
         for metric in {s.metric for s in self.signals}:
             value = row.get(metric)
             if isinstance(value, (int, float)) and math.isfinite(value):
                 self.history.setdefault(metric, []).append(float(value))
+                fresh.add(metric)
         lines = []
         for s in self.signals:
+            if s.metric not in fresh:  # nothing new (a step that trained nothing, a nan precision):
+                continue  # no step of a streak, which counts steps that measured past the threshold
             value, past = self.check(s)
             if value is None:
                 continue

@@ -59,7 +59,7 @@ def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
         "reward/distinct_answers": _mean([g.num_distinct for g in judged]),
         "reward/vote_share": _mean([g.vote_share for g in judged]),
         "reward/gate_proved": float(np.mean([x == "proved" for x in gates])) if gates else nan,
-        "rollout/completion_len": float(np.mean(lengths)) if lengths else 0.0,
+        "rollout/completion_len": _mean(lengths),
         "rollout/tokens": float(sum(lengths)),
         "rollout/generate_s": _mean([g.group.generate_s for g in groups]),
         "verifier/verify_s": _mean([g.verify_s for g in groups]),

@@ -142,6 +142,27 @@ def test_a_signal_warns_only_once_past_its_threshold_persist_steps_in_a_row():
     assert monitor.onsets == {"kl_high/approx_kl": [1]}
 
 
+def test_a_step_that_measured_nothing_is_no_step_of_a_streak():
+    """Precision past the threshold on two steps, then steps where it is nan (every group flat) or
+    absent (a step dynamic sampling skipped): the streak stays at two, nothing warns, and those steps'
+    rows carry no monitor value of their own (outside audit: the unchanged history counted as a step
+    past the threshold each time, and "5 steps in a row" was written after two)."""
+    cfg = MonitorConfig(window=1, persist_steps=5, baseline_steps=1)
+    monitor, rows, lines = Monitor(cfg), [], []
+    for step, value in enumerate([0.9, 0.0, 0.0, math.nan, math.nan, None, None]):
+        row = {**HEALTHY, "shadow/precision": value}
+        if value is None:
+            del row["shadow/precision"]
+        lines += monitor.observe(step, row)
+        rows.append(row)
+    assert lines == [] and monitor.streak["precision_low"] == 2
+    assert [r.get("monitor/firing/precision_low") for r in rows] == [0.0, 1.0, 1.0, None, None, None, None]
+    # the streak goes on where the measurements do
+    for step in range(7, 10):
+        lines += monitor.observe(step, {**HEALTHY, "shadow/precision": 0.0})
+    assert monitor.onsets["precision_low"] == [9] and "5 steps in a row" in lines[0]
+
+
 def _noisy_run(seed: int, steps: int = 300, hack_from: int | None = None) -> list[dict]:
     """A constructed run with the noise of the recorded healthy one (docs/results.md): 8 labelled
     groups a step, so consensus on a wrong answer is k/8 of them, its rate rising 0 -> 0.15 as the

@@ -54,4 +54,5 @@ def test_a_step_with_no_group_has_every_key():
     full = batch_result([_group(0, 3, 3, [[]])], step=3, t_train=1.0, arrived={})
     assert set(result.metrics) == set(full.metrics)
     assert result.metrics["rollout/tokens"] == 0.0 and math.isnan(result.metrics["staleness/max"])
-    assert math.isnan(result.metrics["reward/mean"]) and result.ledger == []
+    assert math.isnan(result.metrics["reward/mean"]) and math.isnan(result.metrics["rollout/completion_len"])
+    assert result.ledger == []
