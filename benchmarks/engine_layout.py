@@ -33,7 +33,8 @@ LAYOUTS = {"vllm": {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}, "spawn": {"JURY_CPU_
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, default=40)
-    p.add_argument("--warmup", type=int, default=10, help="steps left out of the throughput")
+    p.add_argument("--warmup", type=int, default=10,
+                   help="the throughput is timed from the end of this step: steps 0..WARMUP are left out")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--layouts", default="vllm,inline", help=f"of {','.join(LAYOUTS)}, in this order each round")
     p.add_argument("--json", default="")
@@ -43,7 +44,7 @@ def parse_args(argv=None):
         if getattr(args, name) < 1:
             p.error(f"--{name} {getattr(args, name)}: at least 1")
     if not 0 <= args.warmup < args.steps - 1:
-        p.error(f"--warmup {args.warmup}: from 0 to --steps - 2 ({args.steps - 2}), so that two steps are timed")
+        p.error(f"--warmup {args.warmup}: from 0 to --steps - 2 ({args.steps - 2}), so that a step is timed")
     from jury.protocol.config import ConfigError
     from jury.protocol.config_load import load_config
 

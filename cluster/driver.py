@@ -139,9 +139,12 @@ def _plots(plots: Callable[[Path], list], run_dir: Path) -> list:
 
 def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, trackers: Trackers,
            data: RunData) -> dict:
+    elapsed_s = 0.0  # a resumed run's time_s clock goes on from its last kept row's
     if state:  # steps after the checkpoint are trained again: drop their old rows
         for name in ("metrics.jsonl", "ledger.jsonl"):
             truncate_steps(run_dir / name, state["version"])
+        kept = read_metrics(run_dir)
+        elapsed_s = float(kept[-1]["time_s"]) if kept else 0.0
     t_start = time.time()
     pipe = Pipeline(cfg, state["path"] if state else plan.policy_model, plan=plan,
                     learner_checkpoint=str(Path(state["path"]) / "engine") if state else None,
@@ -170,7 +173,7 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
             pipe.learner.call0("record", str((run_dir / "record").resolve()))
         evaluator = Evaluator.from_config(cfg, pipe.feeder.prompts, pipe.feeder.tokenizer) if cfg.eval.every else None
         summary["startup_s"] = time.time() - t_start
-        metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first, trackers=trackers)
+        metrics = MetricsLog(run_dir, cfg.steps, cfg.progress, initial=first, trackers=trackers, elapsed_s=elapsed_s)
         ledger = JsonlFile(run_dir / "ledger.jsonl")
         monitor = Monitor(cfg.monitor) if cfg.monitor.enabled else None
         if monitor and state:  # a resumed run's monitor starts from the steps its folder holds
@@ -237,7 +240,9 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
             metrics.close()
             ledger.close()
         pipe.close(graceful=not interrupted)
-    summary["wall_s"] = time.time() - t_start
+    # a resumed run's: this process's, plus the time_s its checkpoint's last step had (the earlier
+    # processes' start-ups and their time after that step are not counted)
+    summary["wall_s"] = time.time() - t_start + elapsed_s
     summary.update(_learning_summary(run_dir))
     (run_dir / "summary.yaml").write_text(yaml.safe_dump(summary, sort_keys=False))
     return summary

@@ -82,13 +82,16 @@ def read_jsonl(path) -> list[dict]:
 
 
 class MetricsLog:
-    def __init__(self, run_dir: Path, total_steps: int, progress: bool = True, initial: int = 0, trackers=None):
+    def __init__(self, run_dir: Path, total_steps: int, progress: bool = True, initial: int = 0, trackers=None,
+                 elapsed_s: float = 0.0):
+        """`elapsed_s`: the time_s a resumed run's last kept row has; its clock goes on from there (the
+        time the run was down is not counted), so its rows' time_s never step back."""
         from tqdm import tqdm
 
         self.trackers = trackers  # cluster.tracking.Trackers; the caller closes them after the summary
         self.path = Path(run_dir) / "metrics.jsonl"
         self.file = JsonlFile(self.path)
-        self.t0 = time.time()
+        self.t0 = time.time() - elapsed_s
         self.bar = tqdm(total=total_steps, initial=initial, desc="train", unit="step", disable=not progress,
                         dynamic_ncols=True)
 

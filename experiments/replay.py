@@ -94,7 +94,9 @@ def replay(run_dir: str, out_dir: str | None = None, *, steps: int = 0, progress
     summary = {"replay_dir": str(out), "steps": len(files), "ranks": cfg.learner.num_ranks,
                "zero_stage": cfg.learner.zero_stage, "learner_train_s": train_s,
                "learner_tokens_per_s": tokens / train_s if train_s else math.nan,
-               "loss_max_abs_diff": max(diffs) if diffs else math.nan, "final": final}
+               # nan if any step's is (a non-finite loss on either side): max() would drop a nan after the first
+               "loss_max_abs_diff": math.nan if not diffs or any(map(math.isnan, diffs)) else max(diffs),
+               "final": final}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 

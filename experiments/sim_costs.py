@@ -311,11 +311,12 @@ def run_folder(bench_dir: Path, recorded: str) -> Path:
 
 def _ledger_lengths(run_dir: Path) -> tuple[float, ...]:
     path = run_dir / "ledger.jsonl"
+    from jury.cluster.metrics import read_jsonl
+
     values = []
-    for line in path.read_text().splitlines():
-        rows = json.loads(line)
+    for rows in read_jsonl(path):  # a torn last line skipped, as every reader does
         for row in rows if isinstance(rows, list) else [rows]:
-            if row.get("error") is None and row.get("length"):
+            if row.get("error") is None and row.get("length") is not None:  # a group of 0 tokens counts
                 values.append(float(row["length"]))
     if not values:
         raise ValueError(f"{path}: no group lengths")

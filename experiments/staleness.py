@@ -57,16 +57,9 @@ def read_ledger(run_dir: str | Path) -> list[dict]:
     path = Path(run_dir) / "ledger.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{run_dir}: no ledger.jsonl")
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
-    return rows
+    from jury.cluster.metrics import read_jsonl
+
+    return read_jsonl(path)  # a last line cut in half by a crash is skipped, as every reader does
 
 
 def _mean(xs) -> float:

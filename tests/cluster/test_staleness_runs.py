@@ -105,7 +105,11 @@ def test_continuous_admission_keeps_the_bound_loses_nothing_and_resumes(tiny_mod
     (run / "latest_checkpoint").write_text(json.dumps({"path": str(run / "checkpoint")}))
     summary = train(load_config(str(run / "config.yaml")), resume=str(run))
     ledger, _ = check(summary, 5)
-    assert [r["step"] for r in read_metrics(run)] == list(range(5))
+    rows = read_metrics(run)
+    assert [r["step"] for r in rows] == list(range(5))
+    # the resumed process's clock goes on from the checkpoint's last step: time_s never steps back
+    times = [r["time_s"] for r in rows]
+    assert times == sorted(times) and summary["wall_s"] > times[3], (times, summary["wall_s"])
     assert all(r["index"] in pending or r["index"] >= state["next_index"] for r in ledger if r["step"] == 4)
 
 

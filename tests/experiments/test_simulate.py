@@ -839,3 +839,16 @@ def test_a_mixtures_prefill_reads_the_experts_its_prompt_reaches_beyond_the_deco
     per_group = 0.02 * (0.75 ** 3 - 0.75 ** 12)  # the experts 9 more prompt tokens reach
     assert wall(10) - wall(1) == pytest.approx(2 * per_group)
     assert wall(10, experts=0.0) == wall(1, experts=0.0)  # a dense model's prefill shares the step's read
+
+
+def test_ledger_lengths_keep_empty_groups_and_skip_a_torn_last_line(tmp_path):
+    """Calibration's length distribution from a ledger: a group of 0 tokens is a length like any
+    other (it was dropped as no length, which biased the distribution up), a refused group is none,
+    and a last line cut short by a crash is skipped as every reader of a run's files does."""
+    import json
+
+    from jury.experiments.sim_costs import _ledger_lengths
+
+    rows = [{"length": 0}, {"length": 0}, {"length": 10}, {"length": 30}, {"length": 5, "error": "refused"}]
+    (tmp_path / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"len')
+    assert _ledger_lengths(tmp_path) == (0.0, 0.0, 10.0, 30.0)
