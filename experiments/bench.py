@@ -104,12 +104,15 @@ def end_to_end(cfg, run_dir: Path) -> dict:
     mean = lambda key: sum(r.get(key, 0.0) for r in rows) / n  # noqa: E731
     delta = lambda key: rows[-1].get(key, 0.0) - before.get(key, 0.0)  # counters summed by the roles  # noqa: E731
     gens, vers = range(cfg.num_generators), range(cfg.num_verifiers)
-    groups = n * cfg.batch_groups
+    # the groups and completions the steps trained (dynamic sampling may train fewer than B a step;
+    # runs from before these counters: B and B x G)
+    groups = sum(r.get("rollout/groups", cfg.batch_groups) for r in rows)
+    completions = sum(r.get("rollout/completions", cfg.batch_groups * cfg.generator.group_size) for r in rows)
     running = sum(delta(f"generator{i}/running_seq_s") for i in gens) / (wall * len(gens))
     return {
         "tokens_per_s": sum(r["rollout/tokens"] for r in rows) / wall,
         "groups_per_s": groups / wall,
-        "completions_per_s": groups * cfg.generator.group_size / wall,
+        "completions_per_s": completions / wall,
         "step_s": wall / n,
         "startup_s": summary.get("startup_s", math.nan),
         "learner_wait_s": mean("learner/wait_s"), "learner_train_s": mean("learner/train_s"),

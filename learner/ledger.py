@@ -61,6 +61,9 @@ def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
         "reward/gate_proved": float(np.mean([x == "proved" for x in gates])) if gates else nan,
         "rollout/completion_len": _mean(lengths),
         "rollout/tokens": float(sum(lengths)),
+        # what the step trained: fewer than B groups where dynamic sampling hit its refill cap
+        "rollout/groups": float(sum(1 for g in groups if g.group.samples)),
+        "rollout/completions": float(len(lengths)),
         "rollout/generate_s": _mean([g.group.generate_s for g in groups]),
         "verifier/verify_s": _mean([g.verify_s for g in groups]),
         "learner/version_span_mean": float(np.mean(spans)) if spans else nan,

@@ -55,4 +55,5 @@ def test_a_step_with_no_group_has_every_key():
     assert set(result.metrics) == set(full.metrics)
     assert result.metrics["rollout/tokens"] == 0.0 and math.isnan(result.metrics["staleness/max"])
     assert math.isnan(result.metrics["reward/mean"]) and math.isnan(result.metrics["rollout/completion_len"])
-    assert result.ledger == []
+    assert result.ledger == [] and result.metrics["rollout/groups"] == 0 == result.metrics["rollout/completions"]
+    assert full.metrics["rollout/groups"] == 1 and full.metrics["rollout/completions"] == 1
