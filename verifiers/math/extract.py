@@ -60,6 +60,8 @@ _JOINER = re.compile(
 )
 # a label right before a box: "x = ", "$y_1 = $", "AB="
 _LABEL_BEFORE = re.compile(r"(?<![A-Za-z\\])([A-Za-z]{1,3}(?:_\{?[A-Za-z0-9]{1,3}\}?)?)\s*=\s*(?:\$|\\\(|\s)*$")
+# after a "final answer is" that follows the boxes: a word of two letters or more, not maths, first
+_COMMENT_AFTER_IS = re.compile(r"(?<=is)[ \t*]*(?!the\b)[A-Za-z]{2,}\b", re.IGNORECASE)
 _FINAL_ANSWER = re.compile(r"final answer\**\s*(?:is\b|:)|final answer\**[ \t]*\n", re.IGNORECASE)
 _ANSWER_IS = re.compile(
     r"(?:final answer\**\s*(?:is\b|:)|final answer\**[ \t]*\n|the answer\s*(?:is\b|:))\**\s*:?\**\s*", re.IGNORECASE
@@ -278,7 +280,9 @@ def extract_answer(text: str, parts: int = 1, unanchored: Unanchored = "no_answe
             stated = _last_expression(text)
         return _final(stated)
     after = [m for m in _FINAL_ANSWER.finditer(text, group[-1].end)]
-    if after:
+    # "the final answer is consistent with step 3" speaks of the boxed answer, it states none:
+    # after "is", a word (not maths) leaves the box the answer
+    if after and not _COMMENT_AFTER_IS.match(text, after[-1].end()):
         stated = _answer_is(text, after[-1].start())
         if stated and _has_maths(stated):
             return _final(stated)

@@ -277,6 +277,18 @@ CASES: list[Case] = [
         ("**Final Answer**\nThe value is $-2$.", "-2", True),
         ("Final Answer: The answer is 12 meters.", "12", True),
     ]),
+    *_cases("response_comment_after_the_box", [
+        # "the final answer is <a word>" after the box speaks of the boxed answer; it states none
+        (r"So $\boxed{24}$. Checking: the final answer is consistent with step 3.", "24", True),
+        (r"Hence $\boxed{7}$. The final answer is in the range from 1 to 10.", "7", True),
+        (r"So $\boxed{12}$. This final answer is valid for $n \ge 1$.", "12", True),
+        (r"So $\boxed{5}$. The final answer is correct for all 3 cases.", "5", True),
+        (r"So $\boxed{5}$. The final answer is correct for all 3 cases.", "3", False),
+        # a statement after the box still overrides it (the response corrected itself)
+        (r"So $\boxed{4}$. Wait, that is wrong. The final answer is 5.", "5", True),
+        (r"So $\boxed{4}$. Wait. The final answer is the value 5.", "5", True),
+        (r"So $\boxed{4}$. Wait. The final answer is $5$.", "4", False),
+    ]),
     *_cases("response_final_sentence", [
         # "Final Answer:" and a sentence: the value the sentence states, not the sentence
         (r"Final Answer: The value of $x$ is 5.", "5", True),
