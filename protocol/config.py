@@ -811,6 +811,14 @@ class RunConfig:
             raise ConfigError(f"learner.minibatches ({self.learner.minibatches}) exceeds a rank's samples per step "
                               f"(batch_groups x group_size / num_ranks = {rows}): the extra optimizer steps would "
                               "train on nothing")
+        drawing = ("dynamic_sampling" if self.dynamic_sampling else
+                   "admission=continuous with over_budget=drop" if self.admission == "continuous"
+                   and self.over_budget == "drop" else "")
+        if self.data.epochs and drawing:
+            raise ConfigError(f"data.epochs={self.data.epochs} with {drawing}: the problems that refill a filtered "
+                              "or dropped group's place come from the same stream, past the passes data.epochs "
+                              "allows, and it would run dry near the run's end; bound the run with `steps` "
+                              "instead (data.epochs=0)")
         if self.eval.every and self.eval.max_new_tokens + self.max_prompt_tokens > self.max_model_len:
             raise ConfigError(f"eval.max_new_tokens + max_prompt_tokens ({self.eval.max_new_tokens} + "
                               f"{self.max_prompt_tokens}) exceeds max_model_len ({self.max_model_len})")

@@ -106,6 +106,9 @@ def test_defaults_and_overrides(tmp_path):
     (["admission=continuous", "forced_staleness=2"], r"admission=continuous with forced_staleness"),
     (["admission=continuous", "dynamic_sampling=true", "max_refills=0"], r"max_refills must be >= 1"),
     (["admission=rolling"], r"admission"),
+    # refills draw past the passes data.epochs allows: the stream ran dry near the run's end (outside audit)
+    (["data.epochs=1", "dynamic_sampling=true"], r"data\.epochs=1 with dynamic_sampling: .* bound the run with `steps`"),
+    (["data.epochs=2", "admission=continuous"], r"data\.epochs=2 with admission=continuous with over_budget=drop"),
     (["over_budget=keep"], r"over_budget"),
     # YAML that does not parse, or that would quietly drop part of a value
     (["generator.resources={a:"], r"override 'generator\.resources=\{a:': the value is not valid YAML"),
