@@ -53,9 +53,13 @@ class _PlanRequest(threading.Thread):
 
 
 class Diversifier:
-    def __init__(self, cfg: DerlConfig, client: LLMClient, *, tokenizer=None, max_prompt_tokens: int = 0):
+    def __init__(self, cfg: DerlConfig, client: LLMClient, *, tokenizer=None, max_prompt_tokens: int = 0,
+                 wrap=None):
+        """`wrap`: the message as the engine gets it (the feeder's PromptFormat.wrap: the chat template
+        and system prompt), so that max_prompt_tokens is measured on what is sent."""
         self.cfg, self.client = cfg, client
         self.tokenizer, self.max_prompt_tokens = tokenizer, max_prompt_tokens
+        self.wrap = wrap or (lambda text: text)
         self.mixer = DiversifyingMixer(cfg)
         self.problems: dict[int, tuple[str, str]] = {}  # task index -> (problem id, statement), until trained
         self.request: _PlanRequest | None = None
@@ -84,7 +88,7 @@ class Diversifier:
     def _fits(self, prompt: str) -> bool:
         if self.tokenizer is None or self.max_prompt_tokens <= 0:
             return True
-        n = len(self.tokenizer(prompt)["input_ids"])
+        n = len(self.tokenizer(self.wrap(prompt))["input_ids"])
         if n > self.max_prompt_tokens and not self._warned:
             self._warned = True  # once: the count derl/prompt_too_long says how often
             log.warning("derl: a prompt of %d tokens is over max_prompt_tokens=%d and stays original; "

@@ -131,6 +131,8 @@ class Pipeline:
                              tokenizer=tokenizer, max_prompt_tokens=cfg.max_prompt_tokens, curve=self.curve,
                              forced=self.plan.forced, mixer=self.derl or self.rewriter, data=cfg.data,
                              ahead=self.rewriter.ahead if self.rewriter else None, slots=self.plan.slots)
+        if self.derl:  # DeRL's prompts are measured as sent: through the feeder's chat template
+            self.derl.wrap = self.feeder.prompts.wrap
         with self.stage(f"{cfg.num_generators} generator(s): vLLM engine"):
             ray.get([self._start_generator(g) for g in self.generators])
         with self.stage(f"weight group ({cfg.weight_backend})"):

@@ -354,6 +354,22 @@ def test_too_long_prompts_stay_original_and_paper_format_renders():
     assert d.after_step(_result([_row(1)]))["derl/prompt_too_long"] == 1
 
 
+def test_a_prompt_is_measured_as_the_engine_gets_it():
+    """The chat template and system prompt the feeder adds after the mix count toward
+    max_prompt_tokens: measured bare, a diversifying prompt over budget once wrapped reached the
+    engine (outside audit). The pipeline hands the feeder's PromptFormat.wrap in."""
+    tok = lambda text: {"input_ids": list(text)}  # noqa: E731  one token per character
+    paper = _admit(Diversifier(DerlConfig(ratio=(0, 1), original_prompt="paper"), Scripted()), P, 0).prompt
+    bare = Diversifier(DerlConfig(ratio=(0, 1), original_prompt="paper"), Scripted(), tokenizer=tok,
+                       max_prompt_tokens=len(paper) + 10)
+    assert _admit(bare, P, 0).prompt == paper  # it fits bare
+    d = Diversifier(DerlConfig(ratio=(0, 1), original_prompt="paper"), Scripted(), tokenizer=tok,
+                    max_prompt_tokens=len(paper) + 10, wrap=lambda text: "<|system|>" * 5 + text)
+    t = _admit(d, P, 0)
+    assert t.prompt == P.problem + PROMPT_SUFFIX  # not wrapped: it stays as the feeder wrote it
+    assert d.after_step(_result([_row(0)]))["derl/prompt_too_long"] == 1
+
+
 def test_feeder_mixes_through_the_diversifier_and_sends_what_it_keeps():
     d = Diversifier(DerlConfig(ratio=(1, 1)), Scripted())
     d.mixer.record_correct(problem_id(P), P.problem, "\\boxed{12}", "12")
