@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import statistics
 import sys
 import time
 
@@ -179,7 +180,7 @@ def timed(fn, iters: int, cuda: bool) -> float:
             torch.cuda.synchronize()
         if i >= 2:
             times.append(time.perf_counter() - t0)
-    return sorted(times)[len(times) // 2]
+    return statistics.median(times)
 
 
 def kernel_shares(fn, cuda: bool) -> dict:

@@ -47,6 +47,7 @@ import gc
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -290,9 +291,9 @@ def main():
         if step:  # the first is the warm-up (Triton autotuning, allocator)
             times.append(time.perf_counter() - t0)
             split.append(timers)
-    step_s = sorted(times)[len(times) // 2]
+    step_s = statistics.median(times)  # of two steps, their mean (the upper one was taken before)
     flops = model_flops(spec, params_less_embedding, batch)
-    opt_s = sorted(t.get("optimizer_s", 0.0) for t in split)[len(split) // 2]
+    opt_s = statistics.median(t.get("optimizer_s", 0.0) for t in split)
     positions, completion = float(batch.attention.sum()), float(batch.completion.sum())
     measured = matmul_tflops(device)
     result = {
@@ -303,7 +304,9 @@ def main():
         "gradient": grad,
         "step": {"rows": args.rows, "positions": positions, "completion_tokens": completion,
                  "micro_batch": args.micro_batch, "median_s": step_s, "steps": times,
-                 "forward_backward_s": split[-1].get("forward_backward_s"), "optimizer_s": split[-1].get("optimizer_s"),
+                 # medians over the timed steps, as median_s (they were the last step's)
+                 "forward_backward_s": statistics.median(t.get("forward_backward_s", 0.0) for t in split),
+                 "optimizer_s": opt_s, "steps_split": split,
                  "positions_per_s": positions / step_s, "completion_tokens_per_s": completion / step_s,
                  "model_tflops": flops / step_s / 1e12,
                  "mfu_datasheet": flops / step_s / (args.peak_tflops * 1e12),

@@ -26,6 +26,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import statistics
 import sys
 import time
 
@@ -161,10 +162,10 @@ def main():
     for r in rows:
         by_size.setdefault(r["bucket_mb"], []).append(r)
     table = [{"bucket_mb": mb, "buckets": rs[0]["buckets"],
-              "median_s": sorted(r["seconds"] for r in rs)[len(rs) // 2],
-              "gather_s": sorted(r["gather_s"] for r in rs)[len(rs) // 2],
-              "broadcast_s": sorted(r["broadcast_s"] for r in rs)[len(rs) // 2],
-              "ready_s": sorted(r["ready_s"] for r in rs)[len(rs) // 2]} for mb, rs in by_size.items()]
+              "median_s": statistics.median(r["seconds"] for r in rs),
+              "gather_s": statistics.median(r["gather_s"] for r in rs),
+              "broadcast_s": statistics.median(r["broadcast_s"] for r in rs),
+              "ready_s": statistics.median(r["ready_s"] for r in rs)} for mb, rs in by_size.items()]
     result = {"device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
               "backend": args.backend, "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
               "model": "tiny" if args.tiny else "Qwen3-1.7B", "bytes": nbytes, "receivers": args.receivers,
