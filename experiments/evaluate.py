@@ -53,6 +53,18 @@ def data_config_of(run_cfg: dict):
         raise ValueError(f"the run's config.yaml: data: {e}") from None
 
 
+def verifier_config_of(run_cfg: dict):
+    """The training run's grading settings (the verifier section's accept_rounded and unanchored), so
+    that `jury eval` of its checkpoint grades as its in-training eval/* did; defaults without a run."""
+    from jury.protocol.config import VerifierConfig
+
+    section = run_cfg.get("verifier") or {}
+    try:
+        return VerifierConfig(**{k: section[k] for k in ("accept_rounded", "unanchored") if k in section})
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"the run's config.yaml: verifier: {e}") from None
+
+
 def run_config_of(checkpoint: Path) -> dict:
     """The training run's config when the checkpoint is a run's `final/` folder, else {}."""
     import yaml
@@ -138,10 +150,11 @@ Generate = Callable[[str, str, list, Sampling], tuple[list, dict]]
 
 
 def evaluate(checkpoint: str, problems: list, sampling: Sampling, ks: list[int], *, tokenizer: str | None = None,
-             check_timeout_s: float = 5.0, generate: Generate | None = None, data=None) -> dict:
+             check_timeout_s: float = 5.0, generate: Generate | None = None, data=None, verifier=None) -> dict:
     """The summary (pass@k, distinct answers, verdicts, settings) and per-problem results.
     Prompts are made as the feeder makes them in training: `data` (the run's DataConfig) gives
-    the template and chat template; without it, the problem and a newline."""
+    the template and chat template; without it, the problem and a newline. `verifier` (the run's
+    VerifierConfig) grades as the run did; without it, the defaults."""
     from jury.data.problems import PROMPT_SUFFIX
 
     bad = [k for k in ks if not 1 <= k <= sampling.n]
@@ -162,7 +175,8 @@ def evaluate(checkpoint: str, problems: list, sampling: Sampling, ks: list[int],
     if not kept:
         raise ValueError(f"all {len(problems)} prompts are too long for max_model_len with "
                          f"max_new_tokens={sampling.max_new_tokens}")
-    results = grade([problems[i] for i in kept], [texts[i] for i in kept], timeout_s=check_timeout_s)
+    results = grade([problems[i] for i in kept], [texts[i] for i in kept], timeout_s=check_timeout_s,
+                    verifier=verifier)
     summary = summarise(results, ks)
     summary.update(skipped_too_long=len(problems) - len(kept), checkpoint=model, tokenizer=tok,
                    sampling=asdict(sampling), **timing)
@@ -209,10 +223,11 @@ def _run(args) -> int:
         sampling = sampling_from(args, run_cfg)
         ks = _ks(args.k) if args.k else sorted({1, sampling.n})
         data = data_config_of(run_cfg) if run_cfg else None
+        verifier = verifier_config_of(run_cfg) if run_cfg else None
         dataset = args.dataset or default_dataset(run_cfg, data)
         problems = load_problems(dataset, args.seed, args.count, data)
         result = evaluate(args.checkpoint, problems, sampling, ks, tokenizer=args.tokenizer,
-                          check_timeout_s=args.check_timeout_s, data=data)
+                          check_timeout_s=args.check_timeout_s, data=data, verifier=verifier)
     except (ValueError, OSError) as e:
         print(f"jury eval: {e}", file=sys.stderr)
         return 2

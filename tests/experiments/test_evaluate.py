@@ -122,6 +122,19 @@ def test_a_runs_eval_file_field_names_and_prompt_format_are_used(tmp_path, tiny_
                                for q in ("Compute 1+1.", "Compute 2+2.")]
     summary = json.loads((tmp_path / "r.json").read_text())["summary"]
     assert summary["dataset"]["name"] == str(evalf) and summary["pass@1"] == pytest.approx(0.5)
+    # graded as the run graded (its verifier.unanchored; in-training eval/* does): "The result is 4."
+    # states no answer under the default, its last expression under last_expression (outside audit)
+    def unboxed(model_path, tokenizer, prompts, sampling):
+        return [["So the answer is 2."] * 2, ["The result is 4."] * 2], {}
+
+    monkeypatch.setattr(ev, "generate_vllm", unboxed)
+    for unanchored in ("no_answer", "last_expression"):
+        (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump(
+            {"model": str(make_tiny_chat_model(progress=False)), "generator": {"max_new_tokens": 8}, "data": data,
+             "verifier": {"unanchored": unanchored}}))
+        assert args.func(args) == 0
+        summary = json.loads((tmp_path / "r.json").read_text())["summary"]
+        assert summary["pass@1"] == pytest.approx({"no_answer": 0.5, "last_expression": 1.0}[unanchored]), unanchored
     (tmp_path / "run" / "config.yaml").write_text(yaml.safe_dump({"model": "tiny", "generator": {},
                                                                   "data": {"bad_rows": "sometimes"}}))
     assert args.func(args) == 2
