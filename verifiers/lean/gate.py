@@ -42,7 +42,7 @@ _CONSISTENCY = re.compile(r"<consistency>(.*?)</consistency>", re.DOTALL | re.IG
 @dataclass(frozen=True)
 class GateResult:
     proved: bool
-    reason: str  # proved | no_statement | no_consistent_statement | no_elaborating_statement | no_proof
+    reason: str  # proved | no_statement | no_consistent_statement | lean_failed | no_elaborating_statement | no_proof
     statement: str | None = None  # the chosen formalization
     proof: str | None = None      # the proof file that checked
     formalizer_tokens: int = 0
@@ -73,6 +73,7 @@ class GateResult:
             "verifier/lean_tokens_prover": float(self.prover_tokens),
             "verifier/lean_attempts": float(self.attempts),
             "verifier/lean_timeouts": float(self.verdicts.count("timeout")),
+            "verifier/lean_crashes": float(self.verdicts.count("crash")),
             "verifier/lean_formalize_s": self.formalize_s,
             "verifier/lean_consistency_s": self.consistency_s,
             "verifier/lean_prove_s": self.prove_s,
@@ -124,17 +125,19 @@ class LeanGate:
         t1 = time.monotonic()
         ranked, c_tokens = self._rank(informal, candidates)
         t2 = time.monotonic()
-        statement, lean_s = self._choose(ranked)
+        statement, lean_s, failed = self._choose(ranked)
         proof, attempts, verdicts, p_tokens = self._prove(statement) if statement else (None, 0, [], 0)
         t3 = time.monotonic()
         reason = ("proved" if proof is not None else "no_statement" if not candidates
                   else "no_consistent_statement" if not ranked
+                  else "lean_failed" if statement is None and failed
                   else "no_elaborating_statement" if statement is None else "no_proof")
         return GateResult(
             proved=proof is not None, reason=reason, statement=statement, proof=proof,
             formalizer_tokens=f_tokens, checker_tokens=c_tokens, prover_tokens=p_tokens,
             candidates=len(candidates), consistent=len(ranked), attempts=attempts,
-            verdicts=tuple(v.status for v in verdicts), formalize_s=t1 - t0,
+            # the elaboration checks' timeouts and crashes too: the result is not cached, and counted
+            verdicts=tuple(failed) + tuple(v.status for v in verdicts), formalize_s=t1 - t0,
             consistency_s=t2 - t1, prove_s=t3 - t2, lean_s=lean_s + sum(v.lean_s for v in verdicts),
             time_s=time.monotonic() - start)
 
@@ -163,17 +166,21 @@ class LeanGate:
         order = sorted((i for i, s in enumerate(shares) if s > 0), key=lambda i: (-shares[i], i))
         return [candidates[i] for i in order], sum(c.num_tokens for comps in outs for c in comps)
 
-    def _choose(self, ranked: list[str]) -> tuple[str | None, float]:
-        """The best-ranked statement that elaborates in Lean; the Lean time it took."""
+    def _choose(self, ranked: list[str]) -> tuple[str | None, float, list[str]]:
+        """The best-ranked statement that elaborates in Lean; the Lean time it took; the statuses of
+        the checks that timed out or crashed on the way (Lean's failure, not the statement's: one
+        that ran out of time may elaborate next time)."""
         if not self.config.elaborate_statements:
-            return (ranked[0] if ranked else None), 0.0
-        lean_s = 0.0
+            return (ranked[0] if ranked else None), 0.0, []
+        lean_s, failed = 0.0, []
         for statement in ranked:
             verdict = self.proofs.elaborates(statement)
             lean_s += verdict.lean_s
             if verdict.status == "elaborates":
-                return statement, lean_s
-        return None, lean_s
+                return statement, lean_s, failed
+            if verdict.status in ("timeout", "crash"):
+                failed.append(verdict.status)
+        return None, lean_s, failed
 
     def _prove(self, statement: str) -> tuple[str | None, int, list[ProofVerdict], int]:
         """(proof, attempts, verdicts, tokens): rounds of samples, each round checked in parallel."""

@@ -23,6 +23,8 @@ BODY` (or `NAME SIG | alt ...`, equation style):
   - `DOUBLE_KERNEL_REJECTS`: elaborates, but the kernel rejects it: an error, unless
     `debug.skipKernelTC` is set, when it is added and only a kernel replay finds it;
   - `sleep N`: sleep N milliseconds first, as Lean's `sleep` tactic does, then go on;
+  (an `axiom`'s signature holding one of the first three does the same: a statement that hangs or
+  crashes Lean while it elaborates, as the gate's statement check meets it)
   - `sorry`: a "declaration uses 'sorry'" warning at NAME, a sorries entry with its goal,
     and sorryAx among the axioms (sorryAx too, silently, under debug.byAsSorry and kin);
   - `exact X`, `apply X` or a term proof headed by X, where X is unknown (not declared, not
@@ -191,6 +193,7 @@ class Run:
             self.theorem(at, body, options)
         elif word == "axiom" and AXIOM.match(body):
             m = AXIOM.match(body)
+            self.side_effects(m.group(2))  # a signature that hangs or crashes Lean while it elaborates
             name = self.env.prefix() + m.group(1)
             if not self.ill_typed(at + m.start(2), m.group(2)):
                 self.env.decls[name] = self.decl("axiom", m.group(2), {name})

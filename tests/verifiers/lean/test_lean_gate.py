@@ -174,6 +174,20 @@ def test_timeouts_are_not_cached(make_gate):
     assert not gate.verify(PROBLEM, "4").cache_hit
 
 
+@pytest.mark.parametrize("word,status", [("DOUBLE_HANG", "timeout"), ("DOUBLE_CRASH", "crash")])
+def test_lean_failing_while_elaborating_the_statement_is_counted_and_not_cached(make_gate, word, status):
+    """Lean timing out or crashing on the statement is Lean's failure, not the statement's: the result
+    says lean_failed, the metrics count it, and the pair is asked again next time (outside audit: it
+    read as an ordinary "no elaborating statement", counted nowhere, cached for good)."""
+    statement = f"theorem test_problem (x : ℕ) (h₀ : x = 2) (h₁ : {word} = {word}) : x + 2 = 4"
+    gate = make_gate(formalizer_of([lean_block(statement)]), checker_saying_correct_for("x + 2 = 4"),
+                     prover_of([HONEST]), proof_timeout_s=0.5)
+    res = gate.verify(PROBLEM, "4")
+    assert (res.proved, res.reason, res.verdicts) == (False, "lean_failed", (status,))
+    assert res.metrics()[f"verifier/lean_{status}s" if status == "timeout" else "verifier/lean_crashes"] == 1.0
+    assert not gate.verify(PROBLEM, "4").cache_hit
+
+
 def test_consistency_tag_parsing():
     assert consistency_verdict("<consistency> [Correct] </consistency>") is True
     assert consistency_verdict("<consistency>Incorrect</consistency>") is False
