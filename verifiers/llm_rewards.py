@@ -119,20 +119,27 @@ class LLMKD:
         self.llm, self.checker, self.template = llm, checker, template
         self.max_tokens, self.temperature = max_tokens, temperature
         self.labels = _Cache(cache_size)  # problem -> the teacher's extracted answer (None: it gave none)
-        self.totals = {"kd/llm_calls": 0.0, "kd/no_teacher_answer": 0.0, "kd/unlabelled_groups": 0.0}
+        self.totals = {"kd/llm_calls": 0.0, "kd/no_teacher_answer": 0.0, "kd/unlabelled_groups": 0.0,
+                       "kd/teacher_unread": 0.0}
 
     def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
         problem = group.task.statement
-        counts = {"kd/llm_calls": 0.0, "kd/no_teacher_answer": 0.0, "kd/unlabelled_groups": 0.0}
+        counts = {"kd/llm_calls": 0.0, "kd/no_teacher_answer": 0.0, "kd/unlabelled_groups": 0.0,
+                  "kd/teacher_unread": 0.0}
+        label = None
         if problem not in self.labels:
             # one pass, never str.format: the template and the problem may hold braces
             ((reply,),) = generate_checked(self.llm, [self.template.replace("{problem}", problem)], n=1,
                                            temperature=self.temperature, max_tokens=self.max_tokens)
             label = self.checker.extract(reply.text)
-            self.labels.put(problem, label)
             counts["kd/llm_calls"] = 1.0
-            counts["kd/no_teacher_answer"] = float(label is None)
-        label = self.labels.get_fresh(problem)
+            if self.checker.unread(reply.text):  # the check process timed out or failed reading it: the
+                counts["kd/teacher_unread"] = 1.0  # teacher is not to blame, and the next group asks again
+            else:
+                self.labels.put(problem, label)
+                counts["kd/no_teacher_answer"] = float(label is None)
+        else:
+            label = self.labels.get_fresh(problem)
         verdicts = None
         if label is None:
             counts["kd/unlabelled_groups"] = 1.0

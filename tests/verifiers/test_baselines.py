@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from jury.cluster.recipes import CheckerRecipe, SchemeRecipe
 from jury.learner.grpo import collate
 from jury.protocol.config import LearnerConfig, VerifierConfig
-from jury.protocol.messages import PromptTask, RolloutGroup, Sample
+from jury.protocol.messages import PromptTask, RolloutGroup, Sample, Verdict
 from jury.verifiers.llm import Completion
 from jury.verifiers.llm_rewards import judge_prompt, parse_verdict
 from jury.verifiers.rewards import GroupView, coreward
@@ -189,16 +189,51 @@ def test_llm_kd_checks_every_sample_against_the_teachers_answer_asked_once_per_p
     try:
         sg = w.score(_group(["\\boxed{78}", "\\boxed{0078}", "\\boxed{77}", "none"]))
         assert sg.rewards.tolist() == [1.0, 1.0, 0.0, 0.0] and llm.prompts == ["Q: Compute 18+19+20+21.\n"]
-        assert sg.counts == {"kd/llm_calls": 1.0, "kd/no_teacher_answer": 0.0, "kd/unlabelled_groups": 0.0}
+        assert sg.counts == {"kd/llm_calls": 1.0, "kd/no_teacher_answer": 0.0, "kd/unlabelled_groups": 0.0,
+                             "kd/teacher_unread": 0.0}
         assert w.score(_group(["\\boxed{77}"])).rewards.tolist() == [0.0] and len(llm.prompts) == 1  # cached
         product = _group(["\\boxed{42}", "\\boxed{41}"], problem="Compute 6*7.", label="42", index=1)
         for asked in (1.0, 0.0):
             sg = w.score(product)
             assert sg.rewards.tolist() == [0.0, 0.0]
-            assert sg.counts == {"kd/llm_calls": asked, "kd/no_teacher_answer": asked, "kd/unlabelled_groups": 1.0}
+            assert sg.counts == {"kd/llm_calls": asked, "kd/no_teacher_answer": asked, "kd/unlabelled_groups": 1.0,
+                                 "kd/teacher_unread": 0.0}
         assert len(llm.prompts) == 2 and w.stats()["verifier/kd_unlabelled_groups"] == 2.0
     finally:
         w.stop()
+
+
+def test_a_teacher_reply_the_checker_could_not_read_is_asked_again_not_cached():
+    """The check process timed out reading the teacher's reply (verifiers/checker.py: unread): that is
+    no "teacher gave no answer", cached for the problem for good (outside audit). The group is
+    unlabelled this once, counted as kd/teacher_unread, and the next group asks the teacher again."""
+    from jury.verifiers.llm_rewards import LLMKD
+    from jury.verifiers.rewards import GroupView
+
+    class Checker:  # the label-checker protocol: exact text, and a reply holding HANG timed out
+        name = "exact"
+
+        def extract(self, text):
+            return None if "HANG" in text else text.strip()
+
+        def unread(self, text):
+            return "timeout" if "HANG" in text else None
+
+        def check(self, answers, label, texts):
+            return [Verdict("correct" if a == label else "incorrect", self.name, 0.0) for a in answers]
+
+    replies = iter(["HANG 4", "4"])
+    llm = Scripted(lambda prompt: next(replies))
+    kd = LLMKD(llm, Checker(), "Q: {problem}\n")
+    group = _group(["4", "5"])
+    for sample in group.samples:  # the worker's extraction, done
+        sample.answer = sample.text
+    view = GroupView(["4", "5"], None, group.task.statement)
+    first = kd.score(group, view)
+    assert list(first.rewards) == [0.0, 0.0]
+    assert first.counts["kd/teacher_unread"] == 1.0 and first.counts["kd/no_teacher_answer"] == 0.0
+    second = kd.score(group, view)
+    assert list(second.rewards) == [1.0, 0.0] and len(llm.prompts) == 2 and second.counts["kd/llm_calls"] == 1.0
 
 
 def test_a_teacher_that_disagrees_with_the_label_is_followed_not_the_label():

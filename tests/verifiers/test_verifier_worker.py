@@ -241,6 +241,9 @@ class ExactChecker:
     def extract(self, text):
         return text.strip() or None
 
+    def unread(self, text):
+        return None
+
     def keys(self, answers):
         return list(answers)
 

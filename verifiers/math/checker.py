@@ -57,6 +57,9 @@ class VerdictCache:
             self._d.popitem(last=False)
 
 
+MAX_UNREAD = 4096  # failed extractions remembered until check() reads them (a group's worth is what it needs)
+
+
 class MathChecker:
     name = "math"
 
@@ -87,12 +90,18 @@ class MathChecker:
         and check() gives it a "timeout" ("error") verdict."""
         return self._extract([text], 1)[0]
 
+    def unread(self, text: str) -> str | None:
+        """"timeout" or "error" when the last extraction of `text` failed (not an answerless text)."""
+        return self._unread.get(text)
+
     def _extract(self, texts: list[str], parts: int) -> list[str | None]:
         out = []
         for text, r in zip(texts, self.pool.map(EXTRACT_FN, [(t, parts, self.cfg.unanchored) for t in texts])):
             if r.status != "ok":
                 self.counts[f"extract_{r.status}s"] += 1
                 self._unread[text] = r.status
+                while len(self._unread) > MAX_UNREAD:  # a run with no label never calls check(), which
+                    del self._unread[next(iter(self._unread))]  # empties it: the oldest go
             out.append(r.value if r.status == "ok" else None)
         return out
 

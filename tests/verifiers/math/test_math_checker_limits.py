@@ -39,6 +39,18 @@ def test_an_adversarial_answer_times_out_in_the_pool_as_a_timeout_verdict():
         assert checker.stats()["verifier/extract_timeouts"] == 1
         # the next group starts clean: the same text with no answer of its own is no_answer again
         assert [v.kind for v in checker.check([None], "12", ["no box here"])] == ["no_answer"]
+        # a run with no label never calls check(): the failures it remembers stay bounded (outside
+        # audit: they grew with the run, full texts), and unread() tells a failure from no answer
+        assert checker.extract(texts[0]) is None and checker.unread(texts[0]) == "timeout"
+        assert checker.unread(texts[1]) is None
+        import jury.verifiers.math.checker as mc
+        bound, mc.MAX_UNREAD = mc.MAX_UNREAD, 1
+        try:
+            other = "\\boxed{2} " * 100_000
+            assert checker.extract(other) is None and checker.unread(other) == "timeout"
+            assert checker.unread(texts[0]) is None  # the oldest went
+        finally:
+            mc.MAX_UNREAD = bound
     finally:
         checker.close()
 
