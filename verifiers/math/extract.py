@@ -217,7 +217,8 @@ def _answer_is(text: str, start: int = 0) -> str | None:
 
 def _final(found: str | None) -> str | None:
     found = found.strip() if found else None
-    if not found or len(found) > MAX_EXTRACTED_CHARS:
+    # `\boxed{\ }` (a control space, its space stripped) is an empty box, as `\boxed{\,}` is
+    if not found or len(found) > MAX_EXTRACTED_CHARS or found == "\\":
         return None
     return found
 

@@ -19,6 +19,7 @@ from jury.verifiers.math.verify import check, extract_answer, extract_reference,
     ("no answer here", None),
     ("", None),
     (r"\boxed{}", None),
+    (r"\boxed{\ }", None),  # a control space is an empty box too; it voted "\\" and could win (outside audit)
     (r"\boxed{\boxed{1}}", "1"),
     # one answer over several boxes: joined only by connectives, labels kept
     (r"So $x = \boxed{2}$ and $y = \boxed{3}$.", "x=2, y=3"),
