@@ -103,12 +103,14 @@ class Jury:
         answers = {key: s.answer for key, s in zip(view.answer_keys, group.samples) if key is not None}
         result = rewards.jury(view, gate=lambda problem, key: self._ask(problem, answers.get(key, key)),
                               fallback=self.fallback, c=self.c, unparsable=self.unparsable)
-        return replace(result, scheme="jury")
+        # verifier.gate=none: nothing was asked, so no group is "inconclusive" (reward/gate_proved is
+        # then nan, not a gate that never proves) and no call is counted
+        return replace(result, scheme="jury", gate=result.gate if self.gate is not None else None)
 
     def _ask(self, problem: str, answer: str) -> bool:
-        self.calls += 1
         if self.gate is None:
             return False
+        self.calls += 1
         result = self.gate.verify(problem, answer)
         for k, v in result.metrics().items():
             self.totals[k] = self.totals.get(k, 0.0) + v

@@ -94,6 +94,19 @@ def test_jury_reward_with_the_arithmetic_gate():
         w.stop()
 
 
+def test_jury_without_a_gate_reports_no_gate_verdict():
+    """verifier.gate=none: JURY-RL's fallback alone. Nothing was asked, so no group is "inconclusive"
+    (reward/gate_proved is nan over them, not a gate that never proves) and no gate call is counted
+    (outside audit)."""
+    w = make_worker(VerifierConfig(reward="jury", gate="none", fallback="reszero", reszero_c=0.1), "v1")
+    try:
+        sg = w.score(_group(["\\boxed{12}"] * 4 + ["\\boxed{11}", "\\boxed{3}"]))
+        assert sg.gate is None and abs(float(sg.rewards.sum())) < 1e-6 and sg.rewards.std() > 0
+        assert w.stats()["verifier/gate_calls"] == 0
+    finally:
+        w.stop()
+
+
 def test_pathological_answers_end_as_verdicts_not_hangs(worker):
     texts = ["\\boxed{10^{10^{10}}}", "\\boxed{" + "{" * 100_000 + "}" * 100_000 + "}",
              "\\boxed{" + "1" * 1_000_000 + "}", "\\boxed{print('X') or 1\\pi}", "\\boxed{12}"]
