@@ -135,7 +135,8 @@ class TinyV:
         if llm is None:
             raise ValueError("reward=tinyv needs an LLM client (verifier.tinyv_model)")
         self.llm, self.max_tokens = llm, max_tokens
-        self.counts = {"tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_failed": 0, "tinyv_s": 0.0, "groups": 0}
+        self.counts = {"tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_no_verdict": 0, "tinyv_failed": 0,
+                       "tinyv_s": 0.0, "groups": 0}
 
     def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
         if view.verdicts is None:
@@ -154,6 +155,8 @@ class TinyV:
             asked = [i for i, v in enumerate(view.verdicts) if v == "incorrect"]
             self.counts["tinyv_asked"] += len(asked)
             self.counts["tinyv_overturned"] += sum(accepted[i] is True for i in asked)
+            # a reply with neither True nor False: the rules' "incorrect" stands (reward 0), counted apart
+            self.counts["tinyv_no_verdict"] += sum(accepted[i] is None for i in asked)
         finally:
             self.counts["tinyv_s"] += time.perf_counter() - t0
         return replace(rewards.tinyv(replace(view, tinyv=accepted)), scheme="tinyv")

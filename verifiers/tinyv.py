@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
-from .llm import LLMClient
+from .llm import LLMClient, strip_reasoning
 
 PROMPT_PATH = Path(__file__).with_name("prompts") / "tinyv.txt"
 MAX_FIELD_CHARS = 4_000  # keeps one rambling answer from blowing up the verifier's context
@@ -54,9 +54,9 @@ def build_prompt(question: str, ground_truth: str, model_answer: str) -> str:
 
 
 def parse_reply(text: str) -> bool | None:
-    """The verifier's label: the last standalone True/False in the reply (TinyV-Think
-    writes its analysis first), or None when there is none."""
-    found = _VERDICT_WORD.findall(text)
+    """The verifier's label: the last standalone True/False in the reply after any reasoning
+    block (TinyV-Think writes its analysis first), or None when there is none."""
+    found = _VERDICT_WORD.findall(strip_reasoning(text))
     return None if not found else found[-1].lower() == "true"
 
 

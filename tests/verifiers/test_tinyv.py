@@ -41,6 +41,8 @@ def test_build_prompt_fills_fields_once():
     ("True", True), ("False", False), (" true\n", True), ("FALSE.", False),
     ("The answers differ in form only. True", True), ("It looks true at first, but False", False),
     ("", None), ("Yes", None), ("untrue", None),
+    ("<think>True or False? I lean to True</think>False", False),  # the verdict after the reasoning
+    ("<think>is it True", None),  # thinking cut off: no verdict
 ])
 def test_parse_reply(reply, label):
     assert parse_reply(reply) is label

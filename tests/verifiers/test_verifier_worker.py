@@ -171,8 +171,8 @@ def test_queues_in_and_out_survive_a_malformed_frame(worker):
 class _ScriptedTinyV:
     """An LLMClient that says True to every question, or fails when told to."""
 
-    def __init__(self, fail=False):
-        self.fail, self.prompts = fail, []
+    def __init__(self, fail=False, reply="True"):
+        self.fail, self.prompts, self.reply = fail, [], reply
 
     def generate(self, prompts, *, n=1, temperature=0.0, max_tokens=512):
         if self.fail:
@@ -180,7 +180,7 @@ class _ScriptedTinyV:
         from jury.verifiers.llm import Completion
 
         self.prompts += list(prompts)
-        return [[Completion("True", 1)] * n for _ in prompts]
+        return [[Completion(self.reply, 1)] * n for _ in prompts]
 
 
 def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
@@ -195,6 +195,11 @@ def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
         sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
         assert sg.rewards.tolist() == [1.0, 0.0]  # the rules' verdicts stand
         assert w.stats()["verifier/tinyv_failed"] == 1
+        # a reply with no verdict (junk, or thinking cut off): the rules' "incorrect" stands, counted
+        # apart from an answer of False (outside audit: the two were one)
+        w.scheme.llm = _ScriptedTinyV(reply="<think>is it True? the forms")
+        sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
+        assert sg.rewards.tolist() == [1.0, 0.0] and w.stats()["verifier/tinyv_no_verdict"] == 1
     finally:
         w.stop()
 
