@@ -93,7 +93,12 @@ def _engine_placement(num_cpus, num_gpus, tensor_parallel_size, resources, name:
         pg, placement_group_bundle_index=0, placement_group_capture_child_tasks=True)}
 
 
+# The actor's own bundle holds at least this much CPU: Ray refuses a bundle whose resources are all 0
+# (an LLM server reserves no CPU), and vLLM's Ray executor places its workers on the GPU bundles only
+MIN_BUNDLE_CPU = 0.01
+
+
 def _bundles(num_cpus, num_gpus, tensor_parallel_size, resources) -> list[dict]:
     if tensor_parallel_size <= 1 or num_gpus <= 0:
         return []
-    return [{"CPU": num_cpus, **resources}] + [{"GPU": 1.0} for _ in range(tensor_parallel_size)]
+    return [{"CPU": max(num_cpus, MIN_BUNDLE_CPU), **resources}] + [{"GPU": 1.0} for _ in range(tensor_parallel_size)]

@@ -172,8 +172,12 @@ def step_if_finite(engine, loss: float) -> str | None:
         engine.step()
         return "gradient" if getattr(engine.optimizer, "overflow", False) else None
     grads = [p.grad for p in engine.module.parameters() if p.grad is not None]
+    # on the gradients' device: on GPUs the default group is NCCL, which takes CUDA tensors only
+    # (a CPU tensor there raises "No backend type associated with device type cpu")
+    device = grads[0].device if grads else next(engine.module.parameters()).device
     bad = torch.tensor([float(not math.isfinite(loss)),
-                        float(any(not bool(torch.isfinite(g).all()) for g in grads))], dtype=torch.float64)
+                        float(any(not bool(torch.isfinite(g).all()) for g in grads))], dtype=torch.float64,
+                       device=device)
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(bad, op=dist.ReduceOp.MAX)
     if bad.any():

