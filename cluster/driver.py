@@ -143,8 +143,8 @@ def _train(cfg: RunConfig, plan: RunPlan, run_dir: Path, state: dict | None, tra
     if state:  # steps after the checkpoint are trained again: drop their old rows
         for name in ("metrics.jsonl", "ledger.jsonl"):
             truncate_steps(run_dir / name, state["version"])
-        kept = read_metrics(run_dir)
-        elapsed_s = float(kept[-1]["time_s"]) if kept else 0.0
+        kept = read_metrics(run_dir) if (run_dir / "metrics.jsonl").exists() else []
+        elapsed_s = float(kept[-1].get("time_s", 0.0)) if kept else 0.0
     t_start = time.time()
     pipe = Pipeline(cfg, state["path"] if state else plan.policy_model, plan=plan,
                     learner_checkpoint=str(Path(state["path"]) / "engine") if state else None,

@@ -40,15 +40,15 @@ __all__ = ["THEOREM_NAME", "REF_NAME", "SECTION", "FileScreen", "LexError", "scr
 
 SECTION = "jury_submission"      # the section the checker wraps a submission in
 MAX_TEXT_CHARS = 64_000
-# Names Lean generates (bar.match_1, bar._sunfold, f._unsafe_rec, _private...): a proof has
-# no business naming or declaring them, and LeanParanoia's AuxiliaryShadowing files do. An
-# undotted `_h` is a binder the author marks unused, and stays allowed.
 # A global instance (or an erased one) outlives the checker's `end` of the section around the file,
 # so the checker's own commands after it would be elaborated with it: a coercion from the statement
 # to True made its `example : @ref = @target := rfl` hold, and a BEq Expr answering true its kernel
 # check (found by an outside audit, by reading Lean's elaborator; no Lean here to run it)
 _GLOBAL_INSTANCE = ("a global instance outlives the file and would change how the verifier's own checks after "
                     "it elaborate; write `local instance` (or `attribute [local instance]`, `haveI` in a proof)")
+# Names Lean generates (bar.match_1, bar._sunfold, f._unsafe_rec, _private...): a proof has
+# no business naming or declaring them, and LeanParanoia's AuxiliaryShadowing files do. An
+# undotted `_h` is a binder the author marks unused, and stays allowed.
 _AUXILIARY = re.compile(r"_(?!root_$).+|match_\d+|proof_\d+")
 _AUXILIARY_UNDOTTED = re.compile(r"match_\d+|proof_\d+")
 
