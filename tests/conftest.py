@@ -122,8 +122,8 @@ class RunProcesses:
                         name = _describe(p)
                         if name != "?" or p.pid not in self.names:
                             self.names[p.pid] = name
-            except psutil.Error:
-                pass
+            except Exception:  # a process gone mid-scan (psutil.Error, or an OSError of /proc): the next
+                pass  # look goes on; a watcher that died here saw nothing more of the run
 
     def __exit__(self, *exc):
         self._done.set()

@@ -127,7 +127,8 @@ def test_a_frozen_generator_fails_the_run_naming_it_and_leaves_no_process_behind
         with pytest.raises(RunFailed, match=r"step 1: generator0 has not answered for 30s|"
                                             r"weight sync to version 2: .*generator0.* did not answer in 30s"):
             train(cfg)
-    assert any("EngineCore" in name for name in run.names.values()), "the engine core was never seen: nothing checked"
+    assert any("EngineCore" in name for name in run.names.values()), \
+        f"the engine core was never seen: nothing checked; seen: {sorted(n[:60] for n in run.names.values())}"
     left = run.left(bound_s=30)
     assert not left, f"left running after the run failed: {left}"
 
