@@ -11,7 +11,9 @@ distinct names ("a=1, b=2"), items pair up by label and that decides ("a=2, b=1"
 wrong although {1,2} = {2,1}); when one side labels every item distinctly and the
 other is a bare list, the list must follow the labelled side's order ("x=1, y=2" is
 not "2, 1"); values all given for one unknown ("x=1, x=1, x=3", "x_1=x_2=2") are a
-set, duplicates and all. Otherwise views are tried in turn; the first that says
+set, duplicates and all. Numbered terms of one family ("x_1=3, x_2=5") are a set against
+a bare list or the family's own name (roots in any order), and pair up by label against
+another numbered labelling ("a_1=2, a_2=1" is not "a_1=1, a_2=2"; a_2 does not answer a_1). Otherwise views are tried in turn; the first that says
 "equal" decides:
   1. items: several answers compare as a multiset (as a set when either side is
      written `\\{...\\}`); a single tuple/vector against a bare list compares in order;
@@ -436,12 +438,27 @@ def _by_label(a: Parsed, r: Parsed) -> list | None:
     return [r.items[position[labels]].node for labels in la]
 
 
+_INDEXED = re.compile(r"(.+)_\d+")  # a_1, x_2, \\alpha_3: the names items.py gives numbered subscripts
+
+
+def _index_base(name: str) -> str | None:
+    """"x" for x_1; None for a name without a numbered subscript."""
+    m = _INDEXED.fullmatch(name)
+    return m.group(1) if m else None
+
+
 def _labelling(p: Parsed) -> str:
-    """"none"; "distinct" (a=1, b=2: named values, in an order); "one" (x=1, x=3, or
-    x_1=2, x_2=2: values of one unknown, a set); or "mixed"."""
+    """"none"; "distinct" (a=1, b=2: named values, in an order); "one" (x=1, x=3: values of
+    one unknown, a set); "indexed" (x_1=3, x_2=5: numbered terms of one family, which a bare
+    list may give in any order, roots as much as terms, but which another indexed labelling
+    must give term by term: a_1=2, a_2=1 is not a_1=1, a_2=2); or "mixed"."""
     labels = [i.labels for i in p.items]
     if not any(labels):
         return "none"
+    names = [next(iter(lab)) if len(lab) == 1 else "" for lab in labels]
+    bases = {_index_base(n) for n in names}
+    if len(names) > 1 and len(bases) == 1 and None not in bases and len(set(names)) == len(names):
+        return "indexed"
     if all(labels) and len(set(labels)) == len(labels):
         return "distinct"
     return "one" if all(labels) and len(set(labels)) == 1 else "mixed"
@@ -521,10 +538,18 @@ def _variables_named(p: Parsed) -> frozenset | None:
         named = set(item.labels)
         if not named and item.node[0] == "rel" and set(item.node[1]) & INEQUALITIES:
             named = free_symbols(item.node)
-        if not named or any(len(n) > 1 and n not in GREEK for n in named):
+        if not named or any(len(n) > 1 and n not in GREEK and _index_base(n) is None for n in named):
             return None
         names |= {n.lower() for n in named}
     return frozenset(names) or None
+
+
+def _names_cover(ours: frozenset, theirs: frozenset) -> bool:
+    """Does an answer naming `ours` give the values of the reference's `theirs`? Each of theirs
+    is among ours, or is the family of one of ours, or of its family: x = 3 or x = 5 gives
+    x_1 = 3, x_2 = 5, and the other way; a_2 = 1 does not give a_1 = 1."""
+    families = {_index_base(n) for n in ours}
+    return all(n in ours or n in families or _index_base(n) in ours for n in theirs)
 
 
 def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bool:
@@ -533,7 +558,7 @@ def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bo
     if _opposed(a, r):  # "5 more" is not "5 fewer"
         return False
     ours, theirs = _variables_named(a), _variables_named(r)
-    if ours is not None and theirs is not None and not theirs <= ours:
+    if ours is not None and theirs is not None and not _names_cover(ours, theirs):
         return False  # y = 3 is the value of another unknown than x = 3's (x = y = 3 names x too)
     ours, theirs = _names_of(a), _names_of(r)
     if ours and theirs and ours != theirs and set(ours) == set(theirs):
@@ -554,7 +579,8 @@ def answers_equivalent(a: Parsed, r: Parsed, accept_rounded: bool = False) -> bo
     named = any(w.startswith("word:") for i in a.items + r.items for w in i.labels)  # "Paolo: 18" names, no order
     ordered = ((kinds == {"distinct", "none"} and not named) or (kinds == {"distinct"} and aligned is None)) \
         and len(xs) > 1 and len(ys) > 1
-    as_sets = "one" in kinds  # x=2 or x=2 is the solution set {2}
+    # x=2 or x=2 is the solution set {2}; x_1=3, x_2=5 against a bare "5, 3" too (roots in any order)
+    as_sets = "one" in kinds or kinds == {"indexed", "none"}
 
     def equal(nodes: list) -> bool:
         if aligned is not None:

@@ -458,8 +458,27 @@ def _word_label(toks: list[Tok]) -> set[str]:
     return set() if toks[0].text.lower() in _FRAMING_LABELS else {"word:" + words}
 
 
+def _indexed_name(toks: list[Tok]) -> str | None:
+    """"a_1" for a_1 or a_{1}: a letter with a numbered subscript names one term of an indexed
+    family (a_1 is not a_2), where a_n or a_{k-1} names the family by its index."""
+    if len(toks) == 3 and toks[1] == Tok("op", "_") and toks[2].kind == "num":
+        number = toks[2].text
+    elif len(toks) == 5 and toks[1:3] == [Tok("op", "_"), Tok("op", "{")] and toks[3].kind == "num" \
+            and toks[4] == Tok("op", "}"):
+        number = toks[3].text
+    else:
+        return None
+    head = toks[0]
+    named = (head.kind == "let" and (len(head.text) == 1 or _UPPER_NAME.fullmatch(head.text))) \
+        or (head.kind == "cmd" and head.text in GREEK)
+    return f"{head.text}_{number}" if named and number.isdigit() else None
+
+
 def _label_symbols(toks: list[Tok]) -> set[str]:
-    """The names a label gives: its letters and Greek letters, AB as one name."""
+    """The names a label gives: its letters and Greek letters, AB as one name, a_1 as one."""
+    indexed = _indexed_name(toks)
+    if indexed is not None:
+        return {indexed}
     return {t.text for t in toks if (t.kind == "let" and (len(t.text) == 1 or _UPPER_NAME.fullmatch(t.text)))
             or (t.kind == "cmd" and t.text in GREEK)}
 

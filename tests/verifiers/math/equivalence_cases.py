@@ -517,6 +517,17 @@ CASES: list[Case] = [
         (r"x > 3", r"(3, \infty)", True), (r"\angle BAC = 30^\circ", r"\angle A = 30^\circ", True),
         ("BA = 5", "AB = 5", True),
     ]),
+    *_cases("numbered_terms", [
+        # a numbered subscript names one term: a_2 is not a_1, and two indexed labellings go term by term
+        ("a_1=2, a_2=1", "a_1=1, a_2=2", False), ("a_{1}=2, a_{2}=1", "a_1=1, a_2=2", False), ("a_2 = 1", "a_1 = 1", False),
+        ("x_1=5, x_2=3", "x_1=3, x_2=5", False), (r"\alpha_1 = 1, \alpha_2 = 2", r"\alpha_1 = 2, \alpha_2 = 1", False),
+        ("P_1 = (1, 2), P_2 = (3, 4)", "P_1=(3,4), P_2=(1,2)", False), ("x_1 = 3, x_3 = 5", "x_1=3, x_2=5", False),
+        ("y_1 = 3, y_2 = 5", "x_1 = 3, x_2 = 5", False), ("a_{10} = 5", "a_1 = 5", False),
+        # a bare list, or the unknown's own name, may give the terms in any order (roots)
+        ("x_2=5, x_1=3", "x_1=3, x_2=5", True), (r"x=3 \text{ or } x=5", "x_1=3, x_2=5", True),
+        ("x_1 = 3, x_2 = 5", r"x=3 \text{ or } x=5", True), ("a_{1}=1", "a_1 = 1", True), ("x_1=x_2=2", "x=2", True),
+        ("x_1=2, x_2=2", "2", True), ("a_{10} = 5", "a_{10}=5", True),
+    ]),
     *_cases("definition_variables_by_place", [
         ("f(y,x)=x+2y", "f(x,y)=x+2y", False), ("f(t)=x^2", "f(x)=x^2", False), ("f(x) = 2y", "f(y) = 2y", False),
         ("f(t)=t^2", "f(x)=x^2", True), ("f(a,b)=a+2b", "f(x,y)=x+2y", True), ("f(t)=t^2+C", "f(x)=x^2+c", True),

@@ -32,13 +32,14 @@ def test_quick_check(answer, reference, expected):
     ([r"\pm 2", "2, -2"], "-2, 2"),
     (["(1, 0.5)", r"\left(1, \frac12\right)"], "(1, 1/2)"),
     (["a=1, b=2", "b=2, a=1"], "a=1, b=2"),
+    (["a_1=1, a_2=2", "a_{2}=2, a_{1}=1"], "a_1=1, a_2=2"),
 ])
 def test_answer_key_merges_spellings_of_one_answer(spellings, key):
     assert {answer_key(s) for s in spellings} == {key}
 
 
 def test_answer_key_keeps_different_answers_apart():
-    keys = [answer_key(s) for s in ["1/2", "1/3", "a=1, b=2", "a=2, b=1", r"\sqrt{2}", r"\text{Petya}", "(1, 2)", "1, 2"]]
+    keys = [answer_key(s) for s in ["1/2", "1/3", "a=1, b=2", "a=2, b=1", "a_1=2, a_2=1", r"\sqrt{2}", r"\text{Petya}", "(1, 2)", "1, 2"]]
     assert len(set(keys)) == len(keys)
 
 
