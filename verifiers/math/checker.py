@@ -111,10 +111,10 @@ class MathChecker:
         answer_key gives one key to equal rationals, tuples of them and answers equal once
         normalised, but not to other forms of one value: \\sqrt{8} and 2\\sqrt{2}, \\{1,2\\} and
         \\{2,1\\}, \\frac{\\pi}{2} and \\pi/2 kept two keys, split the vote and paid an equivalent
-        form of the majority 0. So each distinct key, in first-seen order, takes the key of the
-        first earlier one whose answer `check` (exact, no rounding) finds equal to its own both ways
-        round (one way, a decimal reference is read as rounded: 3.14 is not \\pi), never a rational
-        with anything but itself: the run's own equivalence, as TTRL grades every sample against the
+        form of the majority 0. So each distinct key, in first-seen order after the rationals, takes
+        the key of the first earlier one whose answer `check` (exact, no rounding) finds equal to its own both ways
+        round (one way, a decimal reference is read as rounded: 3.14 is not \\pi), never two
+        rationals (two keys, two values): the run's own equivalence, as TTRL grades every sample against the
         majority with its grader (PRIME-RL/TTRL@c46b671 verl/trainer/ppo/ttrl_utils.py). Cached with
         the label checks; a check that times out merges nothing, and an answer in two of them is
         asked about no more; past MERGE_CHECKS pool checks a group's keys stay
@@ -124,16 +124,17 @@ class MathChecker:
         for k, a in zip(keys, answers):
             if k is not None:
                 first.setdefault(k, a)
-        distinct = list(first)
+        # rationals first: a form answer_key could not evaluate (\\log_2 8, e^0, 90^\\circ) merges
+        # into its value's key, which stays a plain rational a gate can parse
+        distinct = sorted(first, key=lambda k: not _RATIONAL_KEY.fullmatch(k))
         # a pair is one answer when `check` says so both ways round: one way, a decimal reference is
         # read as rounded (3.14 would take \pi into its key, in the order the samples came)
         verdicts: dict[tuple[int, int], str | None] = {}  # (answer, reference) -> verdict; None: ask the pool
         pairs = []
         for j in range(1, len(distinct)):
             for i in range(j):
-                rational = [bool(_RATIONAL_KEY.fullmatch(distinct[x])) for x in (i, j)]
-                if any(rational):
-                    continue  # two rationals with two keys are two values; a rational is no irrational
+                if all(_RATIONAL_KEY.fullmatch(distinct[x]) for x in (i, j)):
+                    continue  # two rationals with two keys are two values
                 pairs.append((i, j))
                 for x, y in ((j, i), (i, j)):
                     a, r = first[distinct[x]], first[distinct[y]]
