@@ -1,6 +1,6 @@
 """`jury staleness RUN_DIR`: what staleness does to the data the learner sees.
 
-Reads the run's ledger.jsonl (one row per trained group: which version generated it,
+Reads the run's ledger.jsonl (one row per trained group, rows with an error left out: which version generated it,
 which step trained it, its length, pass rate, reward and its wall-clock life) and
 answers, per staleness bucket k = step - version_start:
 
@@ -87,7 +87,9 @@ def staleness_report(rows: list[dict], starve_ratio: float = STARVE_RATIO,
                      starve_min_groups: float = STARVE_MIN_GROUPS) -> dict:
     """{"buckets": {k: {"groups", "share", field means..., "<field>_vs_all", "generated", "lengths"}},
     "all": {...}, "lengths": {...}, "starved": [...], "settings": {...}}; see the module's docstring."""
-    rows = [r for r in rows if "staleness" in r or {"step", "version_start"} <= r.keys()]
+    # a group the engine refused or the verifier left unscored has a ledger row (with its error) but
+    # was not trained: it is no evidence of what staleness does to training
+    rows = [r for r in rows if ("staleness" in r or {"step", "version_start"} <= r.keys()) and not r.get("error")]
     for r in rows:
         r.setdefault("staleness", r["step"] - r["version_start"])  # ledgers written before the field existed
     everyone = {f: _mean(r.get(f) for r in rows) for f in FIELDS}

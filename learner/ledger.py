@@ -20,7 +20,9 @@ def batch_result(groups: list[ScoredGroup], step: int, t_train: float, arrived: 
     """The bookkeeping of batch `step`, trained at wall clock t_train; `arrived` (admission index
     -> wall clock the group reached the learner) loses the batch's entries."""
     ledger = [ledger_row(g, step, t_train, arrived.pop(g.group.task.index, math.nan)) for g in groups]
-    stale = [row.staleness for row in ledger]
+    # the staleness the update saw: a group refused or left unscored is in the ledger (with its error)
+    # but trains nothing, and its staleness was nobody's
+    stale = [row.staleness for row, g in zip(ledger, groups) if trained(g)]
     shares = [r.verify_share for r in ledger if not math.isnan(r.verify_share)]
     metrics = batch_metrics(groups)
     metrics.update({"staleness/max": float(max(stale)) if stale else math.nan, "staleness/mean": _mean(stale),
@@ -35,6 +37,12 @@ def batch_result(groups: list[ScoredGroup], step: int, t_train: float, arrived: 
                       correct=first_correct(groups))
 
 
+def trained(g: ScoredGroup) -> bool:
+    """Does the update train on g? Not when the engine refused its task (no samples) nor when the
+    verifier could not score it (the learner's `usable` groups)."""
+    return bool(g.group.samples) and g.error is None
+
+
 def _mean(values: list) -> float:
     return float(np.mean(values)) if len(values) else math.nan
 
@@ -45,9 +53,11 @@ def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
     and 0 tokens."""
     judged = [g for g in groups if len(g.rewards) and g.error is None]  # not refused, not unscored
     scored = [g.rewards for g in judged]
-    spans = [version_span(g.group, s) for g in groups for s in g.group.samples]
+    # the rollout's figures count what the update trains: an unscored group's samples are not
+    used = [g for g in groups if trained(g)]
+    spans = [version_span(g.group, s) for g in used for s in g.group.samples]
     rewards = np.concatenate(scored) if scored else np.zeros(0)
-    lengths = [len(s.token_ids) for g in groups for s in g.group.samples]
+    lengths = [len(s.token_ids) for g in used for s in g.group.samples]
     pass_rates = [g.pass_rate for g in groups]
     gates = [g.gate for g in groups if g.gate is not None]
     nan = float("nan")
@@ -62,7 +72,7 @@ def batch_metrics(groups: list[ScoredGroup]) -> dict[str, float]:
         "rollout/completion_len": _mean(lengths),
         "rollout/tokens": float(sum(lengths)),
         # what the step trained: fewer than B groups where dynamic sampling hit its refill cap
-        "rollout/groups": float(sum(1 for g in groups if g.group.samples)),
+        "rollout/groups": float(len(used)),
         "rollout/completions": float(len(lengths)),
         "rollout/generate_s": _mean([g.group.generate_s for g in groups]),
         "verifier/verify_s": _mean([g.verify_s for g in groups]),

@@ -39,6 +39,15 @@ def test_report_skips_nan_and_reads_old_ledgers_without_the_staleness_field():
     assert math.isnan(rep["buckets"][1]["pass_rate"]) and rep["buckets"][1]["reward"] == 1.0
 
 
+def test_report_leaves_out_groups_that_trained_nothing():
+    """A refused or unscored group's ledger row (with its error) was not trained: it neither fills a
+    bucket nor moves the run's means."""
+    refused = {**_row(5, 1, 0, math.nan, math.nan), "error": "prompt too long"}
+    unscored = {**_row(5, 2, 40, 0.0, math.nan), "error": "verifier timed out"}
+    rep = staleness_report([_row(5, 5, 10, 0.5, 0.4), refused, unscored])
+    assert list(rep["buckets"]) == [0] and rep["all"]["groups"] == 1 and rep["all"]["length"] == 10
+
+
 def test_a_recorded_batch_reads_back_identical(tmp_path):
     from jury.protocol.record import read_record, write_record
 

@@ -57,3 +57,21 @@ def test_a_step_with_no_group_has_every_key():
     assert math.isnan(result.metrics["reward/mean"]) and math.isnan(result.metrics["rollout/completion_len"])
     assert result.ledger == [] and result.metrics["rollout/groups"] == 0 == result.metrics["rollout/completions"]
     assert full.metrics["rollout/groups"] == 1 and full.metrics["rollout/completions"] == 1
+
+
+def test_refused_and_unscored_groups_are_in_the_ledger_but_not_in_what_was_trained():
+    """The ledger records every group of the step, each with its error; the staleness and rollout
+    figures are the update's, which trains neither a refused group nor an unscored one."""
+    used = _group(0, 3, 3, [[], []])                 # staleness 4 - 3 = 1, two one-token samples
+    refused = _group(1, 0, 0, [])                    # staleness 4, no samples
+    refused.group.error = "prompt too long"
+    unscored = _group(2, 1, 1, [[], [], []])         # staleness 3, three samples nobody trains
+    unscored.error = "verifier timed out"
+    result = batch_result([used, refused, unscored], step=4, t_train=1.0, arrived={})
+    assert [row.staleness for row in result.ledger] == [1, 4, 3]
+    assert [row.error for row in result.ledger] == [None, "prompt too long", "verifier timed out"]
+    assert result.staleness_hist == {"1": 1}
+    m = result.metrics
+    assert m["staleness/max"] == 1.0 and m["staleness/mean"] == 1.0
+    assert m["rollout/groups"] == 1 and m["rollout/completions"] == 2 and m["rollout/tokens"] == 2.0
+    assert m["learner/version_span_max"] == 1.0
