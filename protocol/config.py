@@ -311,6 +311,9 @@ class VerifierConfig:
     cache_size: int = 100_000
     tinyv_model: str = "tiny"      # TinyV's LLM (reward=tinyv): a HF folder, or a local model's name (tiny)
     tinyv_max_tokens: int = 8      # TinyV answers one word (True / False)
+    # a response the rules found no answer in: TinyV is asked about its final statement, as TinyV's
+    # own pipeline asks (ask), or it stays wrong without a call (zero)
+    tinyv_unanswered: Literal["ask", "zero"] = "ask"
     # self_certainty and entropy are scored by the learner over the full distribution: the mean
     # over the whole response (Intuitor's and RENT's code) or over the final answer's tokens (how
     # JURY-RL's text describes its baselines, §5.3)
@@ -361,7 +364,7 @@ class VerifierConfig:
                  ("check_timeout_s", self.check_timeout_s > 0, "> 0"),
                  ("unanchored", self.unanchored in typing.get_args(Unanchored), f"one of {typing.get_args(Unanchored)}"),
                  ("cache_size", self.cache_size >= 0, ">= 0"),
-                 ("tinyv_max_tokens", self.tinyv_max_tokens >= 1, ">= 1"),
+                 ("tinyv_max_tokens", self.tinyv_max_tokens >= 1, ">= 1"), _one_of(self, "tinyv_unanswered"),
                  *_at_least(self, 1, "judge_max_tokens", "teacher_max_tokens", "llm_cache_size",
                             "rewrite_max_tokens", "rewrite_ahead", "rewrite_batch"),
                  *((name, getattr(self, name) >= 0, ">= 0") for name in ("judge_temperature", "teacher_temperature",

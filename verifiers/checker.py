@@ -5,7 +5,8 @@
     answers = [checker.extract(s.text) for s in group.samples]
     keys = checker.keys(answers)               # vote keys: equivalent answers, equal keys; None never votes
     verdicts = checker.check(answers, label, texts)   # a Verdict per sample against the label (it
-                                               # may read a text again knowing the label's shape)
+                                               # may read a text again knowing the label's shape:
+    checker.read(answers, label, texts)        # the answers it compared, for TinyV's prompt; optional)
     checker.stats(); checker.close()           # its counters (metrics); processes it owns
 
 The worker calls it once per group; the run's reward scheme (verifiers/schemes.py) reads the

@@ -32,7 +32,7 @@ from jury.verifiers.checker import LabelChecker
 from jury.verifiers.gate import ProofGate
 from jury.verifiers.llm import LLMClient
 from jury.verifiers.rewards import GroupView, RewardResult
-from jury.verifiers.tinyv import TinyVItem, tinyv_verify
+from jury.verifiers.tinyv import TinyVItem, shown_answer, tinyv_verify
 
 log = logging.getLogger(__name__)
 
@@ -131,28 +131,35 @@ class TinyV:
     """TinyV add-on mode: only what the rules call incorrect goes to the LLM; if the LLM fails,
     the rules' verdicts stand (a failure never wipes them)."""
 
-    def __init__(self, llm: LLMClient | None, max_tokens: int = 8):
+    def __init__(self, llm: LLMClient | None, max_tokens: int = 8, checker: LabelChecker | None = None,
+                 ask_unanswered: bool = True):
         if llm is None:
             raise ValueError("reward=tinyv needs an LLM client (verifier.tinyv_model)")
-        self.llm, self.max_tokens = llm, max_tokens
+        self.llm, self.max_tokens, self.ask_unanswered = llm, max_tokens, ask_unanswered
+        self.checker = checker  # its read(): the answers the label check compared (all parts of one)
         self.counts = {"tinyv_asked": 0, "tinyv_overturned": 0, "tinyv_no_verdict": 0, "tinyv_failed": 0,
                        "tinyv_s": 0.0, "groups": 0}
 
     def score(self, group: RolloutGroup, view: GroupView) -> RewardResult:
         if view.verdicts is None:
             raise ValueError("reward=tinyv needs labels")
-        items = [TinyVItem(group.task.statement, group.task.label or "", s.answer, v)
-                 for s, v in zip(group.samples, view.verdicts)]
+        label, texts = group.task.label or "", [s.text for s in group.samples]
+        answers = [s.answer for s in group.samples]
+        read = getattr(self.checker, "read", None)
+        if read is not None:  # a label of several parts was checked against every part, not the vote's one
+            answers = read(answers, label, texts)
+        items = [TinyVItem(group.task.statement, label, a, v, text)
+                 for a, v, text in zip(answers, view.verdicts, texts)]
         t0 = time.perf_counter()
         self.counts["groups"] += 1
         try:
-            accepted = tinyv_verify(self.llm, items, max_tokens=self.max_tokens)
+            accepted = tinyv_verify(self.llm, items, max_tokens=self.max_tokens, ask_unanswered=self.ask_unanswered)
         except Exception as e:
             log.warning("TinyV call failed, rules only for task %s: %s", group.task.task_id, e)
             self.counts["tinyv_failed"] += 1
             accepted = [v == "correct" for v in view.verdicts]
         else:
-            asked = [i for i, v in enumerate(view.verdicts) if v == "incorrect"]
+            asked = [i for i, item in enumerate(items) if shown_answer(item, self.ask_unanswered) is not None]
             self.counts["tinyv_asked"] += len(asked)
             self.counts["tinyv_overturned"] += sum(accepted[i] is True for i in asked)
             # a reply with neither True nor False: the rules' "incorrect" stands (reward 0), counted apart
@@ -185,7 +192,7 @@ def _scheme(cfg: VerifierConfig, *, gate: ProofGate | None, llm: LLMClient | Non
     if cfg.reward == "jury":
         return Jury(gate, cfg.fallback, cfg.reszero_c, cfg.unparsable)
     if cfg.reward == "tinyv":
-        return TinyV(llm, cfg.tinyv_max_tokens)
+        return TinyV(llm, cfg.tinyv_max_tokens, checker, ask_unanswered=cfg.tinyv_unanswered == "ask")
     if cfg.reward == "llm_judge":
         from jury.verifiers.llm_rewards import LLMJudge
 

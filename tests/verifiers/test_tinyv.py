@@ -86,3 +86,33 @@ def test_unparsable_reply_is_none_and_short_client_fails_loudly():
 
     with pytest.raises(RuntimeError, match="answered 0 of 1"):
         tinyv_verify(Broken(lambda p: ""), items)
+
+
+def test_an_answerless_response_is_asked_about_by_its_final_statement():
+    """TinyV's own pipeline asks its model about every response the rules do not accept, one with
+    no answer they could read included (uw-nsl/TinyV@dae2c7bd: prime_math's match_answer always
+    returns some text, and tinyv.py's add-on branch asks whenever the rules said not correct)."""
+    text = "Let me add.\nFirst 5 + 7 makes a dozen. So the total is twelve."
+    client = ScriptedClient(lambda p: "True" if "<model_answer>So the total is twelve.</model_answer>" in p else "False")
+    assert tinyv_verify(client, [TinyVItem("q", "12", None, "no_answer", text)]) == [True]
+    # verifier.tinyv_unanswered=zero: it stays wrong, and nothing is asked
+    client.calls.clear()
+    assert tinyv_verify(client, [TinyVItem("q", "12", None, "no_answer", text)], ask_unanswered=False) == [False]
+    assert client.calls == []
+    # nothing to show: an empty response, or one cut off while thinking
+    for empty in ("", "  \n ", "<think>so the answer is 12"):
+        assert tinyv_verify(client, [TinyVItem("q", "12", None, "no_answer", empty)]) == [False]
+    assert client.calls == []
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("So the total is twelve.", "So the total is twelve."),
+    ("First step. Second step!  And so it is 12", "And so it is 12"),
+    ("The sum is 12.\n\nI hope this helps!\n", "I hope this helps!"),
+    ("<think>it is 11</think>The total is twelve.", "The total is twelve."),
+    ("x" * 1000, "x" * 300),
+])
+def test_final_statement(text, shown):
+    from jury.verifiers.tinyv import final_statement
+
+    assert final_statement(text) == shown

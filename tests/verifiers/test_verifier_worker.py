@@ -187,10 +187,12 @@ def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
     llm = _ScriptedTinyV()
     w = make_worker(VerifierConfig(reward="tinyv"), "v2", llm=llm)
     try:
-        sg = w.score(_group(["\\boxed{12}", "\\boxed{13}", "nothing", "\\boxed{11}"]))
-        assert len(llm.prompts) == 2 and "13" in llm.prompts[0] and "11" in llm.prompts[1]
-        assert sg.rewards.tolist() == [1.0, 1.0, 0.0, 1.0]  # this judge overturns every rule negative
-        assert w.stats()["verifier/tinyv_share"] == 0.5
+        sg = w.score(_group(["\\boxed{12}", "\\boxed{13}", "So it is twelve.", "\\boxed{11}"]))
+        # the answer-less response is asked about too, shown its final statement (TinyV's pipeline)
+        assert len(llm.prompts) == 3 and "<model_answer>13</model_answer>" in llm.prompts[0]
+        assert "<model_answer>So it is twelve.</model_answer>" in llm.prompts[1] and "11" in llm.prompts[2]
+        assert sg.rewards.tolist() == [1.0, 1.0, 1.0, 1.0]  # this judge overturns every rule negative
+        assert w.stats()["verifier/tinyv_share"] == 0.75 and w.stats()["verifier/tinyv_asked"] == 3
         w.scheme.llm = _ScriptedTinyV(fail=True)
         sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
         assert sg.rewards.tolist() == [1.0, 0.0]  # the rules' verdicts stand
@@ -200,6 +202,28 @@ def test_tinyv_asks_only_about_rule_negatives_and_falls_back_on_failure():
         w.scheme.llm = _ScriptedTinyV(reply="<think>is it True? the forms")
         sg = w.score(_group(["\\boxed{12}", "\\boxed{13}"]))
         assert sg.rewards.tolist() == [1.0, 0.0] and w.stats()["verifier/tinyv_no_verdict"] == 1
+    finally:
+        w.stop()
+    # verifier.tinyv_unanswered=zero: a response with no answer stays wrong, never shown to the model
+    llm = _ScriptedTinyV()
+    w = make_worker(VerifierConfig(reward="tinyv", tinyv_unanswered="zero"), "v2", llm=llm)
+    try:
+        sg = w.score(_group(["\\boxed{13}", "So it is twelve."]))
+        assert len(llm.prompts) == 1 and "13" in llm.prompts[0] and sg.rewards.tolist() == [1.0, 0.0]
+    finally:
+        w.stop()
+
+
+def test_tinyv_is_shown_every_part_the_label_check_read():
+    """A label of several parts is checked against each response read with that many parts; TinyV
+    is shown that reading, not the vote's one part (it was shown the last box alone)."""
+    llm = _ScriptedTinyV(reply="False")
+    w = make_worker(VerifierConfig(reward="tinyv"), "v2", llm=llm)
+    try:
+        text = "The first is \\boxed{3}. Then the second one is \\boxed{6}."
+        sg = w.score(_group([text], label="3, 5"))
+        assert sg.verdicts[0].kind == "incorrect" and sg.group.samples[0].answer == "6"
+        assert len(llm.prompts) == 1 and "<model_answer>3, 6</model_answer>" in llm.prompts[0]
     finally:
         w.stop()
 

@@ -71,6 +71,7 @@ class MathChecker:
                        "key_merges": 0, "key_checks": 0, "key_pairs_undecided": 0}
         self.check_cost_s = float("nan")  # one check in a check process, timed by preflight()
         self._unread: dict[str, str] = {}  # text -> "timeout" | "error": its extraction failed, until check()
+        self._last_read: tuple = ((), [])  # read()'s last ((texts, parts), answers): TinyV asks again
 
     def preflight(self) -> float:
         """Time one real check in a check process; a check_timeout_s below its cost would make every
@@ -173,13 +174,26 @@ class MathChecker:
         merged = {k: distinct[root[j]] for j, k in enumerate(distinct)}
         return [None if k is None else merged[k] for k in keys]
 
-    def check(self, answers: list[str | None], label: str, texts: list[str]) -> list[Verdict]:
-        """Cache, then the cheap in-process check, then the pool for what is left. A label of
-        several parts is checked against answers read again with that many parts (a response may
-        box one part at a time; the vote never reads the label, so its answers stay as they are)."""
+    def read(self, answers: list[str | None], label: str, texts: list[str]) -> list[str | None]:
+        """The answers check() compares with `label`: `answers` themselves, or for a label of several
+        parts each text read again with that many parts (a response may box one part at a time; the
+        vote never reads the label, so its answers stay as they are). The last reading is kept, so
+        a second call about the same texts (TinyV showing its model what was checked) costs nothing."""
+        return self._read(answers, label, texts, reuse=True)
+
+    def _read(self, answers: list[str | None], label: str, texts: list[str], reuse: bool) -> list[str | None]:
         parts = reference_parts(label)
-        if parts > 1:
-            answers = self._extract(texts, parts)
+        if parts <= 1:
+            return list(answers)
+        key = (tuple(texts), parts)
+        if not (reuse and self._last_read[0] == key):  # check() reads afresh: its failures are counted
+            self._last_read = (key, self._extract(texts, parts))
+        return list(self._last_read[1])
+
+    def check(self, answers: list[str | None], label: str, texts: list[str]) -> list[Verdict]:
+        """Cache, then the cheap in-process check, then the pool for what is left, on the answers
+        read() gives for this label."""
+        answers = self._read(answers, label, texts, reuse=False)
         unread, self._unread = self._unread, {}
         out: list[Verdict | None] = [None] * len(answers)
         ref = normalize(label)
