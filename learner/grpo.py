@@ -170,12 +170,54 @@ def head_outputs(hidden, weight, targets, certainty: bool):
     return logp, entropy, lse - mean_z - float(np.log(weight.shape[0]))
 
 
-def use_fused_head(model):
+# what some families' ForCausalLM does to the head's product before the softmax (transformers'
+# modeling files): Gemma 2/3 soft-cap it, Cohere scales it, Granite divides it
+_LOGIT_TRANSFORMS = (("final_logit_softcapping", None), ("logit_scale", 1.0), ("logits_scaling", 1.0))
+
+
+def use_fused_head(model, probe_tokens: int = 6):
+    """Turn the model's head into a FusedHead, once its logits are shown to be hidden @ W^T: the
+    learner's log-probs come from that product alone (the fused kernel, and the unfused paths,
+    which divide the hidden state by the temperature). A head with a bias, a soft-cap or a logit
+    scale would be trained on other log-probs than the model's, silently; it is refused by name,
+    and any other departure by comparing the model's own forward on `probe_tokens` tokens."""
     head = model.get_output_embeddings()
     if type(head) is not torch.nn.Linear:
         raise TypeError(f"the fused LM head needs a plain nn.Linear head, this model has {type(head).__name__}")
+    configs = [model.config, getattr(model.config, "text_config", None)]
+    found = ["an LM head with a bias"] if head.bias is not None else []
+    found += [f"{name}={getattr(c, name)}" for c in configs if c is not None for name, plain in _LOGIT_TRANSFORMS
+              if getattr(c, name, plain) not in (plain, None)]
+    if found:
+        raise TypeError(f"{type(model).__name__}'s logits are not its hidden state times the head's weight ("
+                        f"{', '.join(found)}): the learner's log-probs would not be the model's. Not supported")
     head.__class__ = FusedHead
+    if probe_tokens > 1:
+        _probe_head(model, probe_tokens)
     return model
+
+
+def _probe_head(model, n: int) -> None:
+    """The learner's log-probs against the model's own logits on n tokens (no grad, the weights'
+    dtype): a family that transforms its logits some other way is refused here, at load."""
+    vocab = model.get_output_embeddings().weight.shape[0]
+    ids = (torch.arange(n, dtype=torch.long) * 7919 + 11).remainder(vocab).unsqueeze(0)
+    ids = ids.to(model.get_output_embeddings().weight.device)
+    ones = torch.ones_like(ids)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=ones, use_cache=False).logits[:, :-1].float()
+            want = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None])[..., 0]
+            got = token_logprobs(model, ids, ones, ones[:, 1:])[0].float()
+    finally:
+        model.train(was_training)
+    gap = float((got - want).abs().max())
+    # the two sides differ by the dtype's rounding of the logits (bf16: a few hundredths)
+    if not gap <= (0.01 if logits.dtype == torch.float32 and model.dtype == torch.float32 else 0.25):
+        raise TypeError(f"{type(model).__name__}'s log-probs through the learner's LM head differ from the model's own "
+                        f"by {gap:.3g} nats on a {n}-token probe: its logits are not hidden @ W^T. Not supported")
 
 
 def token_logprobs(model, input_ids, attention, completion, temperature: float = 1.0, certainty: bool = False,
