@@ -136,7 +136,7 @@ class Critic:
             for m, count in enumerate(counts):
                 chunks = length_sorted_rows(b, (shard.minibatch == m).nonzero().squeeze(1), cfg.micro_batch)
                 denominator = aggregation_denominator(cfg.loss_agg, max(1.0, float(shard.tokens[m])),
-                                                      max(1.0, float(shard.seqs[m])), max_new_tokens)
+                                                      max(1.0, float(shard.loss_seqs(cfg.loss_agg)[m])), max_new_tokens)
                 minibatch_loss = 0.0
                 for i in range(count):
                     self.engine.set_gradient_accumulation_boundary(i == count - 1)

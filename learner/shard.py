@@ -50,6 +50,16 @@ class Shard:
     tokens: torch.Tensor       # (M,) float64, completion tokens of each mini-batch (all ranks)
     seqs: torch.Tensor         # (M,) float64, sequences of each mini-batch (all ranks)
     scoring: ShardScoring | None = None  # a self-reward scored on the learner; None: none in this batch
+    # (M,) float64, `seqs` as the batch came, before an overlong filter or a rejection took rows out of
+    # the loss (update.recount): Dr. GRPO's constant counts those rows too (TRL divides by every row)
+    generated_seqs: torch.Tensor | None = None
+
+    def loss_seqs(self, agg: str) -> torch.Tensor:
+        """The sequences cfg.loss_agg divides by: those left in the loss, but every generated one
+        under dr_grpo (a masked row leaves Dr. GRPO's G x max_len alone)."""
+        if agg == "dr_grpo" and self.generated_seqs is not None:
+            return self.generated_seqs
+        return self.seqs
 
 
 def plan_shards(batch: Batch, minibatches: int, world: int, seed: int = 0) -> list[list[list[int]]]:

@@ -119,7 +119,7 @@ def train_shard(engine, shard: Shard, cfg: LearnerConfig, *, ref_model, sampling
         for m, count in enumerate(counts):
             rows = (shard.minibatch == m).nonzero().squeeze(1)
             chunks = length_sorted_rows(b, rows, cfg.micro_batch)
-            tokens, seqs = float(shard.tokens[m]), float(shard.seqs[m])
+            tokens, seqs = float(shard.tokens[m]), float(shard.loss_seqs(cfg.loss_agg)[m])
             minibatch_loss = 0.0
             t0 = time.perf_counter()
             for i in range(count):
@@ -231,6 +231,8 @@ def recount(shard: Shard):
     counts[1].index_add_(0, shard.minibatch, (b.completion.sum(1) > 0).double())
     if dist.is_initialized() and dist.get_world_size() > 1:
         dist.all_reduce(counts)
+    if shard.generated_seqs is None:
+        shard.generated_seqs = shard.seqs
     shard.tokens, shard.seqs = counts[0], counts[1]
 
 

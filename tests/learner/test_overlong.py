@@ -130,6 +130,26 @@ def test_filtered_rows_train_as_if_absent(agg):
     assert everything == pytest.approx([1 / 6, -1 / 6], abs=1e-6)  # float32 weights
 
 
+def test_under_dr_grpo_a_filtered_row_still_counts_in_the_constant():
+    """Dr. GRPO divides by a constant, G x the generation limit, whatever the mask: TRL's
+    grpo_trainer (loss_type "dr_grpo") divides by per_token_loss.size(0) x max_completion_length,
+    rows its mask_truncated_completions emptied included (huggingface/trl@f2cd5771). So the
+    filtered batch's step is the two rows' sum over 3 x 1, 2/3 of the step without the third row
+    (sum over 2 x 1); it was that step exactly (the recount took the row out of the constant)."""
+    cfg = LearnerConfig(overlong_filter=True, loss_agg="dr_grpo")
+
+    def weights(shard):
+        model = LogitsAreWeights()
+        train_shard(SgdEngine(model, lr=1.0), shard, cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1),
+                    pad_id=0, timers={})
+        return model.head.weight[:, 0].tolist()
+
+    filtered = weights(_shard([0, 1, 2], [1.0, 1.0, 0.0]))
+    absent = weights(_shard([0, 1], [1.0, 1.0]))
+    assert absent == pytest.approx([0.5, -0.5], abs=1e-12)
+    assert filtered == pytest.approx([1 / 3, -1 / 3], abs=1e-6)
+
+
 def test_plan_carries_the_settings_and_replay_rebuilds_them(tmp_path):
     gen = GeneratorConfig(max_new_tokens=48)
     cfg = RunConfig(generator=gen, learner=LearnerConfig(overlong_buffer=16, overlong_penalty=0.5,
