@@ -129,8 +129,9 @@ def arm(peer: Peer, steps: int, synchronous: bool, efficiency: list[str], train_
     """One arm simulated; `train_gain` divides the learner's seconds a token (the dedicated trainer's
     measured speed a GPU over the colocated one's, which no efficiency below 1 can carry: the fitted
     train_mfu times it passes 1)."""
+    # the peers' trainers run no reward-hacking monitor: none of its initial-KL forward is priced
     common = [*peer.config, f"model=/models/{peer.model}", f"steps={steps}", "num_verifiers=16",
-              "generator.sync_mode=inflight"]
+              "generator.sync_mode=inflight", "monitor.enabled=false"]
     if synchronous:
         over = [*common, *peer.sync_config, f"num_generators={peer.gpus // peer.tp}",
                 f"learner.num_ranks={peer.gpus}", "max_staleness=0"]

@@ -55,7 +55,8 @@ class Lengths:
     values: tuple[float, ...] = ()  # empirical
     groups: tuple[tuple[int, ...], ...] = ()  # trace: groups[i], the samples' lengths of task index i
 
-    def draw(self, rng: random.Random, n: int, max_new_tokens: int, index: int = 0) -> list[int]:
+    def draw(self, rng: random.Random, n: int, max_new_tokens: int, index: int = 0,
+             min_new_tokens: int = 0) -> list[int]:
         if self.kind == "fixed":
             raw = [self.tokens] * n
         elif self.kind == "lognormal":
@@ -66,7 +67,8 @@ class Lengths:
             group = self.groups[index] if index < len(self.groups) and self.groups[index] else \
                 rng.choice([g for g in self.groups if g])
             raw = list(group) if len(group) == n else [rng.choice(group) for _ in range(n)]
-        return [min(max_new_tokens, max(1, round(x))) for x in raw]
+        # the engine stops no sample before generator.min_new_tokens, nor lets one pass max_new_tokens
+        return [min(max_new_tokens, max(1, min_new_tokens, round(x))) for x in raw]
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,13 @@ class Generation:
 
 @dataclass(frozen=True)
 class Verifier:
-    check_s: float = 0.001    # per sample
+    # per sample, in one check process: a worker's verifier.pool_workers processes check that many at
+    # once (each on a core of its own: the simulator does not charge them to the roles' cores)
+    check_s: float = 0.001
     gate_s: float = 0.0       # per group (the proof gate's latency)
+
+
+BASE_PASSES = 3.0  # a plain update's forward and backward, in forwards' worth of compute
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,52 @@ class Learner:
     step_s: float = 0.0       # per step: optimizer step, ZeRO communication
     token_s: float = 0.0005   # per trained token, per epoch, on one rank
     overhead_s: float = 0.0   # per step, after the sync: the driver's bookkeeping (neither wait, training nor sync)
+    # the forwards' worth per token token_s is for (learner_passes: 3 for a plain forward and backward);
+    # a run with others (a KL reference, a critic, gradient checkpointing, a proximal pass) scales it
+    passes: float = BASE_PASSES
+
+
+SELF_REWARDS = ("self_certainty", "entropy")  # scored by the learner in its once-per-batch forward
+
+
+def train_passes(cfg) -> float:
+    """The policy's forwards' worth of compute per trained position and epoch, as learner/update.py's
+    train_shard runs them: the loss's forward and backward (3), one more with gradient checkpointing,
+    the KL reference's forward in every micro-batch of every epoch (+1), and the once-per-batch forward
+    spread over the epochs (+1/epochs), which the proximal log-probs (any correction, recompute_old)
+    and the self-rewards' scores share; and the monitor's forward of the first policy over
+    monitor.initial_kl_rows of the batch's rows once a step (monitor_passes)."""
+    lc = cfg.learner
+    once = lc.recompute_proximal or cfg.verifier.reward in SELF_REWARDS
+    return 3 + (1 if lc.gradient_checkpointing else 0) + (1 if lc.kl_coef > 0 else 0) + int(once) / lc.epochs \
+        + monitor_passes(cfg)
+
+
+def monitor_passes(cfg) -> float:
+    """The monitor's initial-KL forward (learner/shadow.py: initial_kl, rank 0, no grad) in forwards'
+    worth per trained token and epoch: min(initial_kl_rows, B·G) of the batch's B·G rows, once a step
+    (rows of the batch's mean length)."""
+    m, rows = cfg.monitor, cfg.batch_groups * cfg.generator.group_size
+    if not (m.enabled and m.initial_kl_rows and rows):
+        return 0.0
+    return min(m.initial_kl_rows, rows) / rows / cfg.learner.epochs
+
+
+def critic_passes(cfg) -> float:
+    """The critic's (advantage=gae, learner/critic.py): its values once per batch (+1/epochs) and its
+    own forward and backward in every epoch (3, 4 with gradient checkpointing); 0 without one."""
+    lc = cfg.learner
+    if lc.advantage != "gae":
+        return 0.0
+    if lc.critic_model and lc.critic_model != cfg.model:
+        raise ConfigError(f"learner.critic_model={lc.critic_model}: jury simulate prices the critic as the "
+                          "policy's shape; another critic model is not modelled")
+    return 3 + (1 if lc.gradient_checkpointing else 0) + 1 / lc.epochs
+
+
+def learner_passes(cfg) -> float:
+    """The forwards' worth per trained token and epoch of a run's learner: the policy's and the critic's."""
+    return train_passes(cfg) + critic_passes(cfg)
 
 
 @dataclass(frozen=True)
@@ -223,6 +276,10 @@ class Costs:
     learner: Learner = field(default_factory=Learner)
     sync: Sync = field(default_factory=Sync)
     sharing: Sharing = field(default_factory=Sharing)
+    # the settings of the run a calibration fitted these costs to, ((key, value), ...): the costs hold
+    # for that model (another is refused) and, for the rest, a run that differs is outside the
+    # calibration (the simulator says which: Simulation.outside_calibration). Empty: not fitted
+    calibrated_at: tuple = ()
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -240,7 +297,8 @@ def costs_from_dict(d: dict) -> Costs:
             sub = {"generation": Generation, "verifier": Verifier, "learner": Learner, "sync": Sync,
                    "sharing": Sharing, "lengths": Lengths}.get(k) if isinstance(v, dict) or v is None else None
             kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else \
-                tuple(v) if k == "values" else tuple(tuple(g) for g in v) if k == "groups" else v
+                tuple(v) if k == "values" else tuple(tuple(g) for g in v) if k == "groups" else \
+                tuple(tuple(kv) for kv in v) if k == "calibrated_at" else v
         return cls(**kwargs)
 
     costs = build(Costs, d, "")
@@ -253,11 +311,16 @@ def _check(costs: Costs):
     def walk(node, where):
         for f in dataclasses.fields(node):
             value, name = getattr(node, f.name), f"{where}{f.name}"
+            default = f.default if f.default is not dataclasses.MISSING else None
             if dataclasses.is_dataclass(value):
                 walk(value, name + ".")
-            elif isinstance(value, (int, float)) and not isinstance(value, bool) and not (value >= 0 and
-                                                                                           math.isfinite(value)):
-                raise ConfigError(f"costs: {name} must be a finite number >= 0, got {value!r}")
+            elif isinstance(default, bool):
+                if not isinstance(value, bool):
+                    raise ConfigError(f"costs: {name} must be true or false, got {value!r}")
+            elif isinstance(default, (int, float)):  # a number field: YAML may hand in a string ("abc", "inf")
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not (value >= 0 and
+                                                                                          math.isfinite(value)):
+                    raise ConfigError(f"costs: {name} must be a finite number >= 0, got {value!r}")
 
     walk(costs, "")
     lengths = costs.generation.lengths
@@ -276,6 +339,9 @@ def _check(costs: Costs):
         raise ConfigError(f"costs: sharing.cores must be a whole number of cores, got {costs.sharing.cores!r}")
     if costs.sync.bandwidth_bytes_per_s <= 0:
         raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
+    if costs.learner.passes <= 0:
+        raise ConfigError("costs: learner.passes must be > 0 (a forward and backward is 3)")
+
     g = costs.generation
     if g.expert_share > 1 or (g.expert_step_s and not g.expert_share):
         raise ConfigError(f"costs: generation.expert_share must be in (0, 1] with generation.expert_step_s > 0 (the "
@@ -340,10 +406,18 @@ def _recorded_lengths(run_dir: Path) -> Lengths | None:
 
 
 def _bench_report(folder: Path) -> dict:
-    if not (folder / "bench.json").is_file():
+    path = folder / "bench.json"
+    if not path.is_file():
         raise ConfigError(f"--calibration {folder}: no bench.json there; give a folder `jury bench` wrote "
                           f"(runs/bench-...)")
-    return json.loads((folder / "bench.json").read_text())
+    try:
+        report = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--calibration {path}: not a JSON file `jury bench` wrote ({e})") from None
+    if not isinstance(report, dict) or not isinstance(report.get("config"), dict):
+        raise ConfigError(f"--calibration {path}: no \"config\" section (a `jury bench` report has its settings "
+                          "there, and its runs under end_to_end/...)")
+    return report
 
 
 def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
@@ -398,15 +472,51 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     alone = report.get("learner_only", {}).get("tokens_per_s")
     token_s = 1 / (alone * epochs) if alone else train_token_s
     learner_ratio = max(1.0, train_token_s / token_s)
+    cal = _run_config(calibration_dir)
     verifier_only = report.get("verifier_only", {})
-    check_s = 1 / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") else base.verifier.check_s
+    # per sample in one check process: the arm ran the worker's whole pool
+    check_s = cal.verifier.pool_workers / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") \
+        else base.verifier.check_s
     sync_s = min(r["sync_total_s"] for r in runs.values())
     overhead_s = _driver_overhead(sync_run)
-    lengths = _recorded_lengths(calibration_dir) or Lengths(kind="empirical", values=_ledger_lengths(calibration_dir))
+    lengths = _recorded_lengths(calibration_dir)
+    if lengths is None:
+        import sys
+
+        print(f"calibration: {calibration_dir} has no record/ (record_groups): completion lengths are drawn from "
+              "its ledger's group means, which lose the spread within a group and the longest samples "
+              "(docs/simulate.md, a worse fit)", file=sys.stderr)
+        lengths = Lengths(kind="empirical", values=_ledger_lengths(calibration_dir))
     return Costs(generation=Generation(step_s / generator_ratio, seq_s / generator_ratio, lengths=lengths),
                  verifier=Verifier(check_s, base.verifier.gate_s),
-                 learner=Learner(step_s=0.0, token_s=token_s, overhead_s=overhead_s),
-                 sync=Sync(fixed_s=sync_s), sharing=Sharing(learner_ratio - 1, generator_ratio - 1))
+                 learner=Learner(step_s=0.0, token_s=token_s, overhead_s=overhead_s, passes=learner_passes(cal)),
+                 sync=Sync(fixed_s=sync_s), sharing=Sharing(learner_ratio - 1, generator_ratio - 1),
+                 calibrated_at=calibration_settings(cal))
+
+
+# what a calibration's costs are tied to: the model (its costs are that model's: another is refused),
+# the task (its completion lengths), and the settings that change the learner's or an engine's cost
+# a token in ways the simulator does not price on a CPU (how a micro-batch pads and vectorises, the
+# optimizer steps a step, the number type); a run that differs is outside the calibration
+CALIBRATED_SETTINGS = ("model", "dataset", "generator.max_new_tokens", "generator.dtype", "learner.micro_batch",
+                       "learner.minibatches", "learner.dtype")
+
+
+def setting(cfg, key: str):
+    node = cfg
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+def calibration_settings(cfg) -> tuple:
+    return tuple((key, setting(cfg, key)) for key in CALIBRATED_SETTINGS)
+
+
+def _run_config(run_dir: Path):
+    from jury.protocol.config_load import load_run_config
+
+    return load_run_config(str(run_dir))
 
 
 def _driver_overhead(run: dict) -> float:

@@ -53,7 +53,7 @@ from pathlib import Path
 
 import yaml
 
-from jury.experiments.sim_costs import Costs, Learner, Sharing, Sync
+from jury.experiments.sim_costs import Costs, Learner, Sharing, Sync, critic_passes, learner_passes, train_passes
 from jury.models.registry import is_local, local_config
 from jury.protocol.config import ConfigError, RunConfig
 
@@ -128,6 +128,14 @@ class ModelShape:
     shared_intermediate: int = 0
 
     def __post_init__(self):
+        for name in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value) or value < 1:
+                raise ConfigError(f"model.{name} must be a whole number >= 1, got {value!r}")
+        for name in ("params", "experts", "experts_per_token", "expert_intermediate", "shared_intermediate"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ConfigError(f"model.{name} must be a number >= 0, got {value!r}")
         if self.experts and not (0 < self.experts_per_token <= self.experts and self.expert_intermediate > 0):
             raise ConfigError(f"a mixture of {self.experts} experts needs 0 < experts_per_token <= experts and "
                               f"expert_intermediate > 0 (got {self.experts_per_token}, {self.expert_intermediate})")
@@ -379,32 +387,6 @@ def prefill_s(m: ModelShape, gpu: Gpu, tp: int, prompt_tokens: int) -> float:
     return m.prefill_flops(prompt_tokens) / (tp * gpu.bf16_flops * gpu.efficiency.inference_mfu)
 
 
-SELF_REWARDS = ("self_certainty", "entropy")  # scored by the learner in its once-per-batch forward
-
-
-def train_passes(cfg: RunConfig) -> float:
-    """The policy's forwards' worth of compute per trained position and epoch, as learner/update.py's
-    train_shard runs them: the loss's forward and backward (3), one more with gradient checkpointing,
-    the KL reference's forward in every micro-batch of every epoch (+1), and the once-per-batch forward
-    spread over the epochs (+1/epochs), which the proximal log-probs (any correction, recompute_old)
-    and the self-rewards' scores share. Not counted: the monitor's initial-KL forward over its few rows."""
-    lc = cfg.learner
-    once = lc.recompute_proximal or cfg.verifier.reward in SELF_REWARDS
-    return 3 + (1 if lc.gradient_checkpointing else 0) + (1 if lc.kl_coef > 0 else 0) + int(once) / lc.epochs
-
-
-def critic_passes(cfg: RunConfig) -> float:
-    """The critic's (advantage=gae, learner/critic.py): its values once per batch (+1/epochs) and its
-    own forward and backward in every epoch (3, 4 with gradient checkpointing); 0 without one."""
-    lc = cfg.learner
-    if lc.advantage != "gae":
-        return 0.0
-    if lc.critic_model and lc.critic_model != cfg.model:
-        raise ConfigError(f"learner.critic_model={lc.critic_model}: jury simulate --hardware prices the critic "
-                          "as the policy's shape; another critic model is not modelled")
-    return 3 + (1 if lc.gradient_checkpointing else 0) + 1 / lc.epochs
-
-
 def train_flops_per_token(m: ModelShape, cfg: RunConfig, prompt: float, mean: float, mean_square: float) -> float:
     """FLOPs per completion token per epoch, for rows of a `prompt` and completions whose lengths have
     this mean and mean square: the layers over every position, causal attention over each row
@@ -417,33 +399,38 @@ def train_flops_per_token(m: ModelShape, cfg: RunConfig, prompt: float, mean: fl
     return (policy + critic_passes(cfg) * layers) / mean
 
 
-def collective_bytes(zero_stage: int, params: float, ranks: int, micro_batches: int) -> float:
+def collective_bytes(zero_stage: int, params: float, ranks: int, micro_batches: int, optimizer_steps: int = 1) -> float:
     """Bytes each rank sends per learner step in ZeRO's collectives (bf16, ring algorithms: a
     reduce-scatter or all-gather of S bytes moves (r-1)/r·S per rank). ZeRO-0 and 1: the gradient's
-    all-reduce (or reduce-scatter and the parameters' all-gather) once per step; ZeRO-2 reduces each
-    micro-batch's gradients; ZeRO-3 also gathers the parameters for each micro-batch's forward and
-    backward."""
+    all-reduce (or reduce-scatter and the parameters' all-gather) once per optimizer step; ZeRO-2
+    reduces each micro-batch's gradients and gathers the parameters after each optimizer step; ZeRO-3
+    also gathers the parameters for each micro-batch's forward and backward. `optimizer_steps`: a
+    step's mini-batches times its epochs."""
     if ranks <= 1:
         return 0.0
     share = (ranks - 1) / ranks * 2 * params
     if zero_stage <= 1:
-        return 2 * share
+        return 2 * share * optimizer_steps
     if zero_stage == 2:
-        return (micro_batches + 1) * share
+        return (micro_batches + optimizer_steps) * share
     return 3 * micro_batches * share
 
 
 def learner_step_s(m: ModelShape, gpu: Gpu, cfg: RunConfig) -> float:
-    """The per-step part: AdamW over this rank's share of the parameters, then ZeRO's collectives;
-    twice with a critic (advantage=gae: a second engine of the policy's shape, stage and micro-batches)."""
+    """The per-step part: AdamW over this rank's share of the parameters once per optimizer step (a
+    step's learner.minibatches times its epochs), then ZeRO's collectives; twice with a critic
+    (advantage=gae: a second engine of the policy's shape, stage and micro-batches)."""
     lc, e = cfg.learner, gpu.efficiency
     shards = lc.num_ranks if lc.zero_stage >= 1 else 1
+    optimizer_steps = lc.minibatches * lc.epochs
     optimizer = e.optimizer_bytes_per_param * m.total_params() / shards / (gpu.hbm_bytes_per_s * e.decode_bandwidth)
-    micro = lc.epochs * math.ceil(cfg.batch_groups * cfg.generator.group_size / (lc.num_ranks * lc.micro_batch))
+    rows = cfg.batch_groups * cfg.generator.group_size
+    # each mini-batch's rows in micro-batches over the ranks, in every epoch
+    micro = lc.epochs * lc.minibatches * math.ceil(rows / lc.minibatches / (lc.num_ranks * lc.micro_batch))
     link = gpu.nvlink_bytes_per_s if lc.num_ranks <= gpu.gpus_per_node else gpu.network_bytes_per_s
     engines = 2 if critic_passes(cfg) else 1
-    return engines * (optimizer + collective_bytes(lc.zero_stage, m.total_params(), lc.num_ranks, micro)
-                      / (link * e.collective))
+    return engines * (optimizer * optimizer_steps + collective_bytes(lc.zero_stage, m.total_params(), lc.num_ranks,
+                                                                     micro, optimizer_steps) / (link * e.collective))
 
 
 def sync_costs(m: ModelShape, gpus: dict[str, Gpu], base: Sync) -> Sync:
@@ -473,6 +460,28 @@ def length_moments(costs: Costs, max_new_tokens: int) -> tuple[float, float]:
     return sum(draws) / len(draws), sum(n * n for n in draws) / len(draws)
 
 
+def hardware_reading(cfg: RunConfig) -> tuple[list[str], list[str]]:
+    """How --hardware reads a config: (settings it refuses by name, notes on what it assumes). The
+    formulas price a GPU run in bf16 whose weights move over NCCL, one engine on each
+    tensor_parallel_size GPUs. A CPU config (no GPU asked for) is read as that run, said in a note;
+    a GPU config that asks for something else is refused: float32, gloo, engines sharing a GPU."""
+    g, lc = cfg.generator, cfg.learner
+    if not (g.num_gpus or lc.num_gpus):
+        other = [f"{k}={v}" for k, v in (("generator.dtype", g.dtype), ("learner.dtype", lc.dtype),
+                                         ("weight_backend", cfg.weight_backend)) if v not in ("bfloat16", "nccl")]
+        note = "--hardware reads this CPU config as its GPU run: bf16 weights and FLOPs, weights synced over NCCL, " \
+               f"one engine on each {g.tensor_parallel_size} GPU(s)"
+        return [], [note + (f" (it says {', '.join(other)})" if other else "")]
+    refused = [f"{k}={v} (the GPU formulas price bfloat16)" for k, v in (("generator.dtype", g.dtype),
+                                                                        ("learner.dtype", lc.dtype)) if v != "bfloat16"]
+    if cfg.weight_backend != "nccl":
+        refused.append(f"weight_backend={cfg.weight_backend} (the weight sync is priced over NCCL)")
+    if 0 < g.num_gpus < 1:
+        refused.append(f"generator.num_gpus={g.num_gpus} (engines sharing a GPU; --sweep prices the colocated "
+                       "learner on the engines' GPUs)")
+    return refused, []
+
+
 def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Costs,
                    colocated: bool = False) -> Costs:
     """Generation, learner and sync costs from the formulas; lengths and verifier from `base`.
@@ -498,10 +507,13 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
     slower = 1 / lrn.efficiency.colocated_train if colocated else 1.0  # the whole step: compute, optimizer, ZeRO
     learner = Learner(step_s=learner_step_s(m, lrn, cfg) * slower,
                       token_s=per_token / (lrn.bf16_flops * train_efficiency(m, lrn, cfg.learner.micro_batch)) * slower,
-                      overhead_s=base.learner.overhead_s)  # the driver's, not the GPUs': as given
-    # each role on its own GPUs: neither slows the other (Sharing's zeros), whatever a calibration said
+                      overhead_s=base.learner.overhead_s,  # the driver's, not the GPUs': as given
+                      passes=learner_passes(cfg))  # per_token counts this config's own passes
+    # each role on its own GPUs: neither slows the other (Sharing's zeros), whatever a calibration said;
+    # of a calibration only the lengths are left, which are its task's
+    kept = tuple((k, v) for k, v in base.calibrated_at if k in ("dataset", "generator.max_new_tokens"))
     return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync),
-                               sharing=Sharing())
+                               sharing=Sharing(), calibrated_at=kept)
 
 
 def kv_limited_seqs(cfg: RunConfig, m: ModelShape, gpu: Gpu, base: Costs, memory_fraction: float = 0.9) -> int:

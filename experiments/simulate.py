@@ -46,8 +46,8 @@ from pathlib import Path
 import simpy
 
 from jury.cluster.feeder import draw_staleness
-from jury.experiments.sim_costs import (Costs, Sharing, asynchronous_runs, calibrate, calibration_run, engine_spin_s,
-                                        machine_cores, sharing_run, with_cores)
+from jury.experiments.sim_costs import (Costs, Sharing, _bench_report, asynchronous_runs, calibrate, calibration_run,
+                                        engine_spin_s, learner_passes, machine_cores, sharing_run, with_cores)
 from jury.protocol.config import ConfigError, RunConfig
 from jury.protocol.plan import RunPlan, make_plan
 
@@ -178,6 +178,8 @@ class Engine:
             group.version_start, group.remaining = self.version, list(group.lengths)
             self.running.append(group)
             started += 1
+        if started:
+            self.sim.trace_queues()
         return started
 
     def _held_waiting(self) -> int:
@@ -256,15 +258,51 @@ class Engine:
         self.poke()
 
 
+def unpriced(cfg: RunConfig, costs: Costs) -> list[str]:
+    """Settings these costs cannot price, by name: a calibration of another model (its decode and
+    learner costs are that model's)."""
+    model = dict(costs.calibrated_at).get("model")
+    if model is not None and model != cfg.model:
+        return [f"model={cfg.model} with costs calibrated on model={model} (calibrate on a bench of this model, "
+                "or use --hardware)"]
+    return []
+
+
+def assumptions(cfg: RunConfig, costs: Costs) -> list[str]:
+    """What the simulation takes as given that the run might not do, said with the report: a Lean gate
+    priced at no time (every proof cached: a warm gate), and a run whose length the data set would cap."""
+    out = []
+    if cfg.verifier.reward == "jury" and cfg.verifier.gate == "lean" and not costs.verifier.gate_s:
+        out.append("verifier.gate=lean priced at costs.verifier.gate_s=0, a warm gate (every proof cached); a cold "
+                   "Lean gate takes minutes a group: set costs.verifier.gate_s (docs/simulate.md's plan: 200)")
+    if cfg.data.epochs:
+        out.append(f"data.epochs={cfg.data.epochs} may end the run before steps={cfg.steps}: the simulator does not "
+                   "read the data set, and runs every step")
+    return out
+
+
+def outside_calibration(cfg: RunConfig, costs: Costs) -> list[str]:
+    """Why these costs may not carry to this run (empty: they do): settings that differ from those of
+    the run a calibration fitted them to (sim_costs.CALIBRATED_SETTINGS) and, where roles share cores,
+    from the layout the sharing factors were fitted at."""
+    from jury.experiments.sim_costs import setting
+
+    out = [f"{key}={setting(cfg, key)}, calibrated at {value}" for key, value in costs.calibrated_at
+           if key != "model" and setting(cfg, key) != value]
+    return out + costs.sharing.outside(cfg.learner.threads, cfg.num_generators)
+
+
 class Simulation:
     def __init__(self, cfg: RunConfig, costs: Costs):
         self.plan = make_plan(cfg)
-        refused = unmodelled(cfg, self.plan)
+        refused = unmodelled(cfg, self.plan) + unpriced(cfg, costs)
         if refused:
             raise ConfigError(f"not modelled (yet): {', '.join(refused)}")
         self.cfg, self.costs = cfg, costs
-        # where the cores are shared as they were not in the run the sharing factors were fitted to
-        self.outside_calibration = costs.sharing.outside(cfg.learner.threads, cfg.num_generators)
+        self.outside_calibration = outside_calibration(cfg, costs)
+        self.assumptions = assumptions(cfg, costs)
+        # the learner's compute a token against what costs.learner.token_s was for (sim_costs.learner_passes)
+        self.passes = learner_passes(cfg) / costs.learner.passes
         self.env = simpy.Environment()
         self.B = cfg.batch_groups
         self.ready: deque[Group] = deque()        # sent by the feeder, not taken by an engine yet
@@ -281,6 +319,9 @@ class Simulation:
         self.steps: list[dict] = []  # per step: end time, wait_s, train_s, sync_s
         self.working: set[Work] = set()  # the roles' work in progress, sharing the cores
         self.decoded_until: dict[str, float] = {}  # engine -> when its last decode work ended (its spin)
+        # (time, tasks waiting for an engine, groups at the verifiers (waiting or being checked), groups
+        # scored and waiting for the learner) at each change: the queues over time (timeline.png)
+        self.queue_trace: list[tuple[float, int, int, int]] = []
         self.wall_s = {"learner": 0.0, "generator": 0.0}   # each role's finished work: as it ran,
         self.alone_s = {"learner": 0.0, "generator": 0.0}  # and as it would have run alone
 
@@ -321,6 +362,12 @@ class Simulation:
             if w.rate != self.rate(w.role):
                 w.nudge()
 
+    def trace_queues(self):
+        """Record the queues now, where they changed since the last record."""
+        state = (len(self.ready), len(self.verifiers.queue) + self.verifiers.count, len(self.inbox))
+        if not self.queue_trace or self.queue_trace[-1][1:] != state:
+            self.queue_trace.append((self.env.now, *state))
+
     # ── feeder ──
     def limit(self) -> int:
         return (self.version + self.plan.window) * self.B + self.dropped
@@ -331,7 +378,8 @@ class Simulation:
         while self.admitted < min(self.limit(), total):
             i = self.admitted
             rng = random.Random(f"{self.cfg.seed}/lengths/{i}")
-            group = Group(i, self.costs.generation.lengths.draw(rng, g.group_size, g.max_new_tokens, i))
+            group = Group(i, self.costs.generation.lengths.draw(rng, g.group_size, g.max_new_tokens, i,
+                                                                 g.min_new_tokens))
             self.pending[i] = group
             if self.plan.forced:
                 self.held[i] = group
@@ -342,6 +390,7 @@ class Simulation:
             self.ready.append(self.held.pop(i))
         for e in self.engines:
             e.poke()
+        self.trace_queues()
 
     def release_version(self, index: int) -> int:
         return max(0, index // self.B - draw_staleness(self.plan.forced, self.cfg.seed, index))
@@ -349,12 +398,16 @@ class Simulation:
     # ── verifier ──
     def verify(self, group: Group):
         with self.verifiers.request() as req:
+            self.trace_queues()
             yield req
-            dt = len(group.lengths) * self.costs.verifier.check_s + self.costs.verifier.gate_s
+            # the worker's check processes take the group's samples pool_workers at a time
+            dt = len(group.lengths) * self.costs.verifier.check_s / self.cfg.verifier.pool_workers \
+                + self.costs.verifier.gate_s
             start = self.env.now
             yield self.env.timeout(dt)
             self.verify_spans.append((start, self.env.now))
         self.inbox[group.index] = (self.env.now, group)
+        self.trace_queues()
         if not self.arrival.triggered:
             self.arrival.succeed()
 
@@ -370,7 +423,9 @@ class Simulation:
         if not adm.continuous:
             indices = range(step * self.B, (step + 1) * self.B)
             yield from self._until(lambda: all(i in self.inbox for i in indices))
-            return [self.inbox.pop(i)[1] for i in indices], []
+            batch = [self.inbox.pop(i)[1] for i in indices]
+            self.trace_queues()
+            return batch, []
         dropped: list[int] = []
 
         def ready():
@@ -387,12 +442,16 @@ class Simulation:
 
         yield from self._until(ready)
         first = sorted(self.inbox, key=lambda i: (self.inbox[i][0], i))[: self.B]
-        return [self.inbox.pop(i)[1] for i in first], dropped
+        batch = [self.inbox.pop(i)[1] for i in first]
+        self.trace_queues()
+        return batch, dropped
 
     def train_s(self, batch: list[Group]) -> float:
-        """The step's seconds alone (beside a generator it runs slower: Work, rate)."""
+        """The step's seconds alone (beside a generator it runs slower: Work, rate): the per-step part,
+        then every epoch's passes over the batch's tokens, shared by the ranks (self.passes: this run's
+        passes over those token_s was for, sim_costs.learner_passes)."""
         c, lc = self.costs.learner, self.cfg.learner
-        return c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s / lc.num_ranks
+        return c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s * self.passes / lc.num_ranks
 
     def sync(self):
         """Every engine stops as its mode says, then the weights move; the version is bumped after."""
@@ -428,7 +487,9 @@ class Simulation:
             self.steps.append({"start": t0, "end": self.env.now, "wait_s": t1 - t0, "train_s": t2 - t1,
                                "sync_s": t3 - t2, "dropped": len(dropped),
                                "generator_busy_s": sum(e.busy_s for e in self.engines),
-                               "queue/feeder": len(self.ready), "queue/learner": len(self.inbox)})
+                               "queue/feeder": len(self.ready),
+                               "queue/verifier": len(self.verifiers.queue) + self.verifiers.count,
+                               "queue/learner": len(self.inbox)})
 
     def run(self) -> dict:
         done = self.env.process(self.driver())
@@ -438,11 +499,17 @@ class Simulation:
             raise RuntimeError(f"simulation stuck at t={self.env.now:.3f}s, step {len(self.steps)}: {e}") from None
         return self.report()
 
+    def queue_maxima(self, t_start: float) -> dict:
+        return _queue_maxima(self.queue_trace, t_start)
+
     def report(self) -> dict:
         cfg, steps = self.cfg, self.steps
         first = WARMUP_STEPS if len(steps) > WARMUP_STEPS else 0
         t_start = steps[first - 1]["end"] if first else 0.0
         wall = steps[-1]["end"] - t_start
+        if wall <= 0:
+            raise ValueError(f"the timed steps ({WARMUP_STEPS} to {len(steps) - 1}) took no simulated time: every "
+                             "stage they waited on costs 0 (give the costs, or more steps)")
         timed = [g for g in self.trained if g.step >= first]
         n = len(steps) - first
         mean = lambda key: sum(s[key] for s in steps[first:]) / n  # noqa: E731
@@ -466,7 +533,10 @@ class Simulation:
             # started before the window would otherwise make the idle share negative)
             "idle/verifier": 1 - sum(max(0.0, min(e, t_start + wall) - max(s, t_start))
                                      for s, e in self.verify_spans) / (wall * cfg.num_verifiers),
-            "queue/feeder": mean("queue/feeder"), "queue/learner": mean("queue/learner"),
+            # at each step's end, as `jury bench` samples them; and the most at any moment of the timed steps
+            "queue/feeder": mean("queue/feeder"), "queue/verifier": mean("queue/verifier"),
+            "queue/learner": mean("queue/learner"),
+            **self.queue_maxima(t_start),
             "dropped_stale": sum(s["dropped"] for s in steps),
             # groups cancelled at a sync (interrupt), over the run, as the generator counts them (those
             # waiting in the engine's queue too): the phase of generation against the syncs decides
@@ -477,9 +547,21 @@ class Simulation:
             "slowdown/generator": (self.wall_s["generator"] / self.alone_s["generator"]
                                    if self.alone_s["generator"] else 1.0),
             "wall_s": steps[-1]["end"],
-            # the layout differences that put this prediction outside its calibration (see Sharing.outside)
+            # the settings that put this prediction outside its calibration (outside_calibration)
             "outside_calibration": self.outside_calibration,
+            "assumptions": self.assumptions,
         }
+
+
+QUEUES = ("feeder", "verifier", "learner")  # the order of queue_trace's counts
+
+
+def _queue_maxima(trace: list, t_start: float) -> dict:
+    """The most each queue held at any moment from t_start on (the trace's state at t_start included)."""
+    since = [q for q in trace if q[0] >= t_start]
+    before = [q for q in trace if q[0] < t_start][-1:]
+    states = before + since
+    return {f"queue/{name}_max": max((q[k + 1] for q in states), default=0) for k, name in enumerate(QUEUES)}
 
 
 def simulate(cfg: RunConfig, costs: Costs) -> dict:
@@ -495,13 +577,15 @@ def table(report: dict) -> str:
 
 
 def warn_outside(report: dict):
-    """A prediction outside its calibration says so where the user reads it."""
-    if report.get("outside_calibration"):
-        import sys
+    """A prediction outside its calibration says so where the user reads it, as do its assumptions."""
+    import sys
 
-        print(f"warning: outside the calibration ({'; '.join(report['outside_calibration'])}): how the roles share "
-              "the cores changes with the threads and engines that want them, and the sharing factors do not carry "
-              "(docs/simulate.md, \"Where the cores are shared\")", file=sys.stderr)
+    if report.get("outside_calibration"):
+        print(f"warning: outside the calibration ({'; '.join(report['outside_calibration'])}): the costs were "
+              "fitted to a run with other settings, and what they change (the cores' sharing, the cost a token, "
+              "the lengths) does not carry (docs/simulate.md)", file=sys.stderr)
+    for note in report.get("assumptions", []):
+        print(f"note: {note}", file=sys.stderr)
 
 
 def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = "", cores: bool = False,
@@ -518,7 +602,6 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
     engines spin after decoding: engine_spin_s). `fits`: a dict that keeps each run's fitted
     factors between calls on the same bench (a caller pooling different subsets: sim_predict's
     leave-one-out)."""
-    import json
     import statistics
 
     from jury.protocol.config_load import load_run_config
@@ -547,7 +630,7 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
         cfg = load_run_config(str(run_dirs[0]))
         sharing = fit_sharing(cfg, costs, 1 + costs.sharing.learner, 1 + costs.sharing.generator)
     if cores:
-        machine = json.loads((Path(bench_dir) / "bench.json").read_text())["config"].get("cores") or machine_cores()
+        machine = _bench_report(Path(bench_dir))["config"].get("cores") or machine_cores()
         spins = {engine_spin_s(d) for d in run_dirs}
         if len(spins) > 1:  # one's engines ran the model inline, another's in vLLM's spinning worker
             raise ValueError(f"--sharing-from {sharing_from}: its runs' engines held their cores after decoding "
@@ -605,13 +688,11 @@ def against_bench(bench_dir: str, costs: Costs, only: tuple[str, ...] = ()) -> d
     """Each end-to-end run of a `jury bench` folder (or those `only` names) simulated from its own
     config.yaml with these costs: run name -> {key: (predicted, measured)} for the keys both report
     (COMPARED)."""
-    import json
-
     from jury.experiments.sim_costs import interrupted_groups, run_folder
     from jury.protocol.config_load import load_run_config
 
     folder = Path(bench_dir)
-    report = json.loads((folder / "bench.json").read_text())
+    report = _bench_report(folder)
     out = {}
     for name, measured in report.items():
         if not name.startswith("end_to_end/") or "run_dir" not in measured or \
@@ -663,35 +744,79 @@ def comparison_table(rows: dict[str, dict]) -> str:
 
 
 def plot_timeline(sim: Simulation, path: Path):
-    """Sequences running in each engine over time (as `jury bench`'s occupancy.png), and below it
-    what the learner did: waiting for groups, training, syncing weights."""
+    """In the style of `jury bench`'s occupancy.png, on one time axis: the sequences running in each
+    engine, the queues (tasks waiting for an engine, groups at the verifiers, scored groups waiting
+    for the learner), the verifiers' busy workers, and what the learner did (waiting for groups,
+    training, syncing weights). Beside them: the staleness of the trained groups and the mean step's
+    breakdown."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 5), sharex=True, height_ratios=(3, 1))
+    fig = plt.figure(figsize=(13, 8))
+    grid = fig.add_gridspec(4, 2, width_ratios=(3, 1), height_ratios=(3, 2, 1, 1))
+    occupancy = fig.add_subplot(grid[0, 0])
+    queues = fig.add_subplot(grid[1, 0], sharex=occupancy)
+    checking = fig.add_subplot(grid[2, 0], sharex=occupancy)
+    learner = fig.add_subplot(grid[3, 0], sharex=occupancy)
     for e in sim.engines:
         if e.trace:
             t, n = zip(*e.trace)
-            top.step(t, n, where="post", lw=0.8, label=e.name)
-    top.axhline(sim.B * sim.cfg.generator.group_size, color="grey", ls=":", lw=0.8, label="one batch's sequences")
-    top.set_ylabel("sequences running")
-    top.legend(loc="upper right", fontsize=8)
-    for name, color, start, length in (("wait", "tab:grey", "start", "wait_s"),
-                                       ("train", "tab:blue", None, "train_s"), ("sync", "tab:red", None, "sync_s")):
-        spans = []
+            occupancy.step(t, n, where="post", lw=0.8, label=e.name)
+    occupancy.axhline(sim.B * sim.cfg.generator.group_size, color="grey", ls=":", lw=0.8,
+                      label="one batch's sequences")
+    occupancy.set_ylabel("sequences running")
+    occupancy.legend(loc="upper right", fontsize=8)
+    trace = sim.queue_trace or [(0.0, 0, 0, 0)]
+    t = [q[0] for q in trace]
+    for k, (name, label) in enumerate((("feeder", "tasks waiting for an engine"),
+                                       ("verifier", "groups at the verifiers"),
+                                       ("learner", "scored groups waiting for the learner"))):
+        queues.step(t, [q[k + 1] for q in trace], where="post", lw=0.9, label=label)
+    queues.set_ylabel("groups")
+    queues.legend(loc="upper right", fontsize=8)
+    spans = sorted(sim.verify_spans)
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    busy, times, counts = 0, [0.0], [0]
+    for at, d in edges:
+        busy += d
+        times.append(at)
+        counts.append(busy)
+    checking.step(times, counts, where="post", color="tab:green", lw=0.9)
+    checking.set_ylim(0, max(1, sim.cfg.num_verifiers) * 1.15)
+    checking.set_ylabel("verifiers\nbusy", fontsize=8)
+    for name, color, length in (("wait", "tab:grey", "wait_s"), ("train", "tab:blue", "train_s"),
+                                ("sync", "tab:red", "sync_s")):
+        bars = []
         for s in sim.steps:
             begin = {"wait": s["start"], "train": s["start"] + s["wait_s"],
                      "sync": s["start"] + s["wait_s"] + s["train_s"]}[name]
-            spans.append((begin, s[length]))
-        bottom.broken_barh(spans, (0, 1), color=color, label=name)
-    bottom.set_yticks([])
-    bottom.set_ylabel("learner")
-    bottom.set_xlabel("simulated seconds")
-    bottom.legend(loc="upper right", fontsize=8, ncol=3)
+            bars.append((begin, s[length]))
+        learner.broken_barh(bars, (0, 1), color=color, label=name)
+    learner.set_yticks([])
+    learner.set_ylabel("learner")
+    learner.set_xlabel("simulated seconds")
+    learner.legend(loc="upper right", fontsize=8, ncol=3)
+    for ax in (occupancy, queues, checking):
+        ax.tick_params(labelbottom=False)
+    stale = fig.add_subplot(grid[0:2, 1])
+    counts = Counter(g.step - g.version_start for g in sim.trained)
+    keys = sorted(counts)
+    stale.bar([str(k) for k in keys], [counts[k] / max(1, len(sim.trained)) for k in keys], color="tab:purple")
+    stale.set_xlabel("staleness (versions)")
+    stale.set_ylabel("share of trained groups")
+    breakdown = fig.add_subplot(grid[2:4, 1])
+    n = max(1, len(sim.steps))
+    parts = [("wait", "wait_s", "tab:grey"), ("train", "train_s", "tab:blue"), ("sync", "sync_s", "tab:red")]
+    means = [sum(s[key] for s in sim.steps) / n for _, key, _ in parts]
+    overhead = sum(s["end"] - s["start"] for s in sim.steps) / n - sum(means)
+    labels = [p[0] for p in parts] + ["driver"]
+    breakdown.barh(labels, means + [max(0.0, overhead)], color=[p[2] for p in parts] + ["tab:olive"])
+    breakdown.invert_yaxis()
+    breakdown.set_xlabel("seconds a step (mean)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
@@ -721,7 +846,7 @@ def add_command(sub):
                         "one card for both roles, or generator=NAME,learner=NAME")
     p.add_argument("--sweep", action="store_true",
                    help="simulate each generator:learner split of --gpus at each --staleness; table and sweep.png")
-    p.add_argument("--gpus", type=int, default=0, help="with --sweep: GPUs to split (default: the config's)")
+    p.add_argument("--gpus", type=int, default=None, help="with --sweep: GPUs to split (default: the config's)")
     p.add_argument("--staleness", default="", help="with --sweep: the max_staleness values (default 0,1,2,4)")
     p.add_argument("--splits", default="", help="with --sweep: generator GPU counts (default: each eighth)")
     p.add_argument("--out", default="", help="folder for simulate.json and timeline.png (default runs/simulate-<time>)")
@@ -747,7 +872,9 @@ def _main(args) -> int:
         if hw_overrides and not args.hardware:
             raise ValueError(f"{hw_overrides[0]}: model.* and efficiency.* need --hardware NAME")
         given = [flag for flag, v in (("--gpus", args.gpus), ("--staleness", args.staleness),
-                                      ("--splits", args.splits)) if v]
+                                      ("--splits", args.splits)) if v not in (None, "")]
+        if args.gpus is not None and args.gpus < 2:
+            raise ValueError(f"--gpus {args.gpus}: at least 2 (one to generate, one to train)")
         if given and not args.sweep:  # not read without it: a plan the user believes swept would not be
             raise ValueError(f"{given[0]} is read only with --sweep")
         cfg = load_config(args.config, run_overrides)
@@ -781,7 +908,10 @@ def _main(args) -> int:
     out = Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     # per step: its end (simulated seconds), the learner's wait/train/sync and the queue depths then
-    (out / "simulate.json").write_text(json.dumps({"report": report, "steps": sim.steps, "costs": costs.to_dict(),
+    # queues: (simulated seconds, tasks waiting for an engine, groups at the verifiers, scored groups
+    # waiting for the learner) at each change
+    (out / "simulate.json").write_text(json.dumps({"report": report, "steps": sim.steps, "queues": sim.queue_trace,
+                                                   "costs": costs.to_dict(),
                                                    "config": args.config, "overrides": args.overrides,
                                                    "max_num_seqs": cfg.generator.max_num_seqs}, indent=2))
     plot_timeline(sim, out / "timeline.png")
@@ -797,8 +927,15 @@ def _preparer(hardware: str, cfg: RunConfig, costs: Costs, overrides: list[str])
     efficiency.colocated_train of its speed), and max_num_seqs no more than the engine's KV cache holds."""
     if not hardware:
         return lambda c, colocated=False: (c, costs)
-    from jury.experiments.sim_gpu import hardware_costs, load_hardware, load_model, with_kv_limit
+    import sys
 
+    from jury.experiments.sim_gpu import hardware_costs, hardware_reading, load_hardware, load_model, with_kv_limit
+
+    refused, notes = hardware_reading(cfg)
+    if refused:
+        raise ConfigError(f"--hardware does not model: {'; '.join(refused)}")
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
     gpus, model = load_hardware(hardware, overrides=overrides), load_model(cfg.model, overrides=overrides)
     return lambda c, colocated=False: (with_kv_limit(c, model, gpus, costs),
                                        hardware_costs(c, model, gpus, costs, colocated))
@@ -820,7 +957,8 @@ def _sweep(args, cfg: RunConfig, prepare) -> int:
 
     from jury.experiments.sim_sweep import plot_sweep, sweep, sweep_table
 
-    total = args.gpus or cfg.num_generators * cfg.generator.tensor_parallel_size + cfg.learner.num_ranks
+    total = args.gpus if args.gpus is not None else \
+        cfg.num_generators * cfg.generator.tensor_parallel_size + cfg.learner.num_ranks
     staleness = _whole_numbers("--staleness", args.staleness or "0,1,2,4")
     splits = _whole_numbers("--splits", args.splits) if args.splits else None
     rows = sweep(cfg, total, staleness, lambda c, colocated: simulate(*prepare(c, colocated)), splits)

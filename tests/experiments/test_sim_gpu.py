@@ -14,6 +14,9 @@ from jury.experiments.sim_gpu import (ModelShape, collective_bytes, critic_passe
 from jury.protocol.config import ConfigError
 from jury.protocol.config_load import load_config
 
+# the learner as a plain update: the monitor's initial-KL forward (on by default) priced apart
+PLAIN = ("monitor.enabled=false",)
+
 # Qwen3-1.7B by hand: a layer is q and o 2048x2048 each, k and v 2048x1024 each (8 KV heads of 128),
 # the MLP 3 x 2048 x 6144: 12,582,912 + 37,748,736 = 50,331,648; 28 layers 1,409,286,144; the tied
 # embedding 151,936 x 2048 = 311,164,928; all 1,720,451,072 (the model card's 1.72 B).
@@ -62,7 +65,7 @@ def test_prefill_and_training_flops_by_hand(qwen, h100):
     # forward + backward (3) + checkpointing (1) + pi_old recomputed once over 2 epochs (1/2); a row of
     # 100 prompt and 1,000 completion tokens: the layers over its 1,100 positions, the head over the
     # 1,000 completion positions only, and causal attention, 2 x 28 layers x 2048 x 1,100² a forward
-    cfg = load_config(None, ["learner.gradient_checkpointing=true", "learner.recompute_old=true",
+    cfg = load_config(None, [*PLAIN, "learner.gradient_checkpointing=true", "learner.recompute_old=true",
                              "learner.epochs=2"])
     body, head = 1_409_286_144, 311_164_928
     row = 2 * body * 1100 + 2 * head * 1000 + 2 * 28 * 2048 * 1100**2
@@ -78,7 +81,7 @@ def test_the_learners_passes_are_the_forwards_update_py_runs():
     self-rewards' scores; the critic (advantage=gae) adds its values once a batch and its own forward
     and backward each epoch, without the LM head."""
     def passes(*over):
-        cfg = load_config(None, ["learner.epochs=2", *over])
+        cfg = load_config(None, [*PLAIN, "learner.epochs=2", *over])
         return train_passes(cfg), critic_passes(cfg)
     assert passes() == (3, 0)
     assert passes("learner.kl_coef=0.01") == (4, 0)                  # per epoch, not spread over them
@@ -91,14 +94,14 @@ def test_the_learners_passes_are_the_forwards_update_py_runs():
 
 def test_a_critic_is_priced_as_the_policys_layers_and_a_second_engine(qwen):
     h100 = load_hardware("h100-sxm")["learner"]
-    gae = load_config(None, ["learner.advantage=gae", "learner.num_ranks=8", "learner.zero_stage=2"])
-    plain = load_config(None, ["learner.num_ranks=8", "learner.zero_stage=2"])
+    gae = load_config(None, [*PLAIN, "learner.advantage=gae", "learner.num_ranks=8", "learner.zero_stage=2"])
+    plain = load_config(None, [*PLAIN, "learner.num_ranks=8", "learner.zero_stage=2"])
     body, head = 1_409_286_144, 311_164_928
     layers = 2 * body * 1100 + 2 * 28 * 2048 * 1100**2
     assert train_flops_per_token(qwen, gae, 100, 1000, 1000**2) == pytest.approx(
         (3 * (layers + 2 * head * 1000) + 4 * layers) / 1000)  # epochs=1: the values' forward is a whole pass
     assert learner_step_s(qwen, h100, gae) == pytest.approx(2 * learner_step_s(qwen, h100, plain))
-    other = load_config(None, ["learner.advantage=gae", "learner.critic_model=/m/Qwen3-0.6B"])
+    other = load_config(None, [*PLAIN, "learner.advantage=gae", "learner.critic_model=/m/Qwen3-0.6B"])
     with pytest.raises(ConfigError, match="learner.critic_model=/m/Qwen3-0.6B"):
         critic_passes(other)
 
@@ -115,21 +118,21 @@ def test_zero_collectives_by_hand():
 
 def test_the_learners_step_by_hand(qwen):
     h100 = load_hardware("h100-sxm")["learner"]
-    cfg = load_config(None, ["learner.num_ranks=8", "learner.zero_stage=2", "learner.micro_batch=4",
+    cfg = load_config(None, [*PLAIN, "learner.num_ranks=8", "learner.zero_stage=2", "learner.micro_batch=4",
                              "batch_groups=128", "generator.group_size=8"])
     optimizer = 32 * QWEN3_1_7B / 8 / (3.35e12 * 0.6)
     micro = 128 * 8 // (8 * 4)  # 32 micro-batches per rank
     comm = (micro + 1) * 7 / 8 * 2 * QWEN3_1_7B / (450e9 * 0.8)  # within one node: NVLink
     assert learner_step_s(qwen, h100, cfg) == pytest.approx(optimizer + comm)
     # 16 ranks span two nodes: the network's 50 GB/s instead
-    wide = load_config(None, ["learner.num_ranks=16", "learner.zero_stage=1"])
+    wide = load_config(None, [*PLAIN, "learner.num_ranks=16", "learner.zero_stage=1"])
     assert learner_step_s(qwen, h100, wide) == pytest.approx(
         32 * QWEN3_1_7B / 16 / (3.35e12 * 0.6) + 2 * 15 / 16 * 2 * QWEN3_1_7B / (50e9 * 0.8))
 
 
 def test_hardware_costs_put_the_formulas_into_the_simulators_costs(qwen):
     gpus = load_hardware("generator=l40s,learner=h100-sxm")
-    cfg = load_config(None, ["learner.num_ranks=8", "generator.max_new_tokens=4096", "max_model_len=4352",
+    cfg = load_config(None, [*PLAIN, "learner.num_ranks=8", "generator.max_new_tokens=4096", "max_model_len=4352",
                              "learner.micro_batch=8"])  # the micro-batch train_mfu was measured at
     # a CPU calibration's sharing factors in the base: on GPUs each role has its own, none slows another
     base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1000)),
@@ -164,7 +167,7 @@ def test_a_shapes_measured_training_gain_scales_the_cards_train_mfu(qwen, tmp_pa
     h100 = load_hardware("h100-sxm")
     base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1000)))
     for rows, factor in ((4, 1.775), (16, 1.904)):
-        cfg = load_config(None, [f"learner.micro_batch={rows}"])
+        cfg = load_config(None, [*PLAIN, f"learner.micro_batch={rows}"])
         plain = hardware_costs(cfg, dataclasses.replace(big, train_mfu_scale=()), h100, base)
         assert hardware_costs(cfg, big, h100, base).learner.token_s == pytest.approx(plain.learner.token_s / factor)
         assert train_efficiency(big, h100["learner"], rows) == pytest.approx(0.216 * factor)
@@ -188,7 +191,7 @@ def test_decode_is_priced_at_the_context_each_step_reads_summed_over_the_steps(q
     that is what the simulator's per-sequence price (seq_s at one context for every step) must add
     up to; the mean length's midpoint (100 + 220 / 2) would price it a quarter short."""
     gpus = load_hardware("h100-sxm")
-    cfg = load_config(None, ["generator.max_new_tokens=1024", "max_model_len=1280"])
+    cfg = load_config(None, [*PLAIN, "generator.max_new_tokens=1024", "max_model_len=1280"])
     base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="trace", groups=((40, 400),))))
     c = hardware_costs(cfg, qwen, gpus, base)
     read = sum(100 + t for n in (40, 400) for t in range(n)) * KV_PER_TOKEN / (3.35e12 * 0.6)
@@ -199,7 +202,7 @@ def test_decode_is_priced_at_the_context_each_step_reads_summed_over_the_steps(q
 
 def test_the_kv_cache_bounds_an_engines_sequences(qwen):
     l40s = load_hardware("l40s")["generator"]
-    cfg = load_config(None, ["generator.max_new_tokens=4096", "max_model_len=4352"])
+    cfg = load_config(None, [*PLAIN, "generator.max_new_tokens=4096", "max_model_len=4352"])
     base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=1900)))
     # 0.9 x 48 GB less 3.44 GB of weights, over 2000 tokens x 114,688 B: 173 sequences
     assert kv_limited_seqs(cfg, qwen, l40s, base) == (0.9 * 48e9 - 2 * QWEN3_1_7B) // (2000 * KV_PER_TOKEN) == 173
@@ -270,7 +273,7 @@ def test_a_mixtures_weights_count_every_expert_and_its_flops_the_routed_ones(moe
     assert moe.total_params() == QWEN3_30B_A3B and moe.matmul_params() == QWEN3_30B_A3B_ACTIVE
     assert moe.routed_params() == ROUTED_30B
     # training FLOPs: the active layers (no head) over every position, the head over the completion
-    cfg = load_config(None, [])
+    cfg = load_config(None, [*PLAIN, ])
     body = QWEN3_30B_A3B_ACTIVE - 151_936 * 2048
     row = 2 * body * 1100 + 2 * 151_936 * 2048 * 1000 + 2 * 48 * 4096 * 1100**2
     assert train_flops_per_token(moe, cfg, 100, 1000, 1000**2) == pytest.approx(3 * row / 1000)
@@ -279,7 +282,7 @@ def test_a_mixtures_weights_count_every_expert_and_its_flops_the_routed_ones(moe
     dense = dataclasses.replace(moe, experts=0, experts_per_token=0, expert_intermediate=0,
                                 params=QWEN3_30B_A3B)
     gpus = load_hardware("h100-sxm")
-    cfg8 = load_config(None, ["learner.num_ranks=8", "learner.zero_stage=3"])
+    cfg8 = load_config(None, [*PLAIN, "learner.num_ranks=8", "learner.zero_stage=3"])
     assert learner_step_s(moe, gpus["learner"], cfg8) == pytest.approx(learner_step_s(dense, gpus["learner"], cfg8))
     base = Costs(generation=Generation(prompt_tokens=100, lengths=Lengths(kind="fixed", tokens=900)))
     assert hardware_costs(cfg, moe, gpus, base).sync == hardware_costs(cfg, dense, gpus, base).sync
@@ -299,7 +302,7 @@ def test_a_mixtures_decode_reads_the_experts_its_sequences_are_routed_to(moe, h1
     assert moe.experts_read(64) == pytest.approx(0.9840, abs=1e-4)
     # the simulator's step (sim_costs.Generation) is the formula's at every running count
     gpus = load_hardware("h100-sxm")
-    cfg = load_config(None, ["generator.max_new_tokens=4096", "max_model_len=4352"])
+    cfg = load_config(None, [*PLAIN, "generator.max_new_tokens=4096", "max_model_len=4352"])
     c = hardware_costs(cfg, moe, gpus, Costs(generation=Generation(prompt_tokens=100,
                                                                    lengths=Lengths(kind="fixed", tokens=1000))))
     assert c.generation.expert_share == 8 / 128
@@ -442,7 +445,7 @@ def test_a_cards_own_efficiencies_are_read_as_the_command_lines_are(tmp_path):
 def test_a_colocated_learner_trains_at_its_stated_fraction_and_the_sweeps_baseline_takes_it(qwen, tmp_path):
     from jury.experiments.cli import main
 
-    cfg = load_config(None, ["model=/m/Qwen3-1.7B-Base"])
+    cfg = load_config(None, [*PLAIN, "model=/m/Qwen3-1.7B-Base"])
     base = load_costs(None, ["generation.lengths.kind=fixed", "generation.lengths.tokens=500"])
     half = load_hardware("h100-sxm", overrides=["efficiency.colocated_train=0.5"])
     dedicated, colocated = hardware_costs(cfg, qwen, half, base), hardware_costs(cfg, qwen, half, base, True)

@@ -16,6 +16,9 @@ from jury.protocol.config_load import load_config
 
 
 def config(**overrides):
+    """The default config with these overrides; the monitor off unless asked for, so that the learner
+    is a plain forward and backward a token (its initial-KL forward is priced on top: learner_passes)."""
+    overrides = {"monitor.enabled": "false", **overrides}
     return load_config(None, [f"{k}={v}" for k, v in overrides.items()])
 
 
@@ -852,3 +855,226 @@ def test_ledger_lengths_keep_empty_groups_and_skip_a_torn_last_line(tmp_path):
     rows = [{"length": 0}, {"length": 0}, {"length": 10}, {"length": 30}, {"length": 5, "error": "refused"}]
     (tmp_path / "ledger.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"len')
     assert _ledger_lengths(tmp_path) == (0.0, 0.0, 10.0, 30.0)
+
+
+# ── each part of the model against its closed form (an outside audit mutated each, and these
+# caught none of the mutants before) ──
+
+def test_sync_every_syncs_once_every_k_steps():
+    # 6 steps, a sync after steps 1 and 3 (none after the last): 2 syncs of 0.05 s, the learner 0.1 s a
+    # step, generation free. Batch s is admitted at the version of its window: with sync_every 2 and
+    # max_staleness 1 the version moves every other step, so every second batch is one version older
+    cfg = config(steps=6, batch_groups=1, max_staleness=1, sync_every=2, **{"generator.group_size": 2})
+    sim = Simulation(cfg, costs(learner_step=0.1, sync=0.05))
+    r = sim.run()
+    assert [s["sync_s"] > 0 for s in sim.steps] == [False, True, False, True, False, False]
+    assert r["wall_s"] == pytest.approx(6 * 0.1 + 2 * 0.05)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_the_gate_is_shared_by_the_verifier_workers(workers):
+    # synchronous, 4 groups a step, a 1 s gate and nothing else: a step is 4 / workers seconds
+    cfg = config(steps=4, batch_groups=4, max_staleness=0, num_verifiers=workers, **{"generator.group_size": 2})
+    r = simulate(cfg, replace(costs(), verifier=Verifier(check_s=0.0, gate_s=1.0)))
+    assert r["step_s"] == pytest.approx(4 / workers)
+
+
+@pytest.mark.parametrize("pool", [1, 4])
+def test_a_workers_check_processes_share_its_groups_samples(pool):
+    # one group of 8 samples a step, 0.1 s a check in one process: 0.8 s a step over pool processes
+    cfg = config(steps=4, batch_groups=1, max_staleness=0, **{"generator.group_size": 8,
+                                                              "verifier.pool_workers": pool})
+    assert simulate(cfg, costs(check=0.1))["step_s"] == pytest.approx(0.8 / pool)
+
+
+def test_max_num_seqs_holds_groups_back():
+    # 2 groups of 2 samples, 10 decode steps of 0.01 s each: together (room for 4) 0.1 s a batch;
+    # with room for 2 sequences one group at a time, 0.2 s
+    base = dict(steps=3, batch_groups=2, max_staleness=0, **{"generator.group_size": 2})
+    assert simulate(config(**base), costs(gen_step=0.01))["step_s"] == pytest.approx(0.1)
+    assert simulate(config(**base, **{"generator.max_num_seqs": 2}), costs(gen_step=0.01))["step_s"] == \
+        pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_the_ranks_share_a_steps_tokens(ranks):
+    # 2 groups x 2 samples x 10 tokens at 0.001 s a token: 0.04 s on one rank, 0.02 on two
+    cfg = config(steps=3, batch_groups=2, max_staleness=0, **{"generator.group_size": 2,
+                                                              "learner.num_ranks": ranks})
+    assert simulate(cfg, costs(token_s=0.001))["learner_train_s"] == pytest.approx(0.04 / ranks)
+
+
+def test_the_learners_extra_passes_are_priced_on_the_cpu_costs_too():
+    # token_s is for a plain forward and backward (3 passes): a KL reference adds a forward (4/3), a
+    # critic its own 3 and its values' forward (7/3 with the policy's), the monitor's first-policy
+    # forward over 64 of the batch's 64 rows one more (4/3); a calibration's costs carry the passes of
+    # the run they were fitted to (a run like it is priced as measured)
+    base = dict(steps=3, batch_groups=8, max_staleness=0, **{"generator.group_size": 8})
+    plain = simulate(config(**base), costs(token_s=0.001))["learner_train_s"]
+    assert plain == pytest.approx(8 * 8 * 10 * 0.001)
+    for over, ratio in ((("learner.kl_coef", 0.01),), 4 / 3), ((("learner.advantage", "gae"),), 7 / 3), \
+                       ((("monitor.enabled", "true"),), 4 / 3), ((("learner.gradient_checkpointing", "true"),), 4 / 3):
+        cfg = config(**base, **dict(over))
+        assert simulate(cfg, costs(token_s=0.001))["learner_train_s"] == pytest.approx(plain * ratio), over
+        fitted = replace(costs(token_s=0.001), learner=Learner(token_s=0.001, passes=3 * ratio))
+        assert simulate(cfg, fitted)["learner_train_s"] == pytest.approx(plain), over
+
+
+def test_min_new_tokens_lengthens_every_sample():
+    # samples of 10 tokens, min_new_tokens 30: 30 decode steps a batch
+    cfg = config(steps=3, batch_groups=1, max_staleness=0, **{"generator.group_size": 2, "generator.max_new_tokens": 64,
+                                                              "generator.min_new_tokens": 30})
+    assert simulate(cfg, costs(gen_step=0.01))["step_s"] == pytest.approx(0.3)
+
+
+def test_a_flop_bound_decode_step_takes_its_flops():
+    # 4 sequences: max(0.001 + 0, 0.01 x 4) = 0.04 s a step, 10 steps a batch
+    g = Generation(step_s=0.001, flop_seq_s=0.01, lengths=Lengths(kind="fixed", tokens=10))
+    assert g.decode_step_s(4) == pytest.approx(0.04)
+    cfg = config(steps=3, batch_groups=1, max_staleness=0, **{"generator.group_size": 4})
+    assert simulate(cfg, replace(costs(), generation=g))["step_s"] == pytest.approx(0.4)
+
+
+def test_tokens_per_s_counts_the_timed_steps_tokens_only():
+    # every completion is 10 tokens: tokens/s is completions/s x 10, whatever the warm-up did
+    cfg = config(steps=8, batch_groups=2, max_staleness=1, **{"generator.group_size": 2})
+    r = simulate(cfg, costs(gen_step=0.01, token_s=0.002, sync=0.01))
+    assert r["tokens_per_s"] == pytest.approx(10 * r["completions_per_s"])
+
+
+def test_continuous_admission_takes_the_first_groups_scored_not_the_first_indices():
+    # task 0 is long (100 tokens: 1 s), every other short (1): the first batch of 2 is tasks 1 and 2.
+    # The learner trains it for 2 s, while task 0 and the short ones 3-9 are scored; the next batch is
+    # the two scored first, 3 and 4, not the lowest indices, 0 and 3
+    lengths = Lengths(kind="trace", groups=((100, 100),) + ((1, 1),) * 40)
+    cfg = config(steps=3, batch_groups=2, max_staleness=4, admission="continuous", max_model_len=256,
+                 **{"generator.group_size": 2, "generator.max_new_tokens": 128})
+    sim = Simulation(cfg, costs(gen_step=0.01, lengths=lengths, learner_step=2.0))
+    sim.run()
+    assert sorted(g.index for g in sim.trained if g.step == 0) == [1, 2]
+    assert sorted(g.index for g in sim.trained if g.step == 1) == [3, 4]
+
+
+def test_the_queues_say_where_groups_wait():
+    # a slow learner and an instant generator: the scored groups wait for the learner, none for an engine;
+    # a slow engine (room for one group) and an instant learner: the tasks wait for the engine
+    cfg = config(steps=6, batch_groups=2, max_staleness=2, **{"generator.group_size": 2})
+    learner_bound = simulate(cfg, costs(learner_step=1.0))
+    # (at a step's end the tasks it just admitted are still in the feeder's queue: half a group a step)
+    assert learner_bound["queue/learner"] >= 2 > learner_bound["queue/feeder"]
+    assert learner_bound["queue/learner_max"] >= learner_bound["queue/learner"]
+    slow_engine = simulate(config(steps=6, batch_groups=2, max_staleness=2, **{"generator.group_size": 2,
+                                                                               "generator.max_num_seqs": 2}),
+                           costs(gen_step=0.05))
+    assert slow_engine["queue/feeder"] >= 1 > slow_engine["queue/learner"]
+    assert slow_engine["queue/feeder_max"] >= 4
+
+
+@pytest.mark.parametrize("mode", ["drain", "inflight"])
+def test_forced_staleness_holds_the_sync_until_the_released_groups_are_back(mode):
+    # one group at a time on a slow engine (0.5 s each) beside an instant learner: without the hold the
+    # version would move on while released tasks wait for the engine, and they would be fresher than drawn
+    cfg = config(steps=8, batch_groups=2, seed=3, forced_staleness="{0: 1, 1: 1, 2: 1}",
+                 **{"generator.group_size": 2, "generator.max_num_seqs": 2, "generator.sync_mode": mode})
+    sim = Simulation(cfg, costs(gen_step=0.05, learner_step=0.001, sync=0.001))
+    sim.run()
+    probabilities = {0: 1 / 3, 1: 1 / 3, 2: 1 / 3}
+    expected = {g.index: min(g.index // 2, draw_staleness(probabilities, 3, g.index)) for g in sim.trained}
+    assert {g.index: g.step - g.version_start for g in sim.trained} == expected
+
+
+def test_staleness_counts_from_the_version_a_group_started_on():
+    # inflight, groups of 300 tokens at 0.01 s a step (3 s each) beside a 0.5 s learner: each group runs
+    # across several syncs, its staleness counted from its first token's version, not its last's
+    # (forced staleness would hold every sync until its groups are back: none would span one)
+    cfg = config(steps=8, batch_groups=1, max_staleness=2, max_model_len=512,
+                 **{"generator.group_size": 2, "generator.sync_mode": "inflight", "generator.max_new_tokens": 300})
+    sim = Simulation(cfg, costs(gen_step=0.01, tokens=300, learner_step=0.5))
+    r = sim.run()
+    assert any(g.version_end > g.version_start for g in sim.trained)  # the case in question happened
+    assert {g.index: g.step - g.version_start for g in sim.trained} == {i: min(i, 2) for i in range(8)}
+    assert r["staleness"] == {"0": 1, "1": 1, "2": 6}
+
+
+def test_a_calibration_of_another_model_is_refused_and_other_settings_are_flagged(tmp_path):
+    cal = replace(costs(token_s=0.001), calibrated_at=(("model", "tiny"), ("dataset", "synthetic"),
+                                                       ("learner.micro_batch", 8)))
+    with pytest.raises(ConfigError, match="model=tiny-chain with costs calibrated on model=tiny"):
+        Simulation(config(model="tiny-chain"), cal)
+    r = simulate(config(steps=3, **{"learner.micro_batch": 16}), cal)
+    assert r["outside_calibration"] == ["learner.micro_batch=16, calibrated at 8"]
+    assert simulate(config(steps=3, **{"learner.micro_batch": 8}), cal)["outside_calibration"] == []
+
+
+def test_a_calibration_records_what_it_was_fitted_to(tmp_path):
+    c = calibrate(str(bench_folder(tmp_path)))
+    settings = dict(c.calibrated_at)
+    assert settings["model"] == "tiny" and settings["dataset"] == "synthetic" and settings["learner.micro_batch"] >= 1
+    assert c.learner.passes == pytest.approx(3 + 1)  # its run's monitor scores 64 of its 4 x 8 rows: a forward
+
+
+def test_a_lean_gate_priced_at_no_time_and_a_data_cap_are_said():
+    cfg = config(steps=4, **{"verifier.gate": "lean", "data.epochs": 2})
+    notes = simulate(cfg, costs(learner_step=0.1))["assumptions"]
+    assert any("verifier.gate=lean priced at costs.verifier.gate_s=0" in n for n in notes)
+    assert any("data.epochs=2" in n for n in notes)
+    assert simulate(cfg, replace(costs(learner_step=0.1), verifier=Verifier(gate_s=1.0)))["assumptions"] == [notes[1]]
+
+
+@pytest.mark.parametrize("content, says", [("{}", 'no "config" section'), ("{not json", "not a JSON file"),
+                                           ("[1, 2]", 'no "config" section')])
+def test_a_broken_bench_json_is_refused_naming_the_file(tmp_path, capsys, content, says):
+    from jury.experiments.cli import main
+
+    (tmp_path / "bench.json").write_text(content)
+    assert main(["simulate", "--calibration", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert says in err and str(tmp_path / "bench.json") in err
+
+
+@pytest.mark.parametrize("override, says", [("costs.learner.token_s=abc", "learner.token_s must be a finite number"),
+                                            ("costs.verifier.check_s=inf", "verifier.check_s must be a finite number"),
+                                            ("costs.generation.rebuild_kv_after_sync=3", "must be true or false")])
+def test_a_cost_that_is_not_a_number_is_refused_by_name(tmp_path, capsys, override, says):
+    from jury.experiments.cli import main
+
+    assert main(["simulate", "--out", str(tmp_path / "o"), override]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_the_timeline_shows_queues_verifiers_staleness_and_the_step(tmp_path, capsys):
+    """timeline.png's panels: engines, queues over time, verifiers busy, the learner, the staleness
+    histogram and the step's breakdown; the table has each queue's mean and most."""
+    from jury.experiments.cli import main
+
+    out = tmp_path / "sim"
+    assert main(["simulate", "--out", str(out), "steps=6", "batch_groups=2", "max_staleness=2"]) == 0
+    table = capsys.readouterr().out
+    for key in ("queue/feeder_max", "queue/verifier_max", "queue/learner_max", "queue/verifier"):
+        assert key in table
+    saved = json.loads((out / "simulate.json").read_text())
+    assert saved["queues"] and all(len(q) == 4 for q in saved["queues"])
+    import matplotlib.image
+
+    assert matplotlib.image.imread(out / "timeline.png").shape[0] > 800  # four rows, not the old two
+
+
+def test_the_whole_command_loads_no_engine_trainer_or_cluster(tmp_path):
+    """Issue 28: the simulator plans runs where none is installed. Each of its paths is run in a fresh
+    process (a calibration, --hardware, --sweep), and none of these is imported at the end."""
+    import subprocess
+    import sys
+
+    folder = bench_folder(tmp_path)
+    code = (
+        "import sys; from jury.experiments.cli import main\n"
+        f"assert main(['simulate', '--calibration', {str(folder)!r}, '--out', {str(tmp_path / 'a')!r}, 'steps=3']) == 0\n"
+        f"assert main(['simulate', '--calibration', {str(folder)!r}, '--compare']) == 0\n"
+        f"assert main(['simulate', '--hardware', 'h100-sxm', '--out', {str(tmp_path / 'b')!r}, 'steps=3']) == 0\n"
+        f"assert main(['simulate', '--hardware', 'h100-sxm', '--sweep', '--gpus', '4', '--staleness', '0,1', "
+        f"'--out', {str(tmp_path / 'c')!r}, 'steps=3']) == 0\n"
+        "print('heavy:' + ','.join(m for m in ('torch', 'vllm', 'ray', 'deepspeed', 'triton', 'transformers') "
+        "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "heavy:", out.stdout
