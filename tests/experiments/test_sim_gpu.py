@@ -484,3 +484,51 @@ def test_the_commands_list_and_folder_arguments_are_refused_by_their_flag(tmp_pa
                        (["--calibration", str(tmp_path / "none")], "no bench.json there")):
         assert main(["simulate", "--hardware", "h100-sxm", "--out", str(tmp_path / "o"), *args]) == 2
         assert said in capsys.readouterr().err
+
+
+def test_each_mini_batch_is_an_optimizer_step_and_its_traffic(qwen):
+    """learner.minibatches=4 makes four AdamW steps a step (and, under ZeRO-1, four gradient
+    reductions and parameter gathers): priced once before, whatever the mini-batches (outside audit)."""
+    h100 = load_hardware("h100-sxm")["learner"]
+    one = load_config(None, [*PLAIN, "learner.num_ranks=8", "learner.zero_stage=1"])
+    four = load_config(None, [*PLAIN, "learner.num_ranks=8", "learner.zero_stage=1", "learner.minibatches=4"])
+    assert learner_step_s(qwen, h100, four) == pytest.approx(4 * learner_step_s(qwen, h100, one))
+    assert collective_bytes(1, 1e9, 8, 16, optimizer_steps=4) == pytest.approx(4 * collective_bytes(1, 1e9, 8, 16))
+    assert collective_bytes(2, 1e9, 8, 16, optimizer_steps=4) == pytest.approx(20 * 7 / 8 * 2e9)
+
+
+def test_the_monitors_forward_is_a_share_of_a_pass():
+    # the monitor scores its first policy over initial_kl_rows of the batch's B x G rows, once a step
+    rows = ["batch_groups=8", "generator.group_size=8"]
+    assert train_passes(load_config(None, rows)) == pytest.approx(3 + 64 / 64)            # on by default
+    assert train_passes(load_config(None, [*rows, "monitor.initial_kl_rows=16"])) == pytest.approx(3 + 16 / 64)
+    assert train_passes(load_config(None, [*rows, "monitor.initial_kl_rows=16", "learner.epochs=2"])) == \
+        pytest.approx(3 + 16 / 64 / 2)
+    assert train_passes(load_config(None, [*rows, "monitor.enabled=false"])) == 3
+
+
+def test_hardware_reads_a_cpu_config_as_its_gpu_run_and_refuses_a_gpu_config_it_cannot_price():
+    from jury.experiments.sim_gpu import hardware_reading
+
+    refused, notes = hardware_reading(load_config(None, []))  # the default: CPU, float32, gloo
+    assert refused == [] and "reads this CPU config as its GPU run" in notes[0] and "weight_backend=gloo" in notes[0]
+    gpu = ["generator.num_gpus=1", "learner.num_gpus=1", "weight_backend=nccl", "generator.dtype=bfloat16",
+           "learner.dtype=bfloat16", "learner.zero_stage=1"]
+    assert hardware_reading(load_config(None, gpu)) == ([], [])
+    refused, _ = hardware_reading(load_config(None, [*gpu, "learner.dtype=float32", "learner.zero_stage=0"]))
+    assert refused == ["learner.dtype=float32 (the GPU formulas price bfloat16)"]
+    refused, _ = hardware_reading(load_config(None, [*gpu, "generator.num_gpus=0.5", "generator.gpu_memory_utilization=0.4",
+                                                     "weight_backend=gloo"]))
+    assert any("weight_backend=gloo" in r for r in refused) and any("generator.num_gpus=0.5" in r for r in refused)
+
+
+def test_the_command_refuses_a_gpu_config_it_cannot_price(tmp_path, capsys):
+    from jury.experiments.cli import main
+
+    gpu = ["generator.num_gpus=1", "learner.num_gpus=1", "weight_backend=nccl", "generator.dtype=bfloat16"]
+    assert main(["simulate", "--hardware", "h100-sxm", "--out", str(tmp_path / "o"), *gpu, "steps=3"]) == 2
+    assert "learner.dtype=float32 (the GPU formulas price bfloat16)" in capsys.readouterr().err
+    assert main(["simulate", "--hardware", "h100-sxm", "--out", str(tmp_path / "o"), "model.layers=-1"]) == 2
+    assert "model.layers must be a whole number >= 1, got -1" in capsys.readouterr().err
+    assert main(["simulate", "--hardware", "h100-sxm", "--sweep", "--gpus", "0", "--out", str(tmp_path / "s")]) == 2
+    assert "--gpus 0: at least 2" in capsys.readouterr().err
