@@ -61,7 +61,7 @@ _JOINER = re.compile(
 # a label right before a box: "x = ", "$y_1 = $", "AB="
 _LABEL_BEFORE = re.compile(r"(?<![A-Za-z\\])([A-Za-z]{1,3}(?:_\{?[A-Za-z0-9]{1,3}\}?)?)\s*=\s*(?:\$|\\\(|\s)*$")
 # after a "final answer is" that follows the boxes: a word of two letters or more, not maths, first
-_COMMENT_AFTER_IS = re.compile(r"(?<=is)[ \t*]*(?!the\b)[A-Za-z]{2,}\b", re.IGNORECASE)
+_COMMENT_AFTER_IS = re.compile(r"(?:(?<=is)|(?<=:))[ \t*]*(?!the\b)[A-Za-z]{2,}\b", re.IGNORECASE)
 _FINAL_ANSWER = re.compile(r"final answer\**\s*(?:is\b|:)|final answer\**[ \t]*\n", re.IGNORECASE)
 _ANSWER_IS = re.compile(
     r"(?:final answer\**\s*(?:is\b|:)|final answer\**[ \t]*\n|the answer\s*(?:is\b|:))\**\s*:?\**\s*", re.IGNORECASE
@@ -145,6 +145,61 @@ def _last_group(text: str, spans) -> list[_Span]:
     return group[::-1]
 
 
+# words right before an answer that deny it: "$4$, not $3$", "the answer is not \\boxed{3}", "$4$
+# rather than $3$", "instead of $3$", "not equal to $3$"
+_DENIAL = re.compile(r"\b(?:not|never|nor|neither|except|excluding|isn't|aren't|wasn't|can't|cannot|rather\s+than|"
+                     r"instead\s+of)\b", re.IGNORECASE)
+_CLAUSE_BREAK = re.compile(r"[.;:!?,\n]|\$")  # a clause, or the maths before it, ends where the words begin
+
+
+def _denied(text: str, floor: int, start: int) -> bool:
+    """Do the last few words before text[start] (back to the clause break or the previous answer at
+    `floor`, at most four words) deny what follows?"""
+    gap = text[floor:start]
+    breaks = list(_CLAUSE_BREAK.finditer(gap))
+    clause = gap[breaks[-1].end():] if breaks else gap
+    clause = re.sub(r"\\text\{([^{}]*)\}", r"\1", clause).replace("(", " ")
+    return bool(_DENIAL.search(" ".join(clause.split()[-4:])))
+
+
+def _affirmed_group(text: str, spans) -> list[_Span]:
+    """The last group of spans (_last_group) that the words before it do not deny: "the answer is
+    $4$, not $3$" answers 4, "the answer is not $3$" answers nothing (a denied group, and none
+    before it)."""
+    spans = list(spans)
+    while spans:
+        group = _last_group(text, iter(spans))
+        if not group:
+            return []
+        earlier = [s for s in spans if s.end <= group[0].start]
+        if not _denied(text, max((s.end for s in earlier), default=0), group[0].start):
+            return group
+        spans = earlier
+    return []
+
+
+def _first_affirmed_group(text: str, spans: list[_Span]) -> list[_Span]:
+    """The first group of spans (the first and those after it joined to it by connectives) that the
+    words before it do not deny: what a statement states right after its verb ("the answer is $4$
+    for $n = 3$" -> 4; "is $3$ or $4$" -> both; "is $4$, not $3$" -> 4; "is not $3$ but $4$" -> 4)."""
+    k = 0
+    while k < len(spans):
+        group = [spans[k]]
+        for span in spans[k + 1:]:
+            gap_end = span.start
+            label = _LABEL_BEFORE.search(text, max(group[-1].end, gap_end - 40), gap_end)
+            if label:
+                gap_end = label.start()
+            if group[-1].end > gap_end or not _JOINER.fullmatch(text, group[-1].end, gap_end):
+                break
+            group.append(span)
+        floor = spans[k - 1].end if k else 0
+        if not _denied(text, floor, group[0].start):
+            return group
+        k += len(group)
+    return []
+
+
 def _statement(text: str, start: int) -> str | None:
     """The answer stated from text[start] to the end of the sentence."""
     rest = text[start : start + 4 * MAX_EXTRACTED_CHARS].split("\n", 1)[0]
@@ -164,7 +219,8 @@ def _sentence_value(sentence: str) -> str | None:
         rest = before if _has_maths(before) and not _has_maths(after) else after
     formulas = [_Span(m.start(), m.end(), m.group(1) or m.group(2)) for m in _INLINE_MATH.finditer(rest)]
     if formulas:
-        return _joined(rest, _last_group(rest, reversed(formulas)))
+        group = _first_affirmed_group(rest, formulas)
+        return _joined(rest, group) if group else None
     if _has_maths(rest):
         rest = _around_maths(rest)
     words = _TEXT_OR_WORD.sub(_as_text, rest)
@@ -202,7 +258,15 @@ def _around_maths(rest: str) -> str:
     # ("15 more apples", "20 minutes less than before")
     if _QUALIFIERS & set(before) or TAIL_MEANINGS & set(after):
         return ""
-    return sign + " ".join(words[start: end + unit])
+    kept = words[start: end + unit]
+    # "4, not 3" / "12 apples and not 13": what follows a denial is taken back, the value is before it
+    denial = next((k for k, w in enumerate(kept) if k and _DENIAL.fullmatch(w.rstrip(",;:.").lower())), None)
+    if denial is not None:
+        kept = kept[:denial]
+        while kept and kept[-1].rstrip(",;:").lower() in ("and", "but", "or", ""):
+            kept = kept[:-1]
+        kept[-1:] = [kept[-1].rstrip(",;:")] if kept else []
+    return sign + " ".join(kept)
 
 
 def _has_maths(text: str) -> bool:
@@ -253,7 +317,8 @@ def _last_expression(text: str) -> str | None:
     sentence = _final_sentence(text)
     formulas = [_Span(m.start(), m.end(), next(g for g in m.groups() if g)) for m in _DISPLAY_OR_INLINE.finditer(sentence)]
     if formulas:
-        return _joined(sentence, _last_group(sentence, reversed(formulas)))
+        group = _affirmed_group(sentence, reversed(formulas))
+        return _joined(sentence, group) if group else None
     plain = _TEXT_BODY.sub(" ", sentence)
     value = _sentence_value(sentence) if _HAS_PLAIN_MATHS.search(plain) else None
     return value if value and _HAS_PLAIN_MATHS.search(_TEXT_BODY.sub(" ", value)) else None
@@ -274,7 +339,7 @@ def extract_answer(text: str, parts: int = 1, unanchored: Unanchored = "no_answe
     if not text:
         return None
     text = text[-MAX_TEXT_CHARS:]
-    group = _last_group(text, _boxes_backwards(text))
+    group = _affirmed_group(text, _boxes_backwards(text))
     if not group:
         stated = _answer_is(text)
         if stated is None and unanchored == "last_expression":

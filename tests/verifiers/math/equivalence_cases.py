@@ -288,6 +288,27 @@ CASES: list[Case] = [
         (r"So $\boxed{4}$. Wait, that is wrong. The final answer is 5.", "5", True),
         (r"So $\boxed{4}$. Wait. The final answer is the value 5.", "5", True),
         (r"So $\boxed{4}$. Wait. The final answer is $5$.", "4", False),
+        # after "final answer:" too: a sentence of prose comments on the box (an outside audit's case)
+        ("\\boxed{4}\n\nThis is my final answer: it took 3 steps.", "4", True),
+        ("\\boxed{4}\n\nThis is my final answer: it took 3 steps.", "3", False),
+        (r"So $\boxed{5}$. Final answer: 4", "4", True),
+        (r"So $\boxed{5}$. Final answer: $x = 4$ for $n = 3$.", "4", True),
+        (r"So $\boxed{5}$. Final answer: $x = 4$ for $n = 3$.", "3", False),
+    ]),
+    *_cases("response_denied_answers", [
+        # words right before an answer that take it back: the answer is what they leave
+        ("The answer is $4$, not $3$.", "3", False), ("The answer is $4$, not $3$.", "4", True),
+        ("The answer is $4$ (not $3$).", "3", False), (r"\boxed{4}, not \boxed{3}", "3", False),
+        (r"\boxed{4}, not \boxed{3}", "4", True), ("The answer is not $3$.", "3", False),
+        (r"It is not \boxed{3}", "3", False), ("The answer is $4$ rather than $3$.", "3", False),
+        ("The answer is $4$ instead of $3$.", "3", False), ("The answer is 4, not 3.", "3", False),
+        ("The answer is 4, not 3.", "4", True), ("The answer is 12 apples, not 13.", "12", True),
+        ("The answer is not $3$ but $4$.", "4", True), ("The answer is $3$, not $4$.", "3", True),
+        (r"This is not obvious, but after simplifying we get \boxed{3}", "3", True),
+        (r"The answer is \boxed{3}, not \boxed{4}", "3", True), (r"Not $4$: the answer is $3$.", "3", True),
+        # a statement's value is what follows its verb, not a condition after it
+        ("The answer is $x = 4$ for $n = 3$.", "4", True), ("The answer is $x = 4$ for $n = 3$.", "3", False),
+        ("The answer is $3$ or $4$.", "3", False),
     ]),
     *_cases("response_final_sentence", [
         # "Final Answer:" and a sentence: the value the sentence states, not the sentence
