@@ -170,8 +170,9 @@ def _squeeze_spaces(s: str) -> str:
             continue
         left, right = s[k - 1], s[k + 1]
         keep = left.isalnum() and right.isalnum() and not (left.isdigit() and right.isalpha())
-        # "12, 345" is a list: squeezed, it would read as the number 12,345
-        keep = keep or (left == "," and s[k - 2 : k - 1].isdigit() and bool(_THREE_DIGITS.match(s, k + 1)))
+        # "12, 345" is a list: squeezed, it would read as the number 12,345; and "1, 5" as the decimal
+        # comma 1,5 (= 1.5), which a decimal on the other side would then equal
+        keep = keep or (left == "," and s[k - 2 : k - 1].isdigit() and right.isdigit())
         if keep:
             out.append(" ")
     return "".join(out)

@@ -43,6 +43,8 @@ def _cases(kind: str, rows: list[tuple[str, str, bool]]) -> list[Case]:
 CASES: list[Case] = [
     # --- wrong accepts -----------------------------------------------------------------
     *_cases("comma_space_list", [
+        # a list of two numbers is no decimal comma (an outside audit: 1.5 was paid for the label "1, 5")
+        ("1.5", "1, 5", False), ("1, 5", "1.5", False), ("12, 34", "12.34", False), ("1,5", "1.5", True),
         ("12, 345", "12345", False),
         ("1, 000", "1000", False),
         ("3, 141", "3141", False),

@@ -132,7 +132,7 @@ def test_long_gaps_between_boxes_are_read_in_linear_time(gap):
     ("12,\\!345", "12345"),
     ("12,\\! 345", "12345"),                                   # TeX ignores the space after \!: no list
     ("12, 345", "12, 345"),                                     # a list: the space stays, so it is no number
-    ("1, 2", "1,2"),
+    ("1, 2", "1, 2"),                                           # a list too: squeezed, "1,2" reads as a decimal comma
     ("1 000 000", "1000000"),                                   # space thousands
     ("x >= 2, y <= 3, z != 4", r"x\ge 2,y\le 3,z\ne 4"),
     ("5!=120", "5!=120"),                                       # a factorial, not "not equal"
