@@ -11,8 +11,9 @@ import re
 from typing import NamedTuple
 
 from .bigops import canonical
-from .items import (LimitExceeded, ParseError, check_nesting, declaration, prepare_item, split_items, symbol_words,
-                    token_words, tokenize)
+from .evaluate import free_symbols
+from .items import (LimitExceeded, ParseError, check_nesting, declaration, prepare_item, split_items_joined,
+                    symbol_words, token_words, tokenize)
 from .parse import Parser, add, neg
 from .units import Unit
 
@@ -64,6 +65,28 @@ class Parsed(NamedTuple):
     declared: frozenset = frozenset()  # parameters it declares ("k" in "..., k \\in \\mathbb{Z}")
 
 
+_ORDERINGS = frozenset({"<", ">", "<=", ">="})
+
+
+def _inequality_symbols(node) -> set[str] | None:
+    """The free symbols of an inequality (a chain of <, >, <=, >=), or of an intersection of such;
+    None for anything else."""
+    if node[0] == "inter":
+        parts = [_inequality_symbols(p) for p in node[1]]
+        return None if any(p is None for p in parts) else set().union(*parts)
+    if node[0] == "rel" and set(node[1]) <= _ORDERINGS:
+        return free_symbols(node)
+    return None
+
+
+def _conjoined(previous: Item, node, labels: frozenset) -> bool:
+    """Do "previous and node" bound one variable together (an intersection), as inequalities in
+    the same single symbol under the same labels?"""
+    mine, theirs = _inequality_symbols(node), _inequality_symbols(previous.node)
+    return mine is not None and theirs is not None and len(mine) == 1 and mine == theirs and \
+        previous.labels == labels
+
+
 def parse_answer(normalized: str) -> Parsed:
     """Split, clean, parse and ±-expand a normalised answer. Raises LimitExceeded."""
     check_nesting(normalized)
@@ -74,7 +97,7 @@ def parse_answer(normalized: str) -> Parsed:
     items, declared = [], set()
     # bound variables get canonical names (bigops.canonical): trees equal up to renaming are equal
     has_binder = _BINDER_MARKS.search(normalized) is not None
-    for k, raw in enumerate(split_items(toks)):
+    for k, (join, raw) in enumerate(split_items_joined(toks)):
         name = declaration(raw) if k > 0 else None
         if name is not None:  # "k \\in \\mathbb{Z}" after the answer: no item of its own
             declared.add(name)
@@ -97,6 +120,10 @@ def parse_answer(normalized: str) -> Parsed:
             continue
         if has_binder:
             node = canonical(node)
+        if join == "and" and items and _conjoined(items[-1], node, labels):
+            # "x >= 2 and x <= 5" is one set of x, both conditions at once: [2, 5], not their union
+            items[-1] = items[-1]._replace(node=("inter", (items[-1].node, node)))
+            continue
         # a tuple label's names in their order, for the comparison to align by (compare.by_names)
         names = order if order and node[0] == "tuple" and len(node[1]) == len(order) else ()
         items.extend(Item(n, labels, unit, args, names, tail) for n in expand_pm(node))

@@ -242,8 +242,8 @@ def _split_text(tok: Tok, depth: int) -> list[Tok]:
     out: list[Tok] = []
     for k, part in enumerate(parts):
         part = part.strip(" ")
-        if k % 2 == 1:  # a separator
-            out.append(Tok("op", ",") if depth == 0 else Tok("let", part))
+        if k % 2 == 1:  # a separator: "and"/"or" kept as words (split_items says which joined two items)
+            out.append(Tok("op", ",") if depth == 0 and part in (",", ";") else Tok("let", part))
         elif len(part) == 1 and part.isalpha() and len(parts) > 1:  # a listed letter, not a unit like m
             out.append(Tok("let", part))
         elif part.strip(","):
@@ -251,8 +251,17 @@ def _split_text(tok: Tok, depth: int) -> list[Tok]:
     return out
 
 
+_AND = frozenset({"and", "land", "wedge"})  # a conjunction (the word, \\land, \\wedge): "x > 2 and x < 5" is one set, their intersection
+
+
 def split_items(toks: list[Tok]) -> list[list[Tok]]:
-    items: list[list[Tok]] = [[]]
+    return [item for _, item in split_items_joined(toks)]
+
+
+def split_items_joined(toks: list[Tok]) -> list[tuple[str, list[Tok]]]:
+    """The top-level items, each with what joined it to the one before: "and" (a conjunction:
+    "and", \\land, \\wedge), "or", "," (a comma or semicolon), or "" for the first."""
+    items: list[tuple[str, list[Tok]]] = [("", [])]
     depth = 0
     for tok in toks:
         key = (tok.kind, tok.text)
@@ -263,11 +272,13 @@ def split_items(toks: list[Tok]) -> list[list[Tok]]:
         expanded = _split_text(tok, depth) if tok.kind == "text" else [tok]
         for t in expanded:
             at_top = depth == 0
-            if at_top and (t in (Tok("op", ","), Tok("op", ";")) or (t.kind == "let" and t.text in CONNECTORS)):
-                items.append([])
+            if at_top and (t in (Tok("op", ","), Tok("op", ";")) or (t.kind == "let" and t.text in CONNECTORS)
+                           or (t.kind == "cmd" and t.text in _AND)):
+                join = "," if t.kind == "op" else "and" if t.text in _AND else t.text
+                items.append((join if items[-1][1] else items[-1][0] or join, []))
             else:
-                items[-1].append(t)
-    return [item for item in items if item]
+                items[-1][1].append(t)
+    return [(join, item) for join, item in items if item]
 
 
 def _is_fillers(tok: Tok) -> bool:

@@ -174,6 +174,8 @@ def to_realset(node, allow_tuple: bool) -> list[Interval] | None:
     if kind == "setminus":
         a, b = to_realset(node[1], allow_tuple), to_realset(node[2], allow_tuple)
         return None if a is None or b is None else intersect(a, complement(b))
+    if node == REALS:  # the real numbers
+        return list(_FULL)
     c = constant(node)
     if c is None or _infinite(c):
         return None
@@ -237,4 +239,8 @@ def chain_intervals(rel) -> list[tuple]:
 
 def is_set_like(node) -> bool:
     """Items that put the set view in play (plain lists of numbers do not)."""
-    return node[0] in SET_ITEM_KINDS or (node[0] == "rel" and bool(set(node[1]) & INEQUALITIES))
+    return node[0] in SET_ITEM_KINDS or (node[0] == "rel" and bool(set(node[1]) & INEQUALITIES)) or \
+        node == REALS
+
+
+REALS = ("text", "\\mathbb r")  # \\mathbb{R}, as the parser leaves it

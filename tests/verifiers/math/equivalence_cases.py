@@ -540,6 +540,21 @@ CASES: list[Case] = [
         (r"x > 3", r"(3, \infty)", True), (r"\angle BAC = 30^\circ", r"\angle A = 30^\circ", True),
         ("BA = 5", "AB = 5", True),
     ]),
+    *_cases("conjoined_inequalities", [
+        # "and" between two bounds of one variable is both at once, an intersection (an outside audit:
+        # "x >= 2 and x <= 5" read as a union was the whole real line)
+        (r"x \ge 2 \text{ and } x \le 5", r"(-\infty,\infty)", False), (r"x \ge 2 \text{ and } x \le 5", "[2,5]", True),
+        (r"x>2 \text{ and } x<5", "(2,5)", True), (r"x > 2 \land x < 5", "(2,5)", True),
+        (r"x<2 \text{ and } x>5", r"(-\infty,2)\cup(5,\infty)", False),
+        (r"x<2 \text{ or } x>5", r"(-\infty,2)\cup(5,\infty)", True),
+        (r"x=1 \text{ and } x=2", "1, 2", True), (r"x > 2 \text{ and } y < 3", "x>2, y<3", True),
+        (r"x \ge 1 \text{ and } x \le 1", "1", True),
+    ]),
+    *_cases("real_line", [
+        (r"\mathbb{R}", r"(-\infty,\infty)", True), (r"(-\infty,\infty)", r"\mathbb{R}", True),
+        (r"x \in \mathbb{R}", r"(-\infty,\infty)", True), (r"\mathbb{R}", r"[0,\infty)", False),
+        (r"\mathbb{R}", r"\mathbb{Z}", False),
+    ]),
     *_cases("numbered_terms", [
         # a numbered subscript names one term: a_2 is not a_1, and two indexed labellings go term by term
         ("a_1=2, a_2=1", "a_1=1, a_2=2", False), ("a_{1}=2, a_{2}=1", "a_1=1, a_2=2", False), ("a_2 = 1", "a_1 = 1", False),
