@@ -7,6 +7,7 @@ answers still compare as words, and "a+b \\text{if} n" is not "a-b \\text{if} n"
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import NamedTuple
 
@@ -65,6 +66,25 @@ class Parsed(NamedTuple):
     declared: frozenset = frozenset()  # parameters it declares ("k" in "..., k \\in \\mathbb{Z}")
 
 
+def _approximately_equal(members: tuple) -> bool:
+    """Do the constant members of an "≈" chain agree, each within a unit of its last written decimal
+    place or 5% of the larger ("31031/7776 ≈ 3.99", "\\pi ≈ 3.14", "2^{10} ≈ 1000"; not "3 ≈ 100")?
+    Members with symbols are not compared."""
+    from .sets import constant
+
+    values = []
+    for m in members:
+        v = constant(m)
+        if v is not None and not isinstance(v, float) or (isinstance(v, float) and math.isfinite(v)):
+            places = m[2] if m[0] == "num" and m[2] else 0
+            values.append((float(v), places))
+    for (a, pa), (b, pb) in zip(values, values[1:]):
+        unit = max(10.0 ** -pa if pa else 0.0, 10.0 ** -pb if pb else 0.0)
+        if abs(a - b) > max(unit, 0.05 * max(abs(a), abs(b))):
+            return False
+    return True
+
+
 _ORDERINGS = frozenset({"<", ">", "<=", ">="})
 
 
@@ -107,7 +127,10 @@ def parse_answer(normalized: str) -> Parsed:
         node = None
         if not is_text and item_toks:
             try:
-                node = Parser(item_toks).parse_item()
+                parser = Parser(item_toks)
+                node = parser.parse_item()
+                if not all(map(_approximately_equal, parser.approximations)):
+                    node = None  # "3 ≈ 100" says two things: it is no answer, as words it equals nothing
             except RecursionError:
                 raise LimitExceeded("expression nested too deeply") from None
             except (ParseError, ZeroDivisionError, ValueError) as exc:

@@ -79,6 +79,7 @@ class Parser:
     def __init__(self, toks: list[Tok]):
         self.toks = list(toks)
         self.i = 0
+        self.approximations: list[tuple] = []  # the members of each "≈" chain read as its first member
 
     # --- cursor ---
     def peek(self, k: int = 0) -> Tok:
@@ -128,7 +129,8 @@ class Parser:
             exprs.append(self.setexpr())
         if not ops:
             return exprs[0]
-        if "~" in ops:  # "31031/7776 ≈ 3.99": the exact side is the answer
+        if "~" in ops:  # "31031/7776 ≈ 3.99": the exact side is the answer (answer.py checks the sides agree)
+            self.approximations.append(tuple(exprs))
             return exprs[0]
         return ("rel", tuple(ops), tuple(exprs))
 

@@ -550,6 +550,12 @@ CASES: list[Case] = [
         (r"x=1 \text{ and } x=2", "1, 2", True), (r"x > 2 \text{ and } y < 3", "x>2, y<3", True),
         (r"x \ge 1 \text{ and } x \le 1", "1", True),
     ]),
+    *_cases("approximations", [
+        # an "≈" chain is answered by its exact side only when its sides agree ("3 ≈ 100" says nothing)
+        (r"3 \approx 100", "3", False), (r"12 \approx 11.7", "11.7", False), (r"x \approx 3", "3", True),
+        (r"\frac{31031}{7776} \approx 3.99", r"\frac{31031}{7776}", True), (r"\pi \approx 3.14", r"\pi", True),
+        (r"\sqrt{2} \approx 1.414", r"\sqrt{2}", True), (r"2^{10} \approx 1000", "1024", True),
+    ]),
     *_cases("real_line", [
         (r"\mathbb{R}", r"(-\infty,\infty)", True), (r"(-\infty,\infty)", r"\mathbb{R}", True),
         (r"x \in \mathbb{R}", r"(-\infty,\infty)", True), (r"\mathbb{R}", r"[0,\infty)", False),
