@@ -149,6 +149,9 @@ def _last_group(text: str, spans) -> list[_Span]:
 # rather than $3$", "instead of $3$", "not equal to $3$"
 _DENIAL = re.compile(r"\b(?:not|never|nor|neither|except|excluding|isn't|aren't|wasn't|can't|cannot|rather\s+than|"
                      r"instead\s+of)\b", re.IGNORECASE)
+# what a sentence may say of the value before its verb that takes it back: "5 is wrong", "5 is not right"
+_JUDGED_WRONG = re.compile(r"\s*(?:not\b|wrong\b|incorrect\b|false\b|invalid\b|impossible\b|a mistake\b|an error\b)",
+                           re.IGNORECASE)
 _CLAUSE_BREAK = re.compile(r"[.;:!?,\n]|\$")  # a clause, or the maths before it, ends where the words begin
 
 
@@ -216,7 +219,12 @@ def _sentence_value(sentence: str) -> str | None:
     verbs = list(_VERB.finditer(rest))
     if verbs:
         before, after = rest[: verbs[-1].start()], rest[verbs[-1].end() :]
-        rest = before if _has_maths(before) and not _has_maths(after) else after
+        if _has_maths(before) and not _has_maths(after):
+            if _JUDGED_WRONG.match(after):  # "5 is wrong", "5 is not right": the value is taken back
+                return None
+            rest = before
+        else:
+            rest = after
     formulas = [_Span(m.start(), m.end(), m.group(1) or m.group(2)) for m in _INLINE_MATH.finditer(rest)]
     if formulas:
         group = _first_affirmed_group(rest, formulas)

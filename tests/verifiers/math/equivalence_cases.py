@@ -296,6 +296,9 @@ CASES: list[Case] = [
         (r"So $\boxed{5}$. Final answer: 4", "4", True),
         (r"So $\boxed{5}$. Final answer: $x = 4$ for $n = 3$.", "4", True),
         (r"So $\boxed{5}$. Final answer: $x = 4$ for $n = 3$.", "3", False),
+        # a statement that takes its value back ("5 is wrong") states no answer: the box stands
+        (r"So $\boxed{3}$. Final answer: 5 is wrong.", "5", False), (r"So $\boxed{3}$. Final answer: 5 is wrong.", "3", True),
+        (r"So $\boxed{3}$. Final answer: 5 is not right.", "5", False), ("The answer is 5 is wrong.", "5", False),
     ]),
     *_cases("response_denied_answers", [
         # words right before an answer that take it back: the answer is what they leave
