@@ -32,7 +32,15 @@ PREFLIGHT_CHECK = ("(x+1)^2", "x^2+2x+1", False)
 # of distinct symbolic answers: 16 ask for 240, unless one way already parts them; one takes about
 # 10 ms); past it a key stays as answer_key gave it (counted)
 MERGE_CHECKS = 256
-_RATIONAL_KEY = re.compile(r"-?\d+(/\d+)?")  # answer_key's key of a single rational: equal values, equal keys
+# answer_key's key of a single rational, maybe of named variables ("x=3"): equal values, equal keys
+_RATIONAL_KEY = re.compile(r"(?:([^=]+)=)?(-?\d+(?:/\d+)?)")
+
+
+def _distinct_rationals(a: str, b: str) -> bool:
+    """Are two vote keys two values without a check: both rationals, of the same variables or both
+    named (x=3 and x=4, 3 and 4, x=3 and y=3)? A named one against a bare one (x=3 and 3) is checked."""
+    ma, mb = _RATIONAL_KEY.fullmatch(a), _RATIONAL_KEY.fullmatch(b)
+    return bool(ma and mb) and (ma.group(1) == mb.group(1) or (ma.group(1) is not None and mb.group(1) is not None))
 
 
 class VerdictCache:
@@ -127,14 +135,14 @@ class MathChecker:
                 first.setdefault(k, a)
         # rationals first: a form answer_key could not evaluate (\\log_2 8, e^0, 90^\\circ) merges
         # into its value's key, which stays a plain rational a gate can parse
-        distinct = sorted(first, key=lambda k: not _RATIONAL_KEY.fullmatch(k))
+        distinct = sorted(first, key=lambda k: not (_RATIONAL_KEY.fullmatch(k) and "=" not in k))
         # a pair is one answer when `check` says so both ways round: one way, a decimal reference is
         # read as rounded (3.14 would take \pi into its key, in the order the samples came)
         verdicts: dict[tuple[int, int], str | None] = {}  # (answer, reference) -> verdict; None: ask the pool
         pairs = []
         for j in range(1, len(distinct)):
             for i in range(j):
-                if all(_RATIONAL_KEY.fullmatch(distinct[x]) for x in (i, j)):
+                if _distinct_rationals(distinct[i], distinct[j]):
                     continue  # two rationals with two keys are two values
                 pairs.append((i, j))
                 for x, y in ((j, i), (i, j)):

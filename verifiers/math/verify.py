@@ -41,10 +41,14 @@ that TinyV labels correct (85.71 for 600/7, 1.3% for 1.27%, 165.5 for 165.47, 2.
 for 2.653): 219 accepted by default, 223 with accept_rounded.
 
 `answer_key` is the majority-vote key: answers with equal keys are the same answer.
-Exact values are keyed by their reduced rational ("x=0.5", "\\frac{2}{4}" -> "1/2";
-several answers sorted: "3, 1" -> "1, 3"; labelled ones keep labels: "a=1, b=2"),
-anything else by its normal form; None when there is no answer (None, empty, over
-the size limit). Keys of exact answers are plain rationals, so a gate can parse them.
+Exact values are keyed by their reduced rational ("0.5", "\\frac{2}{4}" -> "1/2";
+several answers sorted: "3, 1" -> "1, 3"; labelled ones keep labels: "a=1, b=2", and a
+value named by its variable keeps the name: "x=0.5" -> "x=1/2", which y = 0.5 is not),
+with a unit in its base ("5 cm" -> "1/20 m"), a named tuple in its names' order
+("(y, x) = (1, 2)" -> "(x, y)=(2, 1)") and a comparative after it ("5 more"); anything
+else by its normal form; None when there is no answer (None, empty, over the size
+limit). Keys that answer_key cannot make equal are merged by the checker's own check
+(MathChecker.keys: "x=3" joins "3"); a gate reads the answer as written, not its key.
 
 Stages: extract (final answer) -> normalize (lexical normal form) -> items (tokens,
 items, labels, units) -> parse (trees) -> answer (whole answers, ±) ->
@@ -61,7 +65,7 @@ from typing import NamedTuple
 from .answer import Parsed, parse_answer
 from .compare import answers_equivalent
 from .evaluate import EvalError, exact
-from .items import MAX_CHARS, LimitExceeded
+from .items import GREEK, MAX_CHARS, OPPOSITES, LimitExceeded
 from .extract import extract_answer, extract_reference
 from .normalize import normalize
 
@@ -214,6 +218,34 @@ def _item_key(node) -> str | None:
     return None if value is None else str(value)
 
 
+_OPPOSED = frozenset(w for pair in OPPOSITES for w in pair)
+
+
+def _keyed_item(item) -> str | None:
+    """An item's vote key: its exact value, in its unit's base when it has one ("5 cm" and "0.05 m"
+    are "1/20 m", "5 kg" is "5000 g": check calls 5 cm and 5 kg two answers), a named tuple's values in
+    its names' sorted order ("(y, x) = (1, 2)" is "(x, y)=(2, 1)"), and the comparatives after it
+    ("5 more" is not "5 fewer"); None when the value is not exact."""
+    node = item.node
+    if item.names and node[0] == "tuple":  # (y, x) = (1, 2) names x = 2, y = 1
+        order = sorted(range(len(item.names)), key=lambda k: item.names[k].lower())
+        node = ("tuple", tuple(node[1][k] for k in order))
+        names = "(" + ", ".join(item.names[k] for k in order) + ")="
+    else:
+        names = ""
+    if item.unit is not None and node[0] not in ("tuple", "text", "rel"):
+        value = exact(node)
+        if value is None:
+            return None
+        key = f"{value * item.unit.scale} " + "·".join(f"{d}^{p}" if p != 1 else d for d, p in item.unit.dims)
+    else:
+        key = _item_key(node)
+        if key is None:
+            return None
+    tail = sorted({w.lower() for w in re.findall(r"[A-Za-z]+", item.tail)} & _OPPOSED)
+    return names + key + "".join(" " + w for w in tail)
+
+
 def _normalized_final(answer: str | None) -> str | None:
     """The final answer normalised, or None when there is none or it is over the size limit."""
     if answer is None:
@@ -231,7 +263,7 @@ def answer_key(answer: str | None) -> str | None:
         return None
     try:
         items = _parsed(a).items
-        keys = [_item_key(item.node) for item in items]
+        keys = [_keyed_item(item) for item in items]
     except (LimitExceeded, RecursionError, EvalError):
         return a
     if not keys or None in keys:
@@ -239,7 +271,20 @@ def answer_key(answer: str | None) -> str | None:
     labels = [item.labels for item in items]
     if len(labels) > 1 and all(labels) and len(set(labels)) == len(labels):  # "a=1, b=2" is not "a=2, b=1"
         keys = [",".join(sorted(lab)) + "=" + k for lab, k in zip(labels, keys)]
+    elif len(items) == 1 and _variable_names(items[0]):  # "y = 3" is another unknown's value than "x = 3"
+        keys = [",".join(sorted(_variable_names(items[0]))) + "=" + keys[0]]
     return keys[0] if len(keys) == 1 else ", ".join(sorted(keys))
+
+
+_VARIABLE = re.compile(r"[A-Za-z]|[A-Za-z]_\d+|" + "|".join(sorted(GREEK)))
+
+
+def _variable_names(item) -> frozenset:
+    """The variables an item's label names ("x" of "x = 3", "a_1" of "a_1 = 2"), lower case (models
+    write N for n); none for a definition, a word or a geometric name (as compare's rule)."""
+    if item.args or item.names or not item.labels or not all(_VARIABLE.fullmatch(n) for n in item.labels):
+        return frozenset()
+    return frozenset(n.lower() for n in item.labels)
 
 
 def exact_value(answer: str | None) -> Fraction | None:

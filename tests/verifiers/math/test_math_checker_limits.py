@@ -86,6 +86,14 @@ def test_vote_keys_merge_equivalent_forms_by_the_checks_own_equivalence():
         assert checker.keys(["90^\\circ", "90"]) == ["90", "90"]
         # two rationals are never checked against each other: 2\% is 1/50, not 2
         assert checker.keys(["2\\%", "2"]) == ["1/50", "2"]
+        # a named value joins its bare form (check: x = 3 answers 3), two names stay two answers
+        # without a check; units keep their base (5 cm and 5 kg are two answers, check agrees)
+        before = checker.stats()["verifier/key_checks"]
+        assert checker.keys(["x=3", "y=3"]) == ["x=3", "y=3"]
+        assert checker.stats()["verifier/key_checks"] == before
+        assert checker.keys(["x=3", "3", "X = 3"]) == ["3", "3", "3"]
+        assert checker.keys(["5 \\text{ cm}", "5 \\text{ kg}"]) == ["1/20 m", "5000 g"]
+        assert checker.keys(["(y,x)=(1,2)", "(x,y)=(2,1)", "(x,y)=(1,2)"]) == ["(x, y)=(2, 1)"] * 2 + ["(x, y)=(1, 2)"]
     finally:
         checker.close()
 

@@ -26,9 +26,12 @@ def test_quick_check(answer, reference, expected):
 
 
 @pytest.mark.parametrize("spellings, key", [
-    (["0.5", r"\frac{1}{2}", "x = 0.5", r"\dfrac{2}{4}", "50\\%", "1/2"], "1/2"),
-    (["-278", r"\boxed{-278}", "x=-278", "-278.0"], "-278"),
+    (["0.5", r"\frac{1}{2}", r"\dfrac{2}{4}", "50\\%", "1/2"], "1/2"),
+    (["-278", r"\boxed{-278}", "-278.0"], "-278"),
+    (["x=-278", "x = -278.0", "X=-278"], "x=-278"),  # a named value keeps its name (y=-278 is another answer)
     (["3, 1", "1, 3", r"x = 1 \text{ or } x = 3"], "1, 3"),
+    ([r"5 \text{ cm}", r"0.05 \text{ m}"], "1/20 m"),  # in the unit's base: 5 kg is another answer
+    (["(y, x) = (1, 2)", "(x, y) = (2, 1)"], "(x, y)=(2, 1)"),
     ([r"\pm 2", "2, -2"], "-2, 2"),
     (["(1, 0.5)", r"\left(1, \frac12\right)"], "(1, 1/2)"),
     (["a=1, b=2", "b=2, a=1"], "a=1, b=2"),
@@ -39,7 +42,10 @@ def test_answer_key_merges_spellings_of_one_answer(spellings, key):
 
 
 def test_answer_key_keeps_different_answers_apart():
-    keys = [answer_key(s) for s in ["1/2", "1/3", "a=1, b=2", "a=2, b=1", "a_1=2, a_2=1", r"\sqrt{2}", r"\text{Petya}", "(1, 2)", "1, 2"]]
+    keys = [answer_key(s) for s in ["1/2", "1/3", "a=1, b=2", "a=2, b=1", "a_1=2, a_2=1", r"\sqrt{2}", r"\text{Petya}", "(1, 2)", "1, 2",
+                                    # outside audit: each pair below was one key, and check calls them two answers
+                                    r"5 \text{ cm}", r"5 \text{ kg}", "x=3", "y=3", "(x,y)=(1,2)", "(y,x)=(1,2)",
+                                    r"5 \text{ more apples}", r"5 \text{ fewer apples}"]]
     assert len(set(keys)) == len(keys)
 
 
@@ -71,7 +77,8 @@ fractions = st.fractions(min_value=-10**6, max_value=10**6, max_denominator=10**
 @given(fractions, st.integers(0, 3), st.integers(0, 3))
 def test_equal_keys_mean_check_correct(q, s1, s2):
     a, b = _spell(q, s1), _spell(q, s2)
-    assert answer_key(a) == answer_key(b) == str(q)
+    # a value named by its variable (style 2, "x = ...") keeps the name in its key: y = ... is another answer
+    assert (answer_key(a), answer_key(b)) == tuple(("x=" if s == 2 else "") + str(q) for s in (s1, s2))
     assert check(a, b) == "correct"
 
 
