@@ -70,7 +70,7 @@ UNIT_WORDS = frozenset(
 # (OPPOSITES parts "5 more" from "5 fewer" instead)
 TAIL_MEANINGS = frozenset(
     "hundred hundreds thousand thousands million millions billion billions trillion trillions dozen dozens "
-    "not no or wrong incorrect except".split()
+    "not no or wrong incorrect false except".split()
 )
 # words of a dropped tail that say opposite things of the same number: one on each side is unequal
 OPPOSITES = (("more", "fewer"), ("more", "less"), ("older", "younger"), ("greater", "smaller"), ("greater", "less"),

@@ -553,6 +553,9 @@ CASES: list[Case] = [
         (r"x=1 \text{ and } x=2", "1, 2", True), (r"x > 2 \text{ and } y < 3", "x>2, y<3", True),
         (r"x \ge 1 \text{ and } x \le 1", "1", True),
     ]),
+    *_cases("tail_takes_it_back", [
+        (r"3 \text{ false}", "3", False), (r"3 \text{ (false)}", "3", False), (r"3 \text{ apples}", "3", True),
+    ]),
     *_cases("approximations", [
         # an "≈" chain is answered by its exact side only when its sides agree ("3 ≈ 100" says nothing)
         (r"3 \approx 100", "3", False), (r"12 \approx 11.7", "11.7", False), (r"x \approx 3", "3", True),
