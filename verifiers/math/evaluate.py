@@ -192,6 +192,9 @@ def _exact_fn(name: str, args: list) -> Fraction | None:
         if name == "fact":
             return Fraction(math.factorial(int(args[0])))
         return Fraction(math.comb(int(args[0]), int(args[1])))
+    if name in ("gcd", "lcm") and args and all(a.denominator == 1 for a in args):
+        values = [int(a) for a in args]
+        return Fraction(math.gcd(*values) if name == "gcd" else math.lcm(*values))
     return None
 
 
@@ -272,6 +275,12 @@ def _numeric_fn(name: str, args: list[complex]) -> complex:
     if name in ("max", "min"):
         pick = max if name == "max" else min
         return complex(pick(_real(a) for a in args))
+    if name in ("gcd", "lcm"):  # of whole numbers only (exact() computes them)
+        values = [_real(a) for a in args]
+        if not all(v == int(v) and abs(v) < 2**53 for v in values):
+            raise EvalError(f"{name} of non-integers")
+        ints = [int(v) for v in values]
+        return complex(math.gcd(*ints) if name == "gcd" else math.lcm(*ints))
     if name.startswith("apply:"):
         return _pseudo_function(name, args[0] if len(args) == 1 else sum(args) * 1.1)
     raise EvalError(f"no numeric rule for {name}")

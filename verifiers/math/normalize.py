@@ -66,6 +66,8 @@ _SIMPLE_SUBS = [
     (r"(?<![A-Za-z\\])oo(?![A-Za-z])", r"\\infty ", "oo"),
     (r"\.\.\.", r"\\cdots ", "..."),
     (r"\\(?:displaystyle|textstyle|limits|nolimits)", "", "\\"),
+    (r"\\[hv]?phantom\s*\{[^{}]*\}", "", "phantom"),  # space the width of its content, nothing shown
+
     (r"\\(?:left|right|bigg|Bigg|big|Big)[lr]?(?![a-zA-Z])\.?", "", "\\"),
     (r"\\[dt]frac(?![a-zA-Z])", r"\\frac", "frac"),
     (r"\\[dt]binom(?![a-zA-Z])", r"\\binom", "binom"),
@@ -196,8 +198,19 @@ def normalize(answer: str) -> str:
     return s
 
 
+# an aligned block, one equation a row: its rows as a list, the alignment marks gone ("x &= 3 \\\\ y &= 4"
+# is "x = 3, y = 4")
+_ALIGNED = re.compile(r"\\begin\{(aligned|align\*?|gathered|split)\}(.*?)\\end\{\1\}", re.DOTALL)
+
+
+def _aligned_rows(m: re.Match) -> str:
+    return ", ".join(row.replace("&", " ").strip() for row in m.group(2).split("\\\\") if row.strip())
+
+
 def _normalize_once(answer: str) -> str:
     s = _map_unicode(_repair_controls(answer))
+    if "\\begin" in s:
+        s = _ALIGNED.sub(_aligned_rows, s)
     if "\\\\" in s:
         s = _BACKSLASH_BEFORE_CMD.sub(r"\\", s)
         s = s.replace("\\\\", _ROW)  # protect matrix row breaks from the spacing rules

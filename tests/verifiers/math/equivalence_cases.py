@@ -556,6 +556,13 @@ CASES: list[Case] = [
     *_cases("tail_takes_it_back", [
         (r"3 \text{ false}", "3", False), (r"3 \text{ (false)}", "3", False), (r"3 \text{ apples}", "3", True),
     ]),
+    *_cases("layout_commands_and_functions", [
+        # an outside audit's wrong rejects: phantoms, aligned rows, gcd and lcm
+        (r"\hphantom{0}3", "3", True), (r"\phantom{-}3", "3", True), (r"\begin{aligned}x&=3\end{aligned}", "3", True),
+        (r"\begin{aligned}x&=3\\y&=4\end{aligned}", "x=3, y=4", True),
+        (r"\begin{aligned}x&=3\\y&=4\end{aligned}", "x=4, y=3", False),
+        (r"\gcd(3,6)", "3", True), (r"\operatorname{lcm}(4,6)", "12", True), (r"\gcd(3,6)", "6", False),
+    ]),
     *_cases("approximations", [
         # an "≈" chain is answered by its exact side only when its sides agree ("3 ≈ 100" says nothing)
         (r"3 \approx 100", "3", False), (r"12 \approx 11.7", "11.7", False), (r"x \approx 3", "3", True),
