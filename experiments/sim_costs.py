@@ -276,6 +276,9 @@ class Costs:
     learner: Learner = field(default_factory=Learner)
     sync: Sync = field(default_factory=Sync)
     sharing: Sharing = field(default_factory=Sharing)
+    # where the numbers come from: "stated" (a costs file, the defaults: round numbers, tied to no run),
+    # "calibration" (fitted to a jury bench folder) or "hardware" (the GPU formulas, for this config)
+    source: str = "stated"
     # the settings of the run a calibration fitted these costs to, ((key, value), ...): the costs hold
     # for that model (another is refused) and, for the rest, a run that differs is outside the
     # calibration (the simulator says which: Simulation.outside_calibration). Empty: not fitted
@@ -339,6 +342,8 @@ def _check(costs: Costs):
         raise ConfigError(f"costs: sharing.cores must be a whole number of cores, got {costs.sharing.cores!r}")
     if costs.sync.bandwidth_bytes_per_s <= 0:
         raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
+    if costs.source not in ("stated", "calibration", "hardware"):
+        raise ConfigError(f"costs: source must be stated, calibration or hardware, got {costs.source!r}")
     if costs.learner.passes <= 0:
         raise ConfigError("costs: learner.passes must be > 0 (a forward and backward is 3)")
 
@@ -491,7 +496,7 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
                  verifier=Verifier(check_s, base.verifier.gate_s),
                  learner=Learner(step_s=0.0, token_s=token_s, overhead_s=overhead_s, passes=learner_passes(cal)),
                  sync=Sync(fixed_s=sync_s), sharing=Sharing(learner_ratio - 1, generator_ratio - 1),
-                 calibrated_at=calibration_settings(cal))
+                 source="calibration", calibrated_at=calibration_settings(cal))
 
 
 # what a calibration's costs are tied to: the model (its costs are that model's: another is refused),

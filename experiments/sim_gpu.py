@@ -513,7 +513,7 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
     # of a calibration only the lengths are left, which are its task's
     kept = tuple((k, v) for k, v in base.calibrated_at if k in ("dataset", "generator.max_new_tokens"))
     return dataclasses.replace(base, generation=generation, learner=learner, sync=sync_costs(m, gpus, base.sync),
-                               sharing=Sharing(), calibrated_at=kept)
+                               sharing=Sharing(), source="hardware", calibrated_at=kept)
 
 
 def kv_limited_seqs(cfg: RunConfig, m: ModelShape, gpu: Gpu, base: Costs, memory_fraction: float = 0.9) -> int:

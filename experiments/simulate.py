@@ -269,9 +269,14 @@ def unpriced(cfg: RunConfig, costs: Costs) -> list[str]:
 
 
 def assumptions(cfg: RunConfig, costs: Costs) -> list[str]:
-    """What the simulation takes as given that the run might not do, said with the report: a Lean gate
-    priced at no time (every proof cached: a warm gate), and a run whose length the data set would cap."""
+    """What the simulation takes as given that the run might not do, said with the report: costs stated
+    rather than measured, a Lean gate priced at no time (every proof cached: a warm gate), and a run
+    whose length the data set would cap."""
     out = []
+    if costs.source == "stated":
+        out.append("the stage costs are stated, not measured (configs/simulate/costs.yaml, or --costs): tied to no "
+                   "run, they price no learner.micro_batch, dtype or model; --calibration BENCH_DIR fits them to this "
+                   "machine, --hardware NAME prices a GPU run")
     if cfg.verifier.reward == "jury" and cfg.verifier.gate == "lean" and not costs.verifier.gate_s:
         out.append("verifier.gate=lean priced at costs.verifier.gate_s=0, a warm gate (every proof cached); a cold "
                    "Lean gate takes minutes a group: set costs.verifier.gate_s (docs/simulate.md's plan: 200)")

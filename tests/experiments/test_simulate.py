@@ -1016,9 +1016,10 @@ def test_a_calibration_records_what_it_was_fitted_to(tmp_path):
 def test_a_lean_gate_priced_at_no_time_and_a_data_cap_are_said():
     cfg = config(steps=4, **{"verifier.gate": "lean", "data.epochs": 2})
     notes = simulate(cfg, costs(learner_step=0.1))["assumptions"]
-    assert any("verifier.gate=lean priced at costs.verifier.gate_s=0" in n for n in notes)
-    assert any("data.epochs=2" in n for n in notes)
-    assert simulate(cfg, replace(costs(learner_step=0.1), verifier=Verifier(gate_s=1.0)))["assumptions"] == [notes[1]]
+    assert "the stage costs are stated, not measured" in notes[0]  # costs() names no source: stated
+    assert "verifier.gate=lean priced at costs.verifier.gate_s=0" in notes[1] and "data.epochs=2" in notes[2]
+    measured = replace(costs(learner_step=0.1), verifier=Verifier(gate_s=1.0), source="calibration")
+    assert simulate(cfg, measured)["assumptions"] == [notes[2]]
 
 
 @pytest.mark.parametrize("content, says", [("{}", 'no "config" section'), ("{not json", "not a JSON file"),
