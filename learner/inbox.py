@@ -98,7 +98,10 @@ class ScoredInbox:
 
     def first_scored(self, step: int, version: int, timeout_s: float) -> tuple[list[ScoredGroup], list[int], list[int]]:
         """Continuous admission: (the first B groups here, by arrival, for step `step`; the groups dropped
-        as past max_staleness meanwhile; []), or after timeout_s ([], dropped, the indices not here yet)."""
+        as past max_staleness meanwhile; []), or after timeout_s ([], dropped, the oldest indices not here
+        yet, as many as the batch lacks: any B groups make the batch, and the oldest in flight are the
+        likeliest lost, so a re-send after resend_after_s repeats no more generation than the step waits
+        on; the next timeout names the next oldest)."""
         deadline = time.monotonic() + timeout_s
         dropped: list[int] = []
         while True:
@@ -108,7 +111,7 @@ class ScoredInbox:
                 self.finish(first)
                 return [self.buffer.pop(i) for i in first], dropped, []
             if time.monotonic() > deadline:
-                return [], dropped, self.not_here(version)
+                return [], dropped, self.not_here(version)[: self.batch_groups - len(self.buffer)]
             self.poll(version, timeout=0.2)
 
     def drop_stale(self, step: int) -> list[int]:
