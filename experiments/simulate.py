@@ -258,11 +258,23 @@ class Engine:
         self.poke()
 
 
+def model_identity(model: str) -> str:
+    """A model as a calibration compares it: a local model by its name, whether given as the name or as
+    the folder a run resolved it to ("tiny" and ~/.cache/jury-rl/tiny-model), anything else by its
+    folder's name (/mnt/models/Qwen3-1.7B and Qwen/Qwen3-1.7B are one model)."""
+    from jury.models.registry import LOCAL_MODELS, is_local
+
+    if is_local(model):
+        return model
+    name = Path(model).name
+    return next((local for local in LOCAL_MODELS if name in (local, f"{local}-model")), name)
+
+
 def unpriced(cfg: RunConfig, costs: Costs) -> list[str]:
     """Settings these costs cannot price, by name: a calibration of another model (its decode and
     learner costs are that model's)."""
     model = dict(costs.calibrated_at).get("model")
-    if model is not None and model != cfg.model:
+    if model is not None and model_identity(model) != model_identity(cfg.model):
         return [f"model={cfg.model} with costs calibrated on model={model} (calibrate on a bench of this model, "
                 "or use --hardware)"]
     return []
@@ -293,7 +305,7 @@ def outside_calibration(cfg: RunConfig, costs: Costs) -> list[str]:
     from jury.experiments.sim_costs import setting
 
     out = [f"{key}={setting(cfg, key)}, calibrated at {value}" for key, value in costs.calibrated_at
-           if key != "model" and setting(cfg, key) != value]
+           if key != "model" and setting(cfg, key) != value]  # (the model is refused, not flagged: unpriced)
     return out + costs.sharing.outside(cfg.learner.threads, cfg.num_generators)
 
 
