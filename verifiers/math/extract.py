@@ -23,9 +23,16 @@ A model's response:
 
 A statement is read up to the end of its sentence, for the value it states: of its
 last "is"/"are"/"equals", the side that holds maths ("The value of $x$ is 5" -> "5"),
-and there its inline maths ($...$, \\(...\\)), grouped as boxes are, or else the
-maths in its words, the words around it dropped ("There are 15 apples in total" ->
-"15") but a unit right after it kept ("24 cm").
+and there its first group of inline maths ($...$, \\(...\\)), grouped as boxes are
+("$x = 4$ for $n = 3$" -> "x = 4"), or else the maths in its words, the words around
+it dropped ("There are 15 apples in total" -> "15") but a unit right after it kept
+("24 cm"). A statement that takes its value back ("5 is wrong") states none.
+
+Words right before an answer that deny it drop it, box or maths ("$4$, not $3$" -> 4,
+"the answer is not \\boxed{3}" -> nothing, "rather than", "instead of"); the group
+before it answers, if there is one. After a box, a "final answer:" or "final answer is"
+followed by prose comments on the box and states nothing ("final answer: it took 3
+steps").
 
 A reference solution boxes nothing but its answer, so `extract_reference` joins all
 its boxes ("\\boxed{1} and \\boxed{2}" -> "1, 2"), where a response only counts its last
