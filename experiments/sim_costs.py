@@ -297,8 +297,11 @@ def costs_from_dict(d: dict) -> Costs:
             raise ConfigError(f"costs: unknown key {where}{unknown[0]} (known: {', '.join(names)})")
         kwargs = {}
         for k, v in data.items():
-            sub = {"generation": Generation, "verifier": Verifier, "learner": Learner, "sync": Sync,
-                   "sharing": Sharing, "lengths": Lengths}.get(k) if isinstance(v, dict) or v is None else None
+            factory = names[k].default_factory
+            section = factory if factory is not dataclasses.MISSING and dataclasses.is_dataclass(factory) else None
+            if section is not None and not (isinstance(v, dict) or v is None):
+                raise ConfigError(f"costs: {where}{k} must be a mapping of its costs, got {v!r}")
+            sub = section
             kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else \
                 tuple(v) if k == "values" else tuple(tuple(g) for g in v) if k == "groups" else \
                 tuple(tuple(kv) for kv in v) if k == "calibrated_at" else v
@@ -375,9 +378,12 @@ def _overridden(data: dict, overrides: list[str]) -> dict:
 
 
 def run_folder(bench_dir: Path, recorded: str) -> Path:
-    """A run folder bench.json names: as written, or beside bench.json (a moved bench folder)."""
+    """A run folder bench.json names: the one of that name beside bench.json (`jury bench` writes its
+    runs there), else the path as written. Beside first: a copied or moved bench must not read the
+    runs of the folder it was copied from, which may still exist (outside audit)."""
     p = Path(recorded)
-    return p if p.exists() else bench_dir / p.name
+    beside = Path(bench_dir) / p.name
+    return beside if beside.exists() else p
 
 
 def _ledger_lengths(run_dir: Path) -> tuple[float, ...]:
@@ -482,6 +488,12 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     # per sample in one check process: the arm ran the worker's whole pool
     check_s = cal.verifier.pool_workers / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") \
         else base.verifier.check_s
+    if not verifier_only.get("samples_per_s"):
+        import sys
+
+        print(f"calibration: {folder / 'bench.json'} has no verifier_only arm "
+              f"({verifier_only.get('skipped', 'not run')}): the check costs {check_s:g} s a sample as stated, "
+              "not measured", file=sys.stderr)
     sync_s = min(r["sync_total_s"] for r in runs.values())
     overhead_s = _driver_overhead(sync_run)
     lengths = _recorded_lengths(calibration_dir)
@@ -665,7 +677,8 @@ def _alone_tokens(run_dir: Path, start: float, end: float, g: Generation) -> flo
 
 def _calibration_key(runs: dict[str, dict], report: dict) -> str:
     """The bench's first max_staleness with its default settings (else its first run)."""
-    key = f"end_to_end/max_staleness={report['config']['staleness'][0]}"
+    staleness = report["config"].get("staleness") or [None]
+    key = f"end_to_end/max_staleness={staleness[0]}"
     return key if key in runs else next(iter(runs))
 
 

@@ -918,11 +918,13 @@ def _main(args) -> int:
             return _sweep(args, cfg, prepare)
         cfg, costs = prepare(cfg)
         sim = Simulation(cfg, costs)
+        out = Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}")
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out {out}: a file, not a folder")
+        report = sim.run()
     except (ConfigError, OSError, ValueError, KeyError) as e:
         print(f"jury simulate: {e}", file=sys.stderr)
         return 2
-    report = sim.run()
-    out = Path(args.out or f"runs/simulate-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     # per step: its end (simulated seconds), the learner's wait/train/sync and the queue depths then
     # queues: (simulated seconds, tasks waiting for an engine, groups at the verifiers, scored groups

@@ -1106,3 +1106,23 @@ def test_a_real_bench_is_calibrated_and_predicted_within_bounds(tmp_path):
     for name in ("max_staleness=2", "max_staleness=4", "max_staleness=4,interrupt", "max_staleness=4,inflight"):
         (p, m), (sp, sm) = rows[name]["completions_per_s"], rows[name]["staleness_mean"]
         assert abs(p / m - 1) <= 0.15 and abs(sp - sm) <= 0.3, (name, p, m, sp, sm)
+
+
+def test_a_copied_bench_reads_its_own_runs_not_those_it_was_copied_from(tmp_path):
+    """bench.json records each run's folder as an absolute path; a copy of the bench must read the runs
+    beside its own bench.json even where the recorded folders still exist (an outside audit: the copy
+    read the original's runs, whatever had been changed or deleted in it)."""
+    import shutil
+
+    (tmp_path / "original").mkdir()
+    original = bench_folder(tmp_path / "original")
+    report = json.loads((original / "bench.json").read_text())
+    for run in report.values():
+        if isinstance(run, dict) and "run_dir" in run:
+            run["run_dir"] = str(original / Path(run["run_dir"]).name)  # as `jury bench` writes it: absolute
+    (original / "bench.json").write_text(json.dumps(report))
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    (copy / "staleness-0" / "ledger.jsonl").write_text(json.dumps({"length": 99}) + "\n")
+    assert calibrate(str(original)).generation.lengths.values == (30.0, 50.0)
+    assert calibrate(str(copy)).generation.lengths.values == (99.0,)
