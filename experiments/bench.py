@@ -439,8 +439,17 @@ def _main(args) -> int:
 
     known = typing.get_args(typing.get_type_hints(GeneratorConfig)["sync_mode"])
     try:
+        # the run's length is --steps: a steps=N among the overrides (or an arm's) would be overridden by it
+        if any(o.startswith("steps=") for o in args.overrides) or \
+                any(part.startswith("steps=") for a in args.arm for part in parse_arm(a)[1]):
+            raise ConfigError("steps: give the run's length as --steps N (a steps= override would be replaced by it)")
         cfg = load_config(args.config, [*args.overrides, f"steps={args.steps}"])
-        staleness = [int(x) for x in args.staleness.split(",")]
+        try:
+            staleness = [int(x) for x in args.staleness.split(",")]
+        except ValueError:
+            raise ConfigError(f"--staleness {args.staleness!r}: whole numbers separated by commas, e.g. 0,1,2") from None
+        if not staleness or any(k < 0 for k in staleness):
+            raise ConfigError(f"--staleness {args.staleness!r}: each bound must be >= 0")
         modes = [m for m in args.sync_modes.split(",") if m]
         bad = [m for m in modes if m not in known]
         if bad:

@@ -12,7 +12,9 @@ def test_bad_bench_arguments_are_refused_before_anything_starts(tmp_path, capsys
     for args in (["--steps", "3"], ["--staleness", "0,x"], ["learner.lr=fast"], ["--sync-modes", "drain,fast"],
                  ["--arm", "recompute"], ["--arm", "drain:learner.lr=1e-5"], ["--arm", "a b:learner.lr=1e-5"],
                  ["--arm", "lr:learner.lr=fast"], ["--arm", "a:learner.lr=1e-5", "--arm", "a:learner.lr=1e-6"],
-                 ["--critic", "learner.advantage=gae", "generator.group_size=1"]):
+                 ["--critic", "learner.advantage=gae", "generator.group_size=1"],
+                 # (outside audit) a steps= override was silently replaced by --steps; bounds were unchecked
+                 ["steps=50"], ["--arm", "x:steps=abc"], ["--staleness", ""], ["--staleness", "0,-1"]):
         assert main(["bench", "--out", str(tmp_path / "b"), *args]) == 2
         err = capsys.readouterr().err
         assert err.startswith("jury bench: ")
