@@ -9,6 +9,7 @@ the config loads no verifier.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import typing
 from dataclasses import dataclass, field
@@ -859,8 +860,9 @@ class RunConfig:
                               "batch until it is scored; pick one")
         if self.forced_staleness and self.sync_every != 1:
             raise ConfigError("forced_staleness needs sync_every: 1 (a version per step is what k counts)")
-        if any(type(k) is not int or k < 0 or w <= 0 for k, w in self.forced_staleness.items()):
-            raise ConfigError(f"forced_staleness must be k or {{k: weight}} with k >= 0 and weights > 0, "
+        if any(type(k) is not int or k < 0 or isinstance(w, bool) or not isinstance(w, (int, float))
+               or not 0 < w < math.inf for k, w in self.forced_staleness.items()):
+            raise ConfigError(f"forced_staleness must be k or {{k: weight}} with k >= 0 and finite weights > 0, "
                               f"got {self.forced_staleness!r}")
         object.__setattr__(self, "tracking", tuple(self.tracking))  # YAML hands in a list
         if any(t not in TRACKERS for t in self.tracking) or len(set(self.tracking)) != len(self.tracking):

@@ -175,7 +175,7 @@ def test_forced_staleness_is_parsed_and_checked():
     assert load_config(None, ["forced_staleness=2"]).forced_staleness == {2: 1.0}
     cfg = load_config(None, ["forced_staleness={4: 3, 0: 1}"])
     assert parse_staleness(cfg.forced_staleness) == {0: 0.25, 4: 0.75}
-    for bad in ("x", "-1", "{1: 0}", "{a: 1}", "{2: x}", "[1, 2]", "1.5"):
+    for bad in ("x", "-1", "{1: 0}", "{a: 1}", "{2: x}", "[1, 2]", "1.5", "{1: .inf, 2: 1}", "{1: .nan}"):
         with pytest.raises(ConfigError, match="forced_staleness"):
             load_config(None, [f"forced_staleness={bad}"])
     with pytest.raises(ConfigError, match="sync_every"):
