@@ -72,12 +72,15 @@ def read_jsonl(path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError as e:
             if all(not rest.strip() for rest in lines[n:]):
                 log.warning("%s:%d: the last record is cut short (a crash while writing it?); skipped", path, n)
                 break
             raise ValueError(f"{path}:{n}: not a JSON record ({e.msg})") from None
+        if not isinstance(row, dict):  # valid JSON, but no record: every line this project writes is an object
+            raise ValueError(f"{path}:{n}: not a record (a JSON object), got {type(row).__name__}: {line.strip()[:80]}")
+        rows.append(row)
     return rows
 
 

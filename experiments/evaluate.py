@@ -67,12 +67,12 @@ def verifier_config_of(run_cfg: dict):
 
 def run_config_of(checkpoint: Path) -> dict:
     """The training run's config when the checkpoint is a run's `final/` folder, else {}."""
-    import yaml
+    from jury.protocol.config_load import read_yaml
 
     path = checkpoint.parent / "config.yaml"
     if not checkpoint.is_dir() or not path.exists():
         return {}
-    cfg = yaml.safe_load(path.read_text())
+    cfg = read_yaml(str(path))  # broken YAML: a ConfigError naming the file
     # some other program's config.yaml beside a model folder is not a run's
     is_run = isinstance(cfg, dict) and isinstance(cfg.get("generator"), dict) and "model" in cfg
     return cfg if is_run else {}

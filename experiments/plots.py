@@ -59,14 +59,13 @@ def run_dirs(paths: list) -> list[Path]:
 
 
 def load_runs(paths: list) -> list[Run]:
-    import yaml
-
     from jury.cluster.metrics import read_metrics
+    from jury.protocol.config_load import read_yaml
 
     runs = []
     for p in run_dirs(paths):
         cfg_file = p / "config.yaml"
-        config = flatten(yaml.safe_load(cfg_file.read_text()) or {}) if cfg_file.exists() else {}
+        config = flatten(read_yaml(str(cfg_file))) if cfg_file.exists() else {}  # broken YAML: named
         runs.append(Run(p, config, read_metrics(p)))
     varying = varying_keys([r.config for r in runs])
     for r in runs:

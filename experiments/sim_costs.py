@@ -358,7 +358,11 @@ def _check(costs: Costs):
 
 def load_costs(path: str | None, overrides: list[str] = ()) -> Costs:
     """The YAML file (None: the defaults above), then `a.b=value` overrides (YAML values)."""
-    return costs_from_dict(_overridden(yaml.safe_load(Path(path).read_text()) or {} if path else {}, overrides))
+    if path:
+        from jury.protocol.config_load import read_yaml
+
+        return costs_from_dict(_overridden(read_yaml(path), overrides))  # broken YAML: named
+    return costs_from_dict(_overridden({}, overrides))
 
 
 def with_overrides(costs: Costs, overrides: list[str]) -> Costs:
@@ -694,7 +698,9 @@ def _setting(run_dir: Path, key: str, default: int = 1) -> int:
     """A whole-number setting ("learner.epochs") of a run folder's config.yaml; `default` where the
     file or the key is missing (a bench folder written before the setting existed)."""
     path = run_dir / "config.yaml"
-    node = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    from jury.protocol.config_load import read_yaml
+
+    node = read_yaml(str(path)) if path.exists() else {}
     for part in key.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return default if node is None else int(node)

@@ -90,8 +90,15 @@ def staleness_report(rows: list[dict], starve_ratio: float = STARVE_RATIO,
     # a group the engine refused or the verifier left unscored has a ledger row (with its error) but
     # was not trained: it is no evidence of what staleness does to training
     rows = [r for r in rows if ("staleness" in r or {"step", "version_start"} <= r.keys()) and not r.get("error")]
-    for r in rows:
+    for n, r in enumerate(rows, 1):
         r.setdefault("staleness", r["step"] - r["version_start"])  # ledgers written before the field existed
+        if isinstance(r["staleness"], bool) or not isinstance(r["staleness"], int) or r["staleness"] < 0:
+            raise ValueError(f"ledger row {n} (of the rows with no error): staleness must be a whole number >= 0, "
+                             f"got {r['staleness']!r}")
+        length = r.get("length")
+        if length is not None and (isinstance(length, bool) or not isinstance(length, (int, float))
+                                   or not 0 <= length < math.inf):
+            raise ValueError(f"ledger row {n} (of the rows with no error): length must be a number >= 0, got {length!r}")
     everyone = {f: _mean(r.get(f) for r in rows) for f in FIELDS}
     everyone["groups"] = len(rows)
     buckets = {}

@@ -130,12 +130,12 @@ def _check_finished_matches(run: PlannedRun) -> None:
     """A finished run is only reused when it was trained with this very config."""
     import yaml
 
-    from jury.protocol.config_load import to_dict
+    from jury.protocol.config_load import read_yaml, to_dict
     from jury.experiments.plots import flatten
 
     if not (run.run_dir / "summary.yaml").exists():
         return
-    done = flatten(yaml.safe_load((run.run_dir / "config.yaml").read_text()))
+    done = flatten(read_yaml(str(run.run_dir / "config.yaml")))  # broken YAML: a ConfigError naming it
     want = flatten(yaml.safe_load(yaml.safe_dump(to_dict(run.cfg))))  # the round trip train's copy took
     # keys on one side only come from a config schema that changed since; the run's values are what count
     diff = sorted(k for k in set(done) & set(want) if k not in NOT_COMPARED and done[k] != want[k])

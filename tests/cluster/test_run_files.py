@@ -25,6 +25,10 @@ def test_a_torn_last_record_is_skipped_with_its_file_and_line(tmp_path, caplog):
     path.write_text('{"step": 0}\nnot json\n{"step": 2}\n')  # a bad line inside is not a torn last one
     with pytest.raises(ValueError, match=rf"{path}:2: not a JSON record"):
         read_jsonl(path)
+    for line in ("null", "[1, 2]", '"text"'):  # valid JSON, no record: named, not a traceback further on
+        path.write_text('{"step": 0}\n' + line + '\n{"step": 2}\n')
+        with pytest.raises(ValueError, match=rf"{path}:2: not a record \(a JSON object\)"):
+            read_jsonl(path)
 
 
 @pytest.fixture

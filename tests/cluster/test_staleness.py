@@ -48,6 +48,13 @@ def test_report_leaves_out_groups_that_trained_nothing():
     assert list(rep["buckets"]) == [0] and rep["all"]["groups"] == 1 and rep["all"]["length"] == 10
 
 
+@pytest.mark.parametrize("field, value", [("staleness", "abc"), ("staleness", -1), ("length", float("nan")),
+                                          ("length", "3")])
+def test_a_ledger_row_of_the_wrong_type_is_named(field, value):
+    with pytest.raises(ValueError, match=f"ledger row 2 .*{field} must be"):
+        staleness_report([_row(5, 5, 10, 0.5, 0.4), {**_row(5, 4, 10, 0.5, 0.4), field: value}])
+
+
 def test_a_recorded_batch_reads_back_identical(tmp_path):
     from jury.protocol.record import read_record, write_record
 
