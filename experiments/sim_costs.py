@@ -133,22 +133,22 @@ def train_passes(cfg) -> float:
     train_shard runs them: the loss's forward and backward (3), one more with gradient checkpointing,
     the KL reference's forward in every micro-batch of every epoch (+1), and the once-per-batch forward
     spread over the epochs (+1/epochs), which the proximal log-probs (any correction, recompute_old)
-    and the self-rewards' scores share; and the monitor's forward of the first policy over
-    monitor.initial_kl_rows of the batch's rows once a step (monitor_passes)."""
+    and the self-rewards' scores share. All of it shared by the ranks; the monitor's forward, which
+    rank 0 runs alone, is monitor_passes."""
     lc = cfg.learner
     once = lc.recompute_proximal or cfg.verifier.reward in SELF_REWARDS
-    return 3 + (1 if lc.gradient_checkpointing else 0) + (1 if lc.kl_coef > 0 else 0) + int(once) / lc.epochs \
-        + monitor_passes(cfg)
+    return 3 + (1 if lc.gradient_checkpointing else 0) + (1 if lc.kl_coef > 0 else 0) + int(once) / lc.epochs
 
 
 def monitor_passes(cfg) -> float:
-    """The monitor's initial-KL forward (learner/shadow.py: initial_kl, rank 0, no grad) in forwards'
-    worth per trained token and epoch: min(initial_kl_rows, B·G) of the batch's B·G rows, once a step
-    (rows of the batch's mean length)."""
+    """The monitor's initial-KL forward (learner/learner.py: initial_kl over rank 0's own rows, no grad,
+    the other ranks waiting) in forwards' worth per trained token of the whole batch and epoch:
+    min(initial_kl_rows, rank 0's B·G/R rows) of the batch's B·G, once a step. Not divided by the ranks."""
     m, rows = cfg.monitor, cfg.batch_groups * cfg.generator.group_size
     if not (m.enabled and m.initial_kl_rows and rows):
         return 0.0
-    return min(m.initial_kl_rows, rows) / rows / cfg.learner.epochs
+    own = math.ceil(rows / cfg.learner.num_ranks)
+    return min(m.initial_kl_rows, own) / rows / cfg.learner.epochs
 
 
 def critic_passes(cfg) -> float:
@@ -164,8 +164,15 @@ def critic_passes(cfg) -> float:
 
 
 def learner_passes(cfg) -> float:
-    """The forwards' worth per trained token and epoch of a run's learner: the policy's and the critic's."""
+    """The forwards' worth per trained token and epoch of a run's learner that its ranks share: the
+    policy's and the critic's (the monitor's, rank 0's alone, is monitor_passes)."""
     return train_passes(cfg) + critic_passes(cfg)
+
+
+def measured_passes(cfg) -> float:
+    """The passes a run's measured seconds a token took in, on one rank (a calibration's learner runs
+    one; another count is outside it): the ones its ranks share and the monitor's."""
+    return learner_passes(cfg) + monitor_passes(cfg)
 
 
 @dataclass(frozen=True)
@@ -510,17 +517,20 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
         lengths = Lengths(kind="empirical", values=_ledger_lengths(calibration_dir))
     return Costs(generation=Generation(step_s / generator_ratio, seq_s / generator_ratio, lengths=lengths),
                  verifier=Verifier(check_s, base.verifier.gate_s),
-                 learner=Learner(step_s=0.0, token_s=token_s, overhead_s=overhead_s, passes=learner_passes(cal)),
+                 learner=Learner(step_s=0.0, token_s=token_s, overhead_s=overhead_s, passes=measured_passes(cal)),
                  sync=Sync(fixed_s=sync_s), sharing=Sharing(learner_ratio - 1, generator_ratio - 1),
                  source="calibration", calibrated_at=calibration_settings(cal))
 
 
 # what a calibration's costs are tied to: the model (its costs are that model's: another is refused),
-# the task (its completion lengths), and the settings that change the learner's or an engine's cost
-# a token in ways the simulator does not price on a CPU (how a micro-batch pads and vectorises, the
-# optimizer steps a step, the number type); a run that differs is outside the calibration
-CALIBRATED_SETTINGS = ("model", "dataset", "generator.max_new_tokens", "generator.dtype", "learner.micro_batch",
-                       "learner.minibatches", "learner.dtype")
+# the task and the sampling (its completion lengths, replayed), and the settings that change the
+# learner's or an engine's cost a token, or how they share the cores, in ways the simulator does not
+# price on a CPU (how a micro-batch pads and vectorises, the optimizer steps a step, the number type,
+# threads, ranks and their ZeRO traffic, engines, check processes); a run that differs is outside it
+CALIBRATED_SETTINGS = ("model", "dataset", "data.template", "generator.max_new_tokens", "generator.temperature",
+                       "generator.top_p", "generator.dtype", "num_generators", "learner.micro_batch",
+                       "learner.minibatches", "learner.dtype", "learner.threads", "learner.num_ranks",
+                       "learner.zero_stage", "verifier.pool_workers")
 
 
 def setting(cfg, key: str):

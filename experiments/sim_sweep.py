@@ -46,7 +46,9 @@ def with_split(cfg: RunConfig, generator_gpus: int, learner_gpus: int, max_stale
 
 def point(cfg: RunConfig, evaluate: Evaluate, split: str, colocated: bool = False) -> dict:
     r = evaluate(cfg, colocated)
-    return {"split": split, "max_staleness": cfg.max_staleness, **{k: r[k] for k in COLUMNS[2:]}}
+    # what the simulation of this point says of itself (assumptions, a wait past the driver's timeouts)
+    notes = [*r.get("assumptions", []), *(f"outside the calibration: {o}" for o in r.get("outside_calibration", []))]
+    return {"split": split, "max_staleness": cfg.max_staleness, **{k: r[k] for k in COLUMNS[2:]}, "notes": notes}
 
 
 def sweep(cfg: RunConfig, total: int, staleness: list[int], evaluate: Evaluate,
@@ -56,6 +58,8 @@ def sweep(cfg: RunConfig, total: int, staleness: list[int], evaluate: Evaluate,
         raise ConfigError(f"--gpus must be >= 2 (a generator and a learner), got {total}")
     tp = cfg.generator.tensor_parallel_size
     rows = []
+    splits = list(dict.fromkeys(splits)) if splits else None  # a split or bound given twice is one row
+    staleness = list(dict.fromkeys(staleness))
     for g in splits or default_splits(total, tp):
         if not 1 <= g <= total - 1:
             raise ConfigError(f"--splits: {g} generator GPUs of --gpus {total} leaves "

@@ -47,7 +47,8 @@ import simpy
 
 from jury.cluster.feeder import draw_staleness
 from jury.experiments.sim_costs import (Costs, Sharing, _bench_report, asynchronous_runs, calibrate, calibration_run,
-                                        engine_spin_s, learner_passes, machine_cores, sharing_run, with_cores)
+                                        engine_spin_s, learner_passes, machine_cores, monitor_passes, sharing_run,
+                                        with_cores)
 from jury.protocol.config import ConfigError, RunConfig
 from jury.protocol.plan import RunPlan, make_plan
 
@@ -289,13 +290,28 @@ def assumptions(cfg: RunConfig, costs: Costs) -> list[str]:
         out.append("the stage costs are stated, not measured (configs/simulate/costs.yaml, or --costs): tied to no "
                    "run, they price no learner.micro_batch, dtype or model; --calibration BENCH_DIR fits them to this "
                    "machine, --hardware NAME prices a GPU run")
+    if costs.source == "hardware" and "dataset" not in dict(costs.calibrated_at):
+        n = costs.generation.lengths
+        shape = {"fixed": f"{n.tokens} tokens each", "lognormal": f"lognormal, median {n.median:g}, sigma {n.sigma:g}",
+                 "empirical": f"{len(n.values)} values given", "trace": "a trace given"}[n.kind]
+        out.append(f"completion lengths are stated, not measured ({shape}), as is the prompt "
+                   f"({costs.generation.prompt_tokens} tokens): on GPUs they decide which role binds; give the "
+                   "task's (costs.generation.lengths.*, costs.generation.prompt_tokens) or --calibration a bench of it")
     if cfg.verifier.reward == "jury" and cfg.verifier.gate == "lean" and not costs.verifier.gate_s:
         out.append("verifier.gate=lean priced at costs.verifier.gate_s=0, a warm gate (every proof cached); a cold "
                    "Lean gate takes minutes a group: set costs.verifier.gate_s (docs/simulate.md's plan: 200)")
     if cfg.data.epochs:
         out.append(f"data.epochs={cfg.data.epochs} may end the run before steps={cfg.steps}: the simulator does not "
                    "read the data set, and runs every step")
+    window = make_plan(cfg).window
+    if cfg.steps - WARMUP_STEPS < STEADY_WINDOWS * window:
+        out.append(f"{cfg.steps - WARMUP_STEPS} timed steps for an admission window of {window} batches: the figures "
+                   f"may still be the first window's, generated together, not the steady state (give steps >= "
+                   f"{WARMUP_STEPS + STEADY_WINDOWS * window})")
     return out
+
+
+STEADY_WINDOWS = 4  # timed steps, in admission windows, before a simulation's figures are taken as its steady state
 
 
 def outside_calibration(cfg: RunConfig, costs: Costs) -> list[str]:
@@ -306,7 +322,9 @@ def outside_calibration(cfg: RunConfig, costs: Costs) -> list[str]:
 
     out = [f"{key}={setting(cfg, key)}, calibrated at {value}" for key, value in costs.calibrated_at
            if key != "model" and setting(cfg, key) != value]  # (the model is refused, not flagged: unpriced)
-    return out + costs.sharing.outside(cfg.learner.threads, cfg.num_generators)
+    named = {line.split("=", 1)[0] for line in out}
+    return out + [line for line in costs.sharing.outside(cfg.learner.threads, cfg.num_generators)
+                  if line.split("=", 1)[0] not in named]
 
 
 class Simulation:
@@ -318,8 +336,10 @@ class Simulation:
         self.cfg, self.costs = cfg, costs
         self.outside_calibration = outside_calibration(cfg, costs)
         self.assumptions = assumptions(cfg, costs)
-        # the learner's compute a token against what costs.learner.token_s was for (sim_costs.learner_passes)
-        self.passes = learner_passes(cfg) / costs.learner.passes
+        # the learner's compute a token against what costs.learner.token_s was for: the passes its ranks
+        # share (sim_costs.learner_passes) and those rank 0 runs alone (the monitor's: monitor_passes)
+        self.shared_passes = learner_passes(cfg) / costs.learner.passes
+        self.rank0_passes = monitor_passes(cfg) / costs.learner.passes
         self.env = simpy.Environment()
         self.B = cfg.batch_groups
         self.ready: deque[Group] = deque()        # sent by the feeder, not taken by an engine yet
@@ -417,9 +437,10 @@ class Simulation:
         with self.verifiers.request() as req:
             self.trace_queues()
             yield req
-            # the worker's check processes take the group's samples pool_workers at a time
-            dt = len(group.lengths) * self.costs.verifier.check_s / self.cfg.verifier.pool_workers \
-                + self.costs.verifier.gate_s
+            # the worker's check processes take the group's G samples pool_workers at a time (a worker
+            # scores one group at a time: more processes than samples sit idle)
+            rounds = math.ceil(len(group.lengths) / self.cfg.verifier.pool_workers)
+            dt = rounds * self.costs.verifier.check_s + self.costs.verifier.gate_s
             start = self.env.now
             yield self.env.timeout(dt)
             self.verify_spans.append((start, self.env.now))
@@ -465,10 +486,11 @@ class Simulation:
 
     def train_s(self, batch: list[Group]) -> float:
         """The step's seconds alone (beside a generator it runs slower: Work, rate): the per-step part,
-        then every epoch's passes over the batch's tokens, shared by the ranks (self.passes: this run's
-        passes over those token_s was for, sim_costs.learner_passes)."""
+        then every epoch's passes over the batch's tokens, those the ranks share divided among them, the
+        monitor's on rank 0 alone (this run's passes over those token_s was for: sim_costs)."""
         c, lc = self.costs.learner, self.cfg.learner
-        return c.step_s + lc.epochs * sum(g.tokens for g in batch) * c.token_s * self.passes / lc.num_ranks
+        per_epoch = sum(g.tokens for g in batch) * c.token_s
+        return c.step_s + lc.epochs * per_epoch * (self.shared_passes / lc.num_ranks + self.rank0_passes)
 
     def sync(self):
         """Every engine stops as its mode says, then the weights move; the version is bumped after."""
@@ -515,6 +537,22 @@ class Simulation:
         except RuntimeError as e:  # no event left and the run not over: the model itself is stuck
             raise RuntimeError(f"simulation stuck at t={self.env.now:.3f}s, step {len(self.steps)}: {e}") from None
         return self.report()
+
+    def timeouts(self) -> list[str]:
+        """A learner wait the real driver would not sit through (cluster/driver.py: _with_resend): past
+        resend_after_s it re-sends the missing tasks (their generation and checks done twice, the copies
+        thrown away: not modelled), past group_timeout_s it stops the run."""
+        waits = [(s["wait_s"], k) for k, s in enumerate(self.steps)]
+        longest, step = max(waits, default=(0.0, 0))
+        out = []
+        if longest > self.cfg.group_timeout_s:
+            out.append(f"step {step} waited {longest:.0f} s for its groups, past group_timeout_s={self.cfg.group_timeout_s:g}: "
+                       "the real run would stop there (RunFailed); these figures are of a run that cannot happen")
+        elif longest > self.cfg.resend_after_s:
+            out.append(f"step {step} waited {longest:.0f} s for its groups, past resend_after_s={self.cfg.resend_after_s:g}: "
+                       "the real driver re-sends the missing tasks then, generating and checking them twice (not "
+                       "modelled: raise resend_after_s above the wait)")
+        return out
 
     def queue_maxima(self, t_start: float) -> dict:
         return _queue_maxima(self.queue_trace, t_start)
@@ -566,7 +604,7 @@ class Simulation:
             "wall_s": steps[-1]["end"],
             # the settings that put this prediction outside its calibration (outside_calibration)
             "outside_calibration": self.outside_calibration,
-            "assumptions": self.assumptions,
+            "assumptions": self.assumptions + self.timeouts(),
         }
 
 
@@ -894,6 +932,8 @@ def _main(args) -> int:
             raise ValueError(f"--gpus {args.gpus}: at least 2 (one to generate, one to train)")
         if given and not args.sweep:  # not read without it: a plan the user believes swept would not be
             raise ValueError(f"{given[0]} is read only with --sweep")
+        if args.sweep and not args.hardware:  # a split of GPUs priced with one CPU machine's costs means nothing
+            raise ValueError("--sweep splits GPUs between the roles: give --hardware NAME (the GPU costs)")
         cfg = load_config(args.config, run_overrides)
         costs = load_costs(args.costs or None)
         if args.calibration:
@@ -983,6 +1023,15 @@ def _sweep(args, cfg: RunConfig, prepare) -> int:
     rows = sweep(cfg, total, staleness, lambda c, colocated: simulate(*prepare(c, colocated)), splits)
     out = Path(args.out or f"runs/simulate-sweep-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
+    import sys
+
+    # each point's notes once, with the splits they hold for (a wait past the driver's timeouts is one point's)
+    said: dict[str, list[str]] = {}
+    for r in rows:
+        for note in r["notes"]:
+            said.setdefault(note, []).append(f"{r['split']} @ {r['max_staleness']}")
+    for note, where in said.items():
+        print(f"note: {note}" + ("" if len(where) == len(rows) else f" [{', '.join(where)}]"), file=sys.stderr)
     (out / "sweep.json").write_text(json.dumps({"rows": rows, "gpus": total, "config": args.config,
                                                 "hardware": args.hardware, "overrides": args.overrides}, indent=2))
     plot_sweep(rows, out / "sweep.png")

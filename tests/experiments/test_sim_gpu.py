@@ -375,8 +375,11 @@ def test_the_command_takes_hardware_and_sweeps_a_tiny_grid(tmp_path, capsys):
     assert all(r["tokens_per_s"] > 0 for r in rows)
     assert "recommended at max_staleness=0" in printed and "recommended at max_staleness=2" in printed
     assert (out / "sweep.png").stat().st_size > 0
-    assert main(["simulate", "--sweep", "--gpus", "4", "--splits", "4", "--out", str(out)]) == 2
+    assert main(["simulate", "--hardware", "h100-sxm", "--sweep", "--gpus", "4", "--splits", "4", "--out", str(out)]) == 2
     assert "leaves no learner" in capsys.readouterr().err
+    # a split of GPUs priced with a CPU machine's costs: refused
+    assert main(["simulate", "--sweep", "--gpus", "4", "--out", str(out)]) == 2
+    assert "--sweep splits GPUs between the roles: give --hardware" in capsys.readouterr().err
     assert main(["simulate", "--hardware", "b200", "--out", str(out)]) == 2
     assert "unknown GPU 'b200'" in capsys.readouterr().err
     assert main(["simulate", "model.params=1e9", "--out", str(out)]) == 2
@@ -493,18 +496,27 @@ def test_each_mini_batch_is_an_optimizer_step_and_its_traffic(qwen):
     one = load_config(None, [*PLAIN, "learner.num_ranks=8", "learner.zero_stage=1"])
     four = load_config(None, [*PLAIN, "learner.num_ranks=8", "learner.zero_stage=1", "learner.minibatches=4"])
     assert learner_step_s(qwen, h100, four) == pytest.approx(4 * learner_step_s(qwen, h100, one))
+    two_epochs = load_config(None, [*PLAIN, "learner.num_ranks=8", "learner.zero_stage=1", "learner.epochs=2"])
+    assert learner_step_s(qwen, h100, two_epochs) == pytest.approx(2 * learner_step_s(qwen, h100, one))
     assert collective_bytes(1, 1e9, 8, 16, optimizer_steps=4) == pytest.approx(4 * collective_bytes(1, 1e9, 8, 16))
     assert collective_bytes(2, 1e9, 8, 16, optimizer_steps=4) == pytest.approx(20 * 7 / 8 * 2e9)
 
 
-def test_the_monitors_forward_is_a_share_of_a_pass():
-    # the monitor scores its first policy over initial_kl_rows of the batch's B x G rows, once a step
+def test_the_monitors_forward_is_rank_zeros_share_of_a_pass():
+    """The monitor scores its first policy over initial_kl_rows of rank 0's own rows, once a step, the
+    other ranks waiting (learner/learner.py): a share of one forward over the batch, not divided by the
+    ranks, and apart from the passes they share."""
+    from jury.experiments.sim_costs import monitor_passes
+
     rows = ["batch_groups=8", "generator.group_size=8"]
-    assert train_passes(load_config(None, rows)) == pytest.approx(3 + 64 / 64)            # on by default
-    assert train_passes(load_config(None, [*rows, "monitor.initial_kl_rows=16"])) == pytest.approx(3 + 16 / 64)
-    assert train_passes(load_config(None, [*rows, "monitor.initial_kl_rows=16", "learner.epochs=2"])) == \
-        pytest.approx(3 + 16 / 64 / 2)
-    assert train_passes(load_config(None, [*rows, "monitor.enabled=false"])) == 3
+    assert monitor_passes(load_config(None, rows)) == pytest.approx(64 / 64)            # on by default
+    assert train_passes(load_config(None, rows)) == 3
+    assert monitor_passes(load_config(None, [*rows, "monitor.initial_kl_rows=16"])) == pytest.approx(16 / 64)
+    assert monitor_passes(load_config(None, [*rows, "monitor.initial_kl_rows=16", "learner.epochs=2"])) == \
+        pytest.approx(16 / 64 / 2)
+    # four ranks: rank 0 holds 16 of the 64 rows, and scores them all
+    assert monitor_passes(load_config(None, [*rows, "learner.num_ranks=4"])) == pytest.approx(16 / 64)
+    assert monitor_passes(load_config(None, [*rows, "monitor.enabled=false"])) == 0
 
 
 def test_hardware_reads_a_cpu_config_as_its_gpu_run_and_refuses_a_gpu_config_it_cannot_price():

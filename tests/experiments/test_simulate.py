@@ -157,7 +157,7 @@ def test_continuous_admission_trains_every_group_once_within_the_bound():
     assert report["dropped_stale"] >= 1  # the case in question happened
     indices = [g.index for g in sim.trained]
     assert len(indices) == len(set(indices)) == 10 * 4
-    assert max(g.step - g.version_start for g in sim.trained) <= 1
+    assert max(g.step - g.version_start for g in sim.trained) == 1  # at the bound is trained, past it dropped
     assert sim.admitted == 10 * 4 + report["dropped_stale"] + len(sim.pending)
 
 
@@ -674,7 +674,8 @@ def test_a_run_with_other_threads_or_engines_than_the_fitted_one_is_flagged_outs
     """The factors say how one layout of threads shared the cores (docs/results.md: fitted at one
     learner thread they predicted a two-thread run 1.7x fast). A prediction for another learner.threads
     or num_generators says it is outside the calibration: in the report, in --compare's table and
-    on the command's stderr. Factors of 0 (each role on its own hardware) carry anywhere."""
+    on the command's stderr. Factors of 0 carry anywhere, but the learner's speed alone was measured
+    at its own thread count: another is outside the calibration too."""
     from jury.experiments.cli import main
 
     folder = bench_folder(tmp_path)
@@ -688,19 +689,23 @@ def test_a_run_with_other_threads_or_engines_than_the_fitted_one_is_flagged_outs
     assert (c.sharing.learner_threads, c.sharing.generators) == (1, 1) and c.sharing.learner > 0
     assert simulate(config(steps=4), c)["outside_calibration"] == []
     assert simulate(config(steps=4, num_generators=2, **{"learner.threads": 3}), c)["outside_calibration"] == [
-        "learner.threads=3, the sharing factors fitted at 1", "num_generators=2, the sharing factors fitted at 1"]
+        "num_generators=2, calibrated at 1", "learner.threads=3, calibrated at 1"]
     zero = replace(c, sharing=replace(c.sharing, learner=0.0, generator=0.0))
-    assert simulate(config(steps=4, **{"learner.threads": 3}), zero)["outside_calibration"] == []
+    assert simulate(config(steps=4, **{"learner.threads": 3}), zero)["outside_calibration"] == [
+        "learner.threads=3, calibrated at 1"]
+    no_fit = replace(zero, calibrated_at=())  # factors without the settings they were fitted at: the layout only
+    assert simulate(config(steps=4, **{"learner.threads": 3}), replace(no_fit, sharing=c.sharing))[
+        "outside_calibration"] == ["learner.threads=3, the sharing factors fitted at 1"]
 
     assert main(["simulate", "--calibration", str(folder), "--compare"]) == 0
     table = capsys.readouterr().out.splitlines()
     flagged = [i for i, line in enumerate(table) if "outside the calibration" in line]
     assert len(flagged) == 1 and table[flagged[0] - 1].startswith("max_staleness=2,slow")
-    assert "learner.threads=2, the sharing factors fitted at 1" in table[flagged[0]]
+    assert "learner.threads=2, calibrated at 1" in table[flagged[0]]
     assert main(["simulate", "--calibration", str(folder), "--out", str(tmp_path / "sim"), "steps=4",
                  "learner.threads=2"]) == 0
     err = capsys.readouterr().err
-    assert "warning: outside the calibration (learner.threads=2, the sharing factors fitted at 1)" in err
+    assert "warning: outside the calibration (learner.threads=2, calibrated at 1)" in err
 
 
 def test_the_cores_model_gives_the_learner_its_threads_share_of_the_cores_the_engines_leave():
@@ -880,12 +885,13 @@ def test_the_gate_is_shared_by_the_verifier_workers(workers):
     assert r["step_s"] == pytest.approx(4 / workers)
 
 
-@pytest.mark.parametrize("pool", [1, 4])
-def test_a_workers_check_processes_share_its_groups_samples(pool):
-    # one group of 8 samples a step, 0.1 s a check in one process: 0.8 s a step over pool processes
+@pytest.mark.parametrize("pool, rounds", [(1, 8), (4, 2), (3, 3), (8, 1), (64, 1)])
+def test_a_workers_check_processes_share_its_groups_samples(pool, rounds):
+    # one group of 8 samples a step, 0.1 s a check in one process: the pool takes them pool at a time,
+    # in whole rounds (3 processes: 3, 3 and 2), and a pool larger than the group checks it in one
     cfg = config(steps=4, batch_groups=1, max_staleness=0, **{"generator.group_size": 8,
                                                               "verifier.pool_workers": pool})
-    assert simulate(cfg, costs(check=0.1))["step_s"] == pytest.approx(0.8 / pool)
+    assert simulate(cfg, costs(check=0.1))["step_s"] == pytest.approx(0.1 * rounds)
 
 
 def test_max_num_seqs_holds_groups_back():
@@ -919,6 +925,9 @@ def test_the_learners_extra_passes_are_priced_on_the_cpu_costs_too():
         assert simulate(cfg, costs(token_s=0.001))["learner_train_s"] == pytest.approx(plain * ratio), over
         fitted = replace(costs(token_s=0.001), learner=Learner(token_s=0.001, passes=3 * ratio))
         assert simulate(cfg, fitted)["learner_train_s"] == pytest.approx(plain), over
+    # two ranks share the update's passes; the monitor's forward is rank 0's alone, over its 32 rows
+    cfg = config(**base, **{"monitor.enabled": "true", "learner.num_ranks": 2})
+    assert simulate(cfg, costs(token_s=0.001))["learner_train_s"] == pytest.approx(plain * (1 / 2 + (32 / 64) / 3))
 
 
 def test_min_new_tokens_lengthens_every_sample():
@@ -1015,12 +1024,27 @@ def test_a_calibration_records_what_it_was_fitted_to(tmp_path):
 
 
 def test_a_lean_gate_priced_at_no_time_and_a_data_cap_are_said():
-    cfg = config(steps=4, **{"verifier.gate": "lean", "data.epochs": 2})
+    cfg = config(steps=12, **{"verifier.gate": "lean", "data.epochs": 2})
     notes = simulate(cfg, costs(learner_step=0.1))["assumptions"]
     assert "the stage costs are stated, not measured" in notes[0]  # costs() names no source: stated
     assert "verifier.gate=lean priced at costs.verifier.gate_s=0" in notes[1] and "data.epochs=2" in notes[2]
     measured = replace(costs(learner_step=0.1), verifier=Verifier(gate_s=1.0), source="calibration")
     assert simulate(cfg, measured)["assumptions"] == [notes[2]]
+
+
+def test_a_short_run_and_a_wait_past_the_drivers_timeouts_are_said():
+    # a window of 3 batches wants 4 x 3 timed steps; a 5 s gate a group, one worker, 2 groups a step:
+    # a step waits 10 s, past resend_after_s=5 (re-sent in a real run), then past group_timeout_s=8 (it stops)
+    cfg = config(steps=6, batch_groups=2, max_staleness=2, **{"generator.group_size": 2})
+    notes = simulate(cfg, costs(learner_step=0.1))["assumptions"]
+    assert any("4 timed steps for an admission window of 3 batches" in n and "steps >= 14" in n for n in notes)
+    slow = replace(costs(learner_step=0.1), verifier=Verifier(gate_s=5.0))
+    waits = config(steps=14, batch_groups=2, max_staleness=0, resend_after_s=5, **{"generator.group_size": 2})
+    assert any("past resend_after_s=5" in n for n in simulate(waits, slow)["assumptions"])
+    stops = replace(waits, group_timeout_s=8)
+    said = simulate(stops, slow)["assumptions"]
+    assert any("past group_timeout_s=8: the real run would stop there" in n for n in said)
+    assert not any("resend_after_s" in n for n in said)
 
 
 @pytest.mark.parametrize("content, says", [("{}", 'no "config" section'), ("{not json", "not a JSON file"),
@@ -1098,7 +1122,7 @@ def test_a_real_bench_is_calibrated_and_predicted_within_bounds(tmp_path):
     costs = calibrated(str(tmp_path / "toy"), sharing_from="max_staleness=1")
     assert dict(costs.calibrated_at)["model"].endswith("tiny-model") and costs.source == "calibration"
     # the default config names the same model by its local name: no refusal, nothing outside the calibration
-    default = simulate(config(steps=6, **{"monitor.enabled": "true"}), costs)
+    default = simulate(config(steps=12, **{"monitor.enabled": "true"}), costs)
     assert default["outside_calibration"] == [] and default["assumptions"] == []
     rows = against_bench(str(tmp_path / "toy"), costs)
     assert set(rows) == {"max_staleness=0", "max_staleness=1", "max_staleness=2", "max_staleness=4",
@@ -1126,3 +1150,22 @@ def test_a_copied_bench_reads_its_own_runs_not_those_it_was_copied_from(tmp_path
     (copy / "staleness-0" / "ledger.jsonl").write_text(json.dumps({"length": 99}) + "\n")
     assert calibrate(str(original)).generation.lengths.values == (30.0, 50.0)
     assert calibrate(str(copy)).generation.lengths.values == (99.0,)
+
+
+def test_the_verifiers_queue_counts_the_groups_being_checked_and_idle_is_per_worker():
+    # one group a step, a 1 s gate, two workers: one checks while the other waits for work
+    cfg = config(steps=8, batch_groups=1, max_staleness=0, num_verifiers=2, **{"generator.group_size": 2})
+    r = simulate(cfg, replace(costs(), verifier=Verifier(gate_s=1.0)))
+    assert r["queue/verifier_max"] == 1 and r["idle/verifier"] == pytest.approx(0.5)
+
+
+def test_a_calibration_prices_one_check_process_and_names_the_mini_batches_it_ran(tmp_path):
+    from jury.experiments.sim_costs import calibration_settings
+
+    folder = bench_folder(tmp_path)
+    (folder / "staleness-0" / "config.yaml").write_text(
+        "num_generators: 1\nsteps: 6\nbatch_groups: 4\nmax_staleness: 0\nverifier:\n  pool_workers: 2\n")
+    assert calibrate(str(folder)).verifier.check_s == pytest.approx(2 / 200.0)  # 200 samples/s from 2 processes
+    fitted = replace(costs(learner_step=0.1), calibrated_at=calibration_settings(config()))
+    assert simulate(config(steps=12, **{"learner.minibatches": 2}), fitted)["outside_calibration"] == [
+        "learner.minibatches=2, calibrated at 1"]
