@@ -128,8 +128,9 @@ class Jury:
 
 
 class TinyV:
-    """TinyV add-on mode: only what the rules call incorrect goes to the LLM; if the LLM fails,
-    the rules' verdicts stand (a failure never wipes them)."""
+    """TinyV add-on mode: what the rules do not call correct goes to the LLM (a response they found no
+    answer in too, shown its final statement, as TinyV's pipeline asks; verifier.tinyv_unanswered=zero
+    keeps those wrong); if the LLM fails, the rules' verdicts stand (a failure never wipes them)."""
 
     def __init__(self, llm: LLMClient | None, max_tokens: int = 8, checker: LabelChecker | None = None,
                  ask_unanswered: bool = True):
