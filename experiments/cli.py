@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 
 def _train(args) -> int:
@@ -57,6 +58,9 @@ def _make_tiny_model(args) -> int:
     if not args.path:
         print(build_local_model(args.model))
         return 0
+    if Path(args.path).exists() and not Path(args.path).is_dir():
+        print(f"jury make-tiny-model: --path {args.path}: a file, not a folder", file=sys.stderr)
+        return 2
     builders = {"tiny": make_tiny_model, "tiny-chain": make_tiny_chain_model}
     if args.model not in builders:
         print(f"jury make-tiny-model: --path is for --model tiny or tiny-chain ({args.model} is built beside tiny)",

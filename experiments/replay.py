@@ -123,6 +123,8 @@ def _main(args) -> int:
     import sys
 
     try:
+        if args.steps < 0:
+            raise ValueError(f"--steps {args.steps}: the first N steps, N >= 1 (0: all)")
         s = replay(args.run_dir, args.out, steps=args.steps, overrides=args.overrides)
     except (FileNotFoundError, ValueError) as e:
         print(f"jury replay: {e}", file=sys.stderr)

@@ -280,19 +280,32 @@ def add_command(sub):
 
 
 def _main(args) -> int:
+    plot = Path(args.plot or Path(args.run_dir) / "staleness_bias.png")
+    if plot.suffix.lower() != ".png":
+        plot = plot.with_name(plot.name + ".png")  # what matplotlib would write: said as written
     try:
-        report = staleness_report(read_ledger(args.run_dir), args.starve_ratio, args.starve_min_groups)
+        if not 0 <= args.starve_ratio <= 1:  # nan too
+            raise ValueError(f"--starve-ratio {args.starve_ratio}: a share in [0, 1]")
+        if not 0 <= args.starve_min_groups < math.inf:
+            raise ValueError(f"--starve-min-groups {args.starve_min_groups}: a count >= 0")
+        for out in [plot] + ([Path(args.json)] if args.json else []):
+            if not out.parent.is_dir():
+                raise FileNotFoundError(f"{out}: its folder {out.parent} does not exist")
+        rows = read_ledger(args.run_dir)
+        report = staleness_report(rows, args.starve_ratio, args.starve_min_groups)
     except (FileNotFoundError, ValueError) as e:
         print(f"jury staleness: {e}", file=sys.stderr)
         return 2
     if not report["buckets"]:
-        print(f"jury staleness: {args.run_dir}: the ledger is empty", file=sys.stderr)
+        why = "every row has an error (refused or unscored groups: nothing trained)" \
+            if rows and all(r.get("error") for r in rows) else "the ledger is empty"
+        print(f"jury staleness: {args.run_dir}: {why}", file=sys.stderr)
         return 2
     print(format_report(report))
     lengths = format_lengths(report)
     if lengths:
         print("\n" + lengths)
-    print(plot_report(report, args.plot or Path(args.run_dir) / "staleness_bias.png"))
+    print(plot_report(report, plot))
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -103,6 +103,23 @@ def test_bad_input_to_replay_and_staleness_is_refused_naming_the_file(tmp_path, 
     (run / "ledger.jsonl").write_text('{"unrelated": 1}\n')
     assert main(["staleness", str(run)]) == 2
     assert "the ledger is empty" in capsys.readouterr().err
+    # (outside audit) a ledger of refused groups only, bad thresholds, a missing folder, a plot path
+    # without .png, replay's negative --steps, and a tiny model built over a file
+    (run / "ledger.jsonl").write_text(json.dumps({**_row(1, 0, 10, 0.5, 0.5), "error": "refused"}) + "\n")
+    assert main(["staleness", str(run)]) == 2
+    assert "every row has an error" in capsys.readouterr().err
+    (run / "ledger.jsonl").write_text(json.dumps(_row(1, 0, 10, 0.5, 0.5)) + "\n")
+    for bad, says in ((["--starve-ratio", "-1"], "a share in [0, 1]"), (["--starve-ratio", "nan"], "a share in [0, 1]"),
+                      (["--plot", str(tmp_path / "nowhere" / "s.png")], "does not exist")):
+        assert main(["staleness", str(run), *bad]) == 2
+        assert says in capsys.readouterr().err
+    assert main(["staleness", str(run), "--plot", str(tmp_path / "bias")]) == 0
+    assert str(tmp_path / "bias.png") in capsys.readouterr().out and (tmp_path / "bias.png").exists()
+    assert main(["replay", str(run), "--steps", "-1"]) == 2
+    assert "--steps -1" in capsys.readouterr().err
+    (tmp_path / "a_file").write_text("")
+    assert main(["make-tiny-model", "--path", str(tmp_path / "a_file")]) == 2
+    assert "a file, not a folder" in capsys.readouterr().err
 
 
 # ── length buckets: generated against trained, and the starvation warning ──
