@@ -44,7 +44,8 @@ def test_short_run_end_to_end_with_the_tinyv_cascade(tiny_model_path, tmp_path):
     ledger = [json.loads(line) for line in open(tmp_path / "ledger.jsonl")]
     assert sorted(e["index"] for e in ledger) == list(range(16))  # every admitted group trained once
 
-    # TinyV: asked about exactly the rule negatives, nothing else
+    # TinyV: asked about the rule negatives and, as TinyV's pipeline asks, the responses with no answer
+    # the rules could read (shown their final statement; an empty one is not asked), nothing else
     asked = summary["verifier0/tinyv_asked"]
     verdicts = {}
     for r in rows:
@@ -52,7 +53,9 @@ def test_short_run_end_to_end_with_the_tinyv_cascade(tiny_model_path, tmp_path):
             verdicts[k] = verdicts.get(k, 0) + v
     # the tiny model answers wrong often enough that the rules say "incorrect" somewhere
     assert verdicts.get("incorrect", 0) > 0
-    assert asked == verdicts["incorrect"], (asked, verdicts)
+    unread = verdicts.get("no_answer", 0)
+    assert verdicts["incorrect"] <= asked <= verdicts["incorrect"] + unread, (asked, verdicts)
+    assert asked > verdicts["incorrect"] or not unread, (asked, verdicts)  # the tiny model's prose ends in words
     assert 0 < summary["verifier0/tinyv_share"] < 1
     assert summary["verifier0/tinyv_overturned"] <= asked
     assert summary["verifier0/tinyv_failed"] == 0
