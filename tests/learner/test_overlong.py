@@ -107,17 +107,20 @@ def test_keep_loss_rows_recounts_the_denominators():
     assert shard.tokens.tolist() == [2.0] and shard.seqs.tolist() == [2.0]
 
 
+def _trained_weights(shard, cfg) -> list[float]:
+    """The head's first column after one SGD step (lr 1) of train_shard on `shard` under `cfg`."""
+    model = LogitsAreWeights()
+    train_shard(SgdEngine(model, lr=1.0), shard, cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1),
+                pad_id=0, timers={})
+    return model.head.weight[:, 0].tolist()
+
+
 @pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean"])
 def test_filtered_rows_train_as_if_absent(agg):
     """A filtered row changes neither the loss's numerator nor its denominator: the update equals
     the one on the batch without it (here the first two rows: +1 on token 0, -1 on token 1)."""
     cfg = LearnerConfig(overlong_filter=True, loss_agg=agg)
-
-    def weights(shard):
-        model = LogitsAreWeights()
-        train_shard(SgdEngine(model, lr=1.0), shard, cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1),
-                    pad_id=0, timers={})
-        return model.head.weight[:, 0].tolist()
+    weights = lambda shard: _trained_weights(shard, cfg)  # noqa: E731
 
     filtered = weights(_shard([0, 1, 2], [1.0, 1.0, 0.0]))
     absent = weights(_shard([0, 1], [1.0, 1.0]))
@@ -137,12 +140,7 @@ def test_under_dr_grpo_a_filtered_row_still_counts_in_the_constant():
     filtered batch's step is the two rows' sum over 3 x 1, 2/3 of the step without the third row
     (sum over 2 x 1); it was that step exactly (the recount took the row out of the constant)."""
     cfg = LearnerConfig(overlong_filter=True, loss_agg="dr_grpo")
-
-    def weights(shard):
-        model = LogitsAreWeights()
-        train_shard(SgdEngine(model, lr=1.0), shard, cfg, ref_model=None, sampling=Sampling(1.0, 1.0, 1),
-                    pad_id=0, timers={})
-        return model.head.weight[:, 0].tolist()
+    weights = lambda shard: _trained_weights(shard, cfg)  # noqa: E731
 
     filtered = weights(_shard([0, 1, 2], [1.0, 1.0, 0.0]))
     absent = weights(_shard([0, 1], [1.0, 1.0]))
