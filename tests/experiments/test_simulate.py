@@ -138,6 +138,34 @@ def test_an_interrupt_starts_over_the_group_generating_at_the_sync(mode):
         assert r["staleness"] == {"0": 1, "1": 2}
 
 
+def test_an_interrupt_counts_the_groups_waiting_behind_max_num_seqs_too():
+    # room for one group of 2 (max_num_seqs 2), 1 s a group, the learner 0.3 s, window 2: tasks 0-3
+    # at t=0. Groups 0, 1 run 0-2; step 0 trains 2.0-2.3 while group 2 runs and group 3 waits in the
+    # engine's queue. The sync at 2.3 cancels both (the generator's counter counts both), they start
+    # over 2.3-4.3, step 1 trains 4.3-4.6 while group 4 runs and 5 waits: 2 more. Step 2 waits for
+    # 4 and 5 (4.6-6.6) and trains 6.6-6.9; every group trained on the weights it started on
+    cfg = config(steps=3, batch_groups=2, max_staleness=1, **{"generator.group_size": 2, "generator.max_new_tokens": 128,
+                                                              "generator.max_num_seqs": 2, "generator.sync_mode": "interrupt"})
+    r = simulate(cfg, costs(gen_step=0.01, tokens=100, learner_step=0.3))
+    assert r["interrupted"] == 4 and r["wall_s"] == pytest.approx(6.9)
+    assert r["staleness"] == {"0": 6}
+
+
+def test_queue_maxima_count_the_state_held_when_the_timed_steps_begin():
+    # the feeder holds 5 tasks from t=0 to 10, across the timed window's start at 5: its most in the
+    # window is 5, though no change was recorded inside the window before t=10
+    from jury.experiments.simulate import _queue_maxima
+    trace = [(0.0, 5, 0, 0), (10.0, 1, 2, 0), (12.0, 0, 0, 3)]
+    assert _queue_maxima(trace, 5.0) == {"queue/feeder_max": 5, "queue/verifier_max": 2, "queue/learner_max": 3}
+    assert _queue_maxima(trace, 11.0) == {"queue/feeder_max": 1, "queue/verifier_max": 2, "queue/learner_max": 3}
+    # and in a whole run, each queue's most is at least what it held at every timed step's end
+    cfg = config(steps=8, batch_groups=2, max_staleness=2, **{"generator.group_size": 2, "generator.max_num_seqs": 2})
+    sim = Simulation(cfg, costs(gen_step=0.05, learner_step=0.2))
+    r = sim.run()
+    for name in ("feeder", "verifier", "learner"):
+        assert r[f"queue/{name}_max"] >= max(s[f"queue/{name}"] for s in sim.steps[2:]), name
+
+
 def test_a_seed_gives_one_run_and_another_seed_another():
     cfg = config(steps=6, batch_groups=4, max_staleness=2, **{"generator.group_size": 4,
                                                               "generator.sync_mode": "interrupt"})
