@@ -20,7 +20,7 @@ COMMON = ["eval.every=0", "costs.generation.lengths.median=600", "costs.generati
           "costs.generation.prompt_tokens=200"]
 PAPER_HW = "generator=l40s,learner=h100-sxm"
 COLD = ["costs.verifier.gate_s=200"]
-PAPER = [  # (label, overrides), 16 steps unless the overrides say otherwise
+PAPER = [  # (label, overrides); the steps: `steps_for`
     ("as configured (sync, warm gate)", []),
     ("+ `max_staleness=1` (sync_mode drain, the default)", ["max_staleness=1"]),
     ("+ `max_staleness=1 generator.sync_mode=inflight`", ["max_staleness=1", "generator.sync_mode=inflight"]),
@@ -30,14 +30,14 @@ PAPER = [  # (label, overrides), 16 steps unless the overrides say otherwise
     ("cold gate, `num_verifiers=128`", [*COLD, "num_verifiers=128"]),
     ("cold gate, 128 verifiers, `max_staleness=2` (drain)", [*COLD, "num_verifiers=128", "max_staleness=2"]),
     ("cold gate, 512 verifiers, `max_staleness=2` (drain)", [*COLD, "num_verifiers=512", "max_staleness=2"]),
-    ("cold gate, 1,024 verifiers, `max_staleness=2`, inflight, 24 steps",
-     [*COLD, "num_verifiers=1024", "max_staleness=2", "generator.sync_mode=inflight", "steps=24"]),
-    ("cold gate, 1,024 verifiers, `max_staleness=8`, inflight, 24 steps",
-     [*COLD, "num_verifiers=1024", "max_staleness=8", "generator.sync_mode=inflight", "steps=24"]),
+    ("cold gate, 1,024 verifiers, `max_staleness=2`, inflight",
+     [*COLD, "num_verifiers=1024", "max_staleness=2", "generator.sync_mode=inflight"]),
+    ("cold gate, 1,024 verifiers, `max_staleness=8`, inflight",
+     [*COLD, "num_verifiers=1024", "max_staleness=8", "generator.sync_mode=inflight"]),
 ]
 BIG = ["model=/mnt/models/Qwen2.5-32B", "generator.tensor_parallel_size=2", "num_generators=16",
        "learner.num_ranks=32", "learner.zero_stage=3", "generator.resources={}", "learner.resources={}",
-       "steps=10"]
+       ]
 PLAN_32B = [
     ("sync, micro-batch 4", []),
     ("sync, `learner.micro_batch=16`", ["learner.micro_batch=16"]),
@@ -46,11 +46,25 @@ PLAN_32B = [
 ]
 
 
+def steps_for(overrides: list[str]) -> int:
+    """48 steps, or eight admission windows of timed steps after the warm-up where the window is wider.
+    The simulator's floor for a steady state is four windows (simulate.STEADY_WINDOWS), but a plan's
+    lognormal lengths are drawn per sample, and a short run's mean moves with its draw: the cold-gate,
+    1,024-worker row at max_staleness 2 took 107.0, 98.5, 100.7 and 101.7 s a step at 16, 24, 48 and
+    96 steps, and at max_staleness 8 (window 9) 33.6, 34.9 and 34.9 s at 38, 74 and 120."""
+    from jury.experiments.simulate import STEADY_WINDOWS, WARMUP_STEPS
+    from jury.protocol.config_load import load_config
+    from jury.protocol.plan import make_plan
+
+    window = make_plan(load_config(CONFIG, [o for o in overrides if not o.startswith("costs.")])).window
+    return max(48, WARMUP_STEPS + 2 * STEADY_WINDOWS * window)
+
+
 def simulate(hardware: str, overrides: list[str], out: Path) -> dict:
     from jury.experiments.cli import main
 
-    steps = [] if any(o.startswith("steps=") for o in overrides) else ["steps=16"]
-    argv = ["simulate", "--config", CONFIG, "--hardware", hardware, "--out", str(out), *COMMON, *steps, *overrides]
+    steps = f"steps={steps_for(overrides)}"
+    argv = ["simulate", "--config", CONFIG, "--hardware", hardware, "--out", str(out), *COMMON, steps, *overrides]
     if main(argv) != 0:
         raise SystemExit(f"sim_plans.py: jury {' '.join(argv)} failed")
     return json.loads((out / "simulate.json").read_text())
@@ -73,20 +87,20 @@ def main() -> int:
     out = Path(args.out or tempfile.mkdtemp(prefix="sim_plans-"))
     tables = []
     if args.plan in ("paper", "all"):
-        lines = ["| setting | s / step | tokens/s | mean staleness | idle: generator / learner / verifier | "
-                 "wait / training / sync s |", "|---|---|---|---|---|---|"]
+        lines = ["| setting | steps | s / step | tokens/s | mean staleness | idle: generator / learner / verifier | "
+                 "wait / training / sync s |", "|---|---|---|---|---|---|---|"]
         for i, (label, overrides) in enumerate(PAPER):
             r = simulate(PAPER_HW, overrides, out / f"paper-{i}")["report"]
-            lines.append(f"| {label} | {r['step_s']:,.1f} | {r['tokens_per_s']:,.0f} | {r['staleness_mean']:.2f} | "
+            lines.append(f"| {label} | {steps_for(overrides)} | {r['step_s']:,.1f} | {r['tokens_per_s']:,.0f} | {r['staleness_mean']:.2f} | "
                          f"{r['idle/generator']:.2f} / {r['idle/learner']:.2f} / {r['idle/verifier']:.2f} | "
                          f"{r['learner_wait_s']:.1f} / {r['learner_train_s']:.1f} / {r['sync_total_s']:.1f} |")
         tables.append(("JURY-RL at paper scale", lines))
     if args.plan in ("32b", "all"):
-        lines = ["| setting | s / step | tokens/s | mean staleness | idle: generator / learner | "
-                 "learner: training / of which per-step ZeRO-3 traffic |", "|---|---|---|---|---|---|"]
+        lines = ["| setting | steps | s / step | tokens/s | mean staleness | idle: generator / learner | "
+                 "learner: training / of which per-step ZeRO-3 traffic |", "|---|---|---|---|---|---|---|"]
         for i, (label, overrides) in enumerate(PLAN_32B):
             r = simulate("h100-sxm", [*BIG, *overrides], out / f"32b-{i}")["report"]
-            lines.append(f"| {label} | {r['step_s']:.1f} | {r['tokens_per_s']:,.0f} | {r['staleness_mean']:.2f} | "
+            lines.append(f"| {label} | {steps_for([*BIG, *overrides])} | {r['step_s']:.1f} | {r['tokens_per_s']:,.0f} | {r['staleness_mean']:.2f} | "
                          f"{r['idle/generator']:.2f} / {r['idle/learner']:.2f} | "
                          f"{r['learner_train_s']:.1f} s / {per_step_traffic_s(overrides):.1f} s |")
         tables.append(("A 32B learner over 4 nodes", lines))
