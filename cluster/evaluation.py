@@ -88,10 +88,11 @@ def summarise(results: list[ProblemResult], ks: list[int]) -> dict:
     return out
 
 
-def load_problems(dataset: str, seed: int, count: int, data=None) -> list:
+def load_problems(dataset: str, seed: int, count: int, data=None, skip_hint: str = "") -> list:
     """The first `count` problems: of a built-in task's seeded stream, or of the dataset in file
     order (count 0: all of it), so two evaluations of one dataset see the same problems. A
-    dataset is read as `data` (a DataConfig: format, field names) says and checked first."""
+    dataset is read as `data` (a DataConfig: format, field names, bad_rows) says and checked first;
+    a refusal of its bad rows says skip_hint (how the caller skips them), else training's way."""
     from itertools import islice
 
     from jury.data.tasks import BUILTIN_DATASETS
@@ -103,7 +104,7 @@ def load_problems(dataset: str, seed: int, count: int, data=None) -> list:
             raise ValueError(f"--count must be >= 1 for the {dataset} dataset (it never ends)")
         return list(islice(BUILTIN_DATASETS[dataset](seed), count))
     data = data or DataConfig()
-    check_dataset(dataset, data)
+    check_dataset(dataset, data, *([skip_hint] if skip_hint else []))
     problems = read_problems(dataset, data)
     return list(islice(problems, count)) if count > 0 else list(problems)
 

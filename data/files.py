@@ -234,9 +234,13 @@ def _short(value) -> str:
 
 
 # ── a whole file ──
-def check_dataset(path: str, data: DataConfig) -> DataReport:
+TRAIN_SKIP_HINT = "set data.bad_rows=skip to train without them (counted as data/bad_rows_skipped)"
+
+
+def check_dataset(path: str, data: DataConfig, skip_hint: str = TRAIN_SKIP_HINT) -> DataReport:
     """One streamed pass over the file. Refuses it (DataError) when it has no good row, or
-    bad rows under data.bad_rows=refuse; else returns the counts (bad rows to be skipped)."""
+    bad rows under data.bad_rows=refuse; else returns the counts (bad rows to be skipped).
+    skip_hint: how the command at hand skips them (training: data.bad_rows=skip)."""
     report = DataReport(path)
     for where, row in iter_rows(Path(path), data):
         checked = row if isinstance(row, BadRow) else check_row(where, row, data, path)
@@ -252,8 +256,7 @@ def check_dataset(path: str, data: DataConfig) -> DataReport:
         raise DataError(f"{path}: no usable row, all {report.bad} are bad:{report.listing()}")
     if report.bad and data.bad_rows == "refuse":
         raise DataError(f"{path}: {report.bad} bad row{'s' * (report.bad > 1)} of {report.bad + report.rows} "
-                        f"(data.bad_rows=refuse):{report.listing()}\nFix them, or set data.bad_rows=skip to "
-                        f"train without them (counted as data/bad_rows_skipped)")
+                        f"(data.bad_rows=refuse):{report.listing()}\nFix them, or {skip_hint}")
     if report.bad:
         log.warning("%s: skipping %d bad rows of %d (data.bad_rows=skip):%s", path, report.bad,
                     report.bad + report.rows, report.listing())

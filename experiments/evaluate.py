@@ -214,18 +214,28 @@ def table(summary: dict) -> str:
 
 
 def _ks(text: str) -> list[int]:
-    return sorted({int(x) for x in text.split(",") if x.strip()})
+    try:
+        ks = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise ValueError(f"-k takes whole numbers separated by commas (e.g. 1,4,8), got {text!r}") from None
+    if not ks:
+        raise ValueError(f"-k takes whole numbers separated by commas (e.g. 1,4,8), got {text!r}")
+    return ks
 
 
 def _run(args) -> int:
     try:
+        if args.n < 1:
+            raise ValueError(f"-n (samples per problem) must be at least 1, got {args.n}")
         run_cfg = run_config_of(Path(args.checkpoint))
         sampling = sampling_from(args, run_cfg)
         ks = _ks(args.k) if args.k else sorted({1, sampling.n})
         data = data_config_of(run_cfg) if run_cfg else None
         verifier = verifier_config_of(run_cfg) if run_cfg else None
         dataset = args.dataset or default_dataset(run_cfg, data)
-        problems = load_problems(dataset, args.seed, args.count, data)
+        read_as = replace(data or data_config_of({}), bad_rows="skip") if args.skip_bad_rows else data
+        problems = load_problems(dataset, args.seed, args.count, read_as,
+                                 skip_hint="pass --skip-bad-rows to evaluate without them")
         result = evaluate(args.checkpoint, problems, sampling, ks, tokenizer=args.tokenizer,
                           check_timeout_s=args.check_timeout_s, data=data, verifier=verifier)
     except (ValueError, OSError) as e:
@@ -249,6 +259,8 @@ def add_command(subparsers) -> None:
                         'data.* field names (default: the run\'s data.eval_path, else synthetic)')
     p.add_argument("--count", type=int, default=128, help="problems (a dataset: its first COUNT, 0 = all)")
     p.add_argument("--seed", type=int, default=0, help="synthetic problem stream and sampling seed")
+    p.add_argument("--skip-bad-rows", action="store_true",
+                   help="leave out the dataset's bad rows, counted in a warning (default: refuse the file)")
     p.add_argument("-n", type=int, default=8, help="samples per problem")
     p.add_argument("-k", default=None, help="comma-separated k for pass@k (default: 1 and n)")
     p.add_argument("--temperature", type=float, default=None, help="default: the run's, else 1.0")

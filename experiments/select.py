@@ -53,12 +53,15 @@ def _run(args) -> int:
         items = read_items(args.input)
         cfg = JudgeConfig(n_judgements=args.judgements, n_survivors=args.survivors,
                           max_tokens=args.max_tokens, temperature=args.temperature)
+        from jury.models.registry import resolve_model
+
+        model = resolve_model(args.model)  # a folder without config.json is named now, not by the engine
     except (OSError, ValueError) as e:
         print(f"jury select: {e}", file=sys.stderr)
         return 2
     from jury.cluster.llm_client import LocalLLMClient
 
-    client = LocalLLMClient(args.model, max_model_len=args.max_model_len)
+    client = LocalLLMClient(model, max_model_len=args.max_model_len)
     try:
         out = select_all(client, items, args.method, cfg)
     finally:

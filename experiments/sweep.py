@@ -23,7 +23,7 @@ import re
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def plan(grid: dict[str, list[str]], overrides: list[str], out: str | Path,
     clash = sorted({o.partition("=")[0] for o in overrides} & (set(grid) | {"run_dir"}))
     if clash:
         raise SweepError(f"{clash[0]} is set by the sweep and also as an override; give it in one place")
-    runs, names = [], set()
+    runs, names, same = [], set(), {}
     for setting in expand(grid):
         name = run_name(setting)
         if name in names:
@@ -120,6 +120,11 @@ def plan(grid: dict[str, list[str]], overrides: list[str], out: str | Path,
                                             f"run_dir={Path(out) / name}"])
         except ConfigError as e:
             raise SweepError(f"run {name}: {e}") from None
+        key = repr(replace(cfg, run_dir=""))  # two spellings of one value (1e-4, 0.0001) are one run
+        if key in same:
+            raise SweepError(f"runs {same[key]} and {name} have the same config: their values are one value "
+                             "spelled twice; give it once")
+        same[key] = name
         runs.append(PlannedRun(name, setting, cfg))
     for run in runs:
         _check_finished_matches(run)

@@ -210,6 +210,31 @@ def test_cli_refuses_k_above_n_before_starting_an_engine(tmp_path, capsys):
     assert "k=[8]" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("flags,says", [
+    (["-n", "0"], "-n (samples per problem) must be at least 1, got 0"),
+    (["-k", "abc"], "-k takes whole numbers separated by commas (e.g. 1,4,8), got 'abc'"),
+    (["-k", ","], "-k takes whole numbers separated by commas"),
+])
+def test_cli_refuses_bad_n_and_k_by_flag(tmp_path, capsys, flags, says):
+    args = _parse([str(_model_folder(tmp_path / "m")), *flags])
+    assert args.func(args) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_dataset_with_bad_rows_is_refused_with_evals_own_way_round_it(tmp_path, capsys):
+    # jury eval takes no data.* overrides: its refusal names --skip-bad-rows, which reads the good rows
+    f = tmp_path / "e.jsonl"
+    f.write_text('{"problem": "q0", "answer": "0"}\nnot json\n{"problem": "q1", "answer": "1"}\n')
+    args = _parse([str(_model_folder(tmp_path / "m")), "--dataset", str(f)])
+    assert args.func(args) == 2
+    err = capsys.readouterr().err
+    assert "1 bad row of 3" in err and "pass --skip-bad-rows to evaluate without them" in err
+    assert "data.bad_rows=skip" not in err
+    from jury.protocol.config import DataConfig
+    assert [p.problem for p in ev.load_problems(str(f), 0, 0, DataConfig(bad_rows="skip"))] == ["q0", "q1"]
+    assert _parse(["tiny", "--skip-bad-rows"]).skip_bad_rows is True
+
+
 @pytest.mark.slow
 def test_real_engine_on_the_tiny_model(tiny_model_path, tmp_path):
     """`python -m jury.experiments.evaluate`: a real entry point, as under the `jury` command (on a

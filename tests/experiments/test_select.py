@@ -16,6 +16,19 @@ def test_bad_input_is_refused_with_the_line(tmp_path):
         read_items(str(f))
 
 
+def test_a_model_folder_that_is_not_one_is_refused_before_an_engine_starts(tmp_path, capsys):
+    import argparse
+
+    from jury.experiments.select import add_command
+    f = tmp_path / "c.jsonl"
+    f.write_text('{"problem": "p", "candidates": ["a", "b"]}\n')
+    parser = argparse.ArgumentParser()
+    add_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["select", "--model", str(tmp_path / "nowhere"), "--input", str(f)])
+    assert args.func(args) == 2
+    assert f"model: {tmp_path / 'nowhere'} is not a Hugging Face model folder (no config.json)" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_tournament_with_a_real_judge_counts_calls_as_the_paper(tiny_model_path, tmp_path):
     from jury.experiments.cli import main

@@ -102,6 +102,8 @@ def test_plan_builds_each_config_from_base_then_setting(tmp_path):
     (["verifier.fallbak=zero"], [], r"unknown config key verifier.fallbak"),
     (["steps=2,3"], ["steps=4"], r"steps is set by the sweep and also as an override"),
     (["model=a/b,a_b"], [], r"share the folder name model=a_b"),
+    # one value spelled twice is one run, trained twice under two names
+    (["learner.lr=1e-4,0.0001"], [], r"runs learner.lr=1e-4 and learner.lr=0.0001 have the same config"),
 ])
 def test_every_config_is_checked_before_any_run_starts(tmp_path, grid, overrides, match, capsys):
     stub = StubTrain()
