@@ -19,7 +19,9 @@ CONFIG = "configs/qwen3-1.7b-jury.yaml"
 COMMON = ["eval.every=0", "costs.generation.lengths.median=600", "costs.generation.lengths.sigma=0.8",
           "costs.generation.prompt_tokens=200"]
 PAPER_HW = "generator=l40s,learner=h100-sxm"
-COLD = ["costs.verifier.gate_s=200"]
+# a cold gate keeps a group for minutes: the driver's re-send (resend_after_s, 120 s by default) would
+# generate and check the missing tasks again, which the simulator does not model, so the plan raises it
+COLD = ["costs.verifier.gate_s=200", "resend_after_s=900"]
 PAPER = [  # (label, overrides); the steps: `steps_for`
     ("as configured (sync, warm gate)", []),
     ("+ `max_staleness=1` (sync_mode drain, the default)", ["max_staleness=1"]),

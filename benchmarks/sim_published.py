@@ -224,14 +224,15 @@ def main() -> int:
                    help="with a published breakdown, what the synchronous arm fits: the efficiencies "
                         "(train_mfu, decode_bandwidth) or the median length and decode_bandwidth")
     args = p.parse_args()
+    unknown = [name for name in args.peers.split(",") if name not in PEERS]
+    if unknown:
+        p.error(f"--peers: unknown peer {unknown[0]!r} (known: {', '.join(PEERS)})")
     out = {}
     print("| peer | setup | published sync / async s a step | published speedup | predicted (datasheets) "
           "sync / async s, speedup | predicted (fitted to the sync arm) sync / async s, speedup "
           "| fitted, the async trainer at its published speed a GPU: async s, speedup | async mean staleness |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.peers.split(","):
-        if name not in PEERS:
-            p.error(f"--peers: unknown peer {name!r} (known: {', '.join(PEERS)})")
         peer = PEERS[name]
         datasheet = predict(peer, args.steps, [])
         fit_peer, efficiency = fitted(peer, args.steps, args.fit)

@@ -85,11 +85,20 @@ def end_to_end(cfg, run_dir: Path) -> dict:
     from dataclasses import replace
 
     from jury.cluster.driver import train
+
+    summary = train(replace(cfg, run_dir=str(run_dir), record_groups=True, progress=False))
+    return run_summary(cfg, run_dir, summary)
+
+
+def run_summary(cfg, run_dir: Path, summary: dict | None = None) -> dict:
+    """A finished run's per-stage times, idle fractions, queues and occupancy over its timed steps (after
+    WARMUP_STEPS), from its metrics.jsonl and occupancy.json: a bench row, also of a `jury train` run
+    (jury simulate --calibration RUN_DIR). Reads files only: no engine, trainer or cluster."""
     from jury.cluster.metrics import read_metrics
 
     from jury.actors.occupancy import tail_shares
 
-    summary = train(replace(cfg, run_dir=str(run_dir), record_groups=True, progress=False))
+    summary = summary or {}
     rows = read_metrics(run_dir)
     if len(rows) <= WARMUP_STEPS:
         raise ValueError(f"bench needs more than {WARMUP_STEPS} steps, got {len(rows)}")

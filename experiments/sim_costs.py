@@ -309,6 +309,16 @@ def costs_from_dict(d: dict) -> Costs:
             if section is not None and not (isinstance(v, dict) or v is None):
                 raise ConfigError(f"costs: {where}{k} must be a mapping of its costs, got {v!r}")
             sub = section
+            if k in ("values", "groups", "calibrated_at") and not (
+                    isinstance(v, (list, tuple)) and (k == "values" or all(isinstance(x, (list, tuple)) for x in v))):
+                shape = "a list of numbers" if k == "values" else "a list of lists"
+                raise ConfigError(f"costs: {where}{k} must be {shape}, got {v!r}")
+            default = names[k].default
+            if isinstance(v, str) and isinstance(default, (int, float)) and not isinstance(default, bool):
+                try:  # YAML 1.1 reads 3e9 (no dot) as a string
+                    v = float(v)
+                except ValueError:
+                    pass
             kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else \
                 tuple(v) if k == "values" else tuple(tuple(g) for g in v) if k == "groups" else \
                 tuple(tuple(kv) for kv in v) if k == "calibrated_at" else v
@@ -344,14 +354,19 @@ def _check(costs: Costs):
         raise ConfigError("costs: generation.lengths.values is empty (kind empirical draws from it)")
     if lengths.kind == "trace" and not any(lengths.groups):
         raise ConfigError("costs: generation.lengths.groups is empty (kind trace replays it)")
-    bad = [n for g in lengths.groups for n in g
-           if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 <= n < math.inf]
-    if bad:
-        raise ConfigError(f"costs: generation.lengths.groups holds {bad[0]!r}: each length is a number of tokens >= 0")
+    for key, values in (("groups", [n for g in lengths.groups for n in g]), ("values", lengths.values)):
+        bad = [n for n in values if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 <= n < math.inf]
+        if bad:
+            raise ConfigError(f"costs: generation.lengths.{key} holds {bad[0]!r}: each length is a number of "
+                              "tokens >= 0")
+    if lengths.kind == "lognormal" and not lengths.median > 0:
+        raise ConfigError(f"costs: generation.lengths.median must be > 0 (a lognormal's median), got {lengths.median!r}")
     if isinstance(costs.sharing.cores, bool) or costs.sharing.cores != int(costs.sharing.cores):
         raise ConfigError(f"costs: sharing.cores must be a whole number of cores, got {costs.sharing.cores!r}")
     if costs.sync.bandwidth_bytes_per_s <= 0:
         raise ConfigError("costs: sync.bandwidth_bytes_per_s must be > 0")
+    if any(len(kv) != 2 or not isinstance(kv[0], str) for kv in costs.calibrated_at):
+        raise ConfigError(f"costs: calibrated_at must be a list of [setting, value] pairs, got {costs.calibrated_at!r}")
     if costs.source not in ("stated", "calibration", "hardware"):
         raise ConfigError(f"costs: source must be stated, calibration or hardware, got {costs.source!r}")
     if costs.learner.passes <= 0:
@@ -428,10 +443,14 @@ def _recorded_lengths(run_dir: Path) -> Lengths | None:
 
 
 def _bench_report(folder: Path) -> dict:
+    """bench.json of a `jury bench` folder; of a finished `jury train` run folder, a report of one
+    end-to-end run and no alone arm (run_report)."""
     path = folder / "bench.json"
+    if not path.is_file() and (folder / "config.yaml").is_file() and (folder / "metrics.jsonl").is_file():
+        return run_report(folder)
     if not path.is_file():
-        raise ConfigError(f"--calibration {folder}: no bench.json there; give a folder `jury bench` wrote "
-                          f"(runs/bench-...)")
+        raise ConfigError(f"--calibration {folder}: no bench.json there, nor a run's config.yaml and metrics.jsonl; "
+                          "give a folder `jury bench` wrote (runs/bench-...) or a finished `jury train` run")
     try:
         report = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -442,8 +461,38 @@ def _bench_report(folder: Path) -> dict:
     return report
 
 
+_RUN_REPORTS: dict[tuple[str, float], dict] = {}
+
+
+def run_report(run_dir: Path) -> dict:
+    """A `jury train` run folder read as a bench of one run: its timed steps summarised as `jury bench`
+    summarises an end-to-end run (bench.run_summary), named as bench names it ("max_staleness=1"), with
+    no alone arm. calibrate then takes each role's cost as it ran in this run (the sharing factors 0:
+    with nothing measured alone, the run's contention is in its costs, right for runs laid out like
+    it), the decode line from its waits where it is synchronous with a record (record_groups=true)
+    and else from its occupancy, its lengths from its record or ledger, and the check's cost as stated."""
+    key = (str(run_dir.resolve()), (run_dir / "metrics.jsonl").stat().st_mtime)
+    if key not in _RUN_REPORTS:
+        from jury.experiments.bench import WARMUP_STEPS, run_summary
+
+        cfg = _run_config(run_dir)
+        if not (run_dir / "occupancy.json").is_file():
+            raise ConfigError(f"--calibration {run_dir}: no occupancy.json (a run writes it when it ends): "
+                              "give a finished run")
+        try:
+            row = run_summary(cfg, run_dir)
+        except (KeyError, ValueError, ZeroDivisionError) as e:
+            raise ConfigError(f"--calibration {run_dir}: its metrics cannot be read as a run of more than "
+                              f"{WARMUP_STEPS} steps ({type(e).__name__}: {e})") from None
+        name = f"max_staleness={cfg.max_staleness}"
+        if cfg.generator.sync_mode != "drain" and cfg.max_staleness:
+            name += f",{cfg.generator.sync_mode}"
+        _RUN_REPORTS[key] = {"config": {"staleness": [cfg.max_staleness], "arms": []}, f"end_to_end/{name}": row}
+    return _RUN_REPORTS[key]
+
+
 def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
-    """Fit the costs to a `jury bench` folder: each role alone, and how much the roles slow each
+    """Fit the costs to a `jury bench` folder (or a run folder: run_report): each role alone, and how much the roles slow each
     other where they share cores, from the calibration run (the bench's first max_staleness, its
     default settings) and the alone arms.
 
@@ -502,9 +551,10 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     if not verifier_only.get("samples_per_s"):
         import sys
 
-        print(f"calibration: {folder / 'bench.json'} has no verifier_only arm "
-              f"({verifier_only.get('skipped', 'not run')}): the check costs {check_s:g} s a sample as stated, "
-              "not measured", file=sys.stderr)
+        where = f"{folder / 'bench.json'} has no verifier_only arm ({verifier_only.get('skipped', 'not run')})" \
+            if (folder / "bench.json").is_file() else f"{folder} is a run, with no verifier_only arm"
+        print(f"calibration: {where}: the check costs {check_s:g} s a sample as stated, not measured",
+              file=sys.stderr)
     sync_s = min(r["sync_total_s"] for r in runs.values())
     overhead_s = _driver_overhead(sync_run)
     lengths = _recorded_lengths(calibration_dir)
@@ -530,7 +580,7 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
 CALIBRATED_SETTINGS = ("model", "dataset", "data.template", "generator.max_new_tokens", "generator.temperature",
                        "generator.top_p", "generator.dtype", "num_generators", "learner.micro_batch",
                        "learner.minibatches", "learner.dtype", "learner.threads", "learner.num_ranks",
-                       "learner.zero_stage", "verifier.pool_workers")
+                       "learner.zero_stage", "verifier.pool_workers", "generator.tensor_parallel_size", "bucket_mb")
 
 
 def setting(cfg, key: str):

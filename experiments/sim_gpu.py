@@ -516,15 +516,17 @@ def hardware_costs(cfg: RunConfig, m: ModelShape, gpus: dict[str, Gpu], base: Co
                                sharing=Sharing(), source="hardware", calibrated_at=kept)
 
 
-def kv_limited_seqs(cfg: RunConfig, m: ModelShape, gpu: Gpu, base: Costs, memory_fraction: float = 0.9) -> int:
-    """Sequences an engine's KV cache holds at the run's mean length (vLLM's gpu_memory_utilization
-    0.9 less the weights): past it vLLM preempts, so the simulator runs no more at once."""
+def kv_limited_seqs(cfg: RunConfig, m: ModelShape, gpu: Gpu, base: Costs) -> int:
+    """Sequences an engine's KV cache holds at the run's mean length (the share of each GPU vLLM takes,
+    generator.gpu_memory_utilization, less the weights): past it vLLM preempts, so the simulator runs
+    no more at once."""
     tp = cfg.generator.tensor_parallel_size
-    free = tp * gpu.hbm_bytes * memory_fraction - 2 * m.total_params()
+    free = tp * gpu.hbm_bytes * cfg.generator.gpu_memory_utilization - 2 * m.total_params()
     per_seq = (base.generation.prompt_tokens + mean_length(base, cfg.generator.max_new_tokens)) * m.kv_bytes_per_token()
     if free <= per_seq:
         raise ConfigError(f"the model's weights ({2 * m.total_params() / 1e9:.1f} GB) leave no room for one "
-                          f"sequence's KV cache on {tp} x {gpu.name}: raise generator.tensor_parallel_size")
+                          f"sequence's KV cache in {cfg.generator.gpu_memory_utilization:g} of {tp} x {gpu.name}: "
+                          "raise generator.tensor_parallel_size (or generator.gpu_memory_utilization)")
     return int(free // per_seq)
 
 

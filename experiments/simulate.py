@@ -288,8 +288,9 @@ def assumptions(cfg: RunConfig, costs: Costs) -> list[str]:
     out = []
     if costs.source == "stated":
         out.append("the stage costs are stated, not measured (configs/simulate/costs.yaml, or --costs): tied to no "
-                   "run, they price no learner.micro_batch, dtype or model; --calibration BENCH_DIR fits them to this "
-                   "machine, --hardware NAME prices a GPU run")
+                   "run, they price no learner.micro_batch, dtype or model, and learner.num_ranks divides the "
+                   "training with no ZeRO traffic; --calibration BENCH_OR_RUN_DIR fits them to this machine, "
+                   "--hardware NAME prices a GPU run")
     if costs.source == "hardware" and "dataset" not in dict(costs.calibrated_at):
         n = costs.generation.lengths
         shape = {"fixed": f"{n.tokens} tokens each", "lognormal": f"lognormal, median {n.median:g}, sigma {n.sigma:g}",
@@ -304,7 +305,11 @@ def assumptions(cfg: RunConfig, costs: Costs) -> list[str]:
         out.append(f"data.epochs={cfg.data.epochs} may end the run before steps={cfg.steps}: the simulator does not "
                    "read the data set, and runs every step")
     window = make_plan(cfg).window
-    if cfg.steps - WARMUP_STEPS < STEADY_WINDOWS * window:
+    if cfg.steps <= WARMUP_STEPS:
+        out.append(f"steps={cfg.steps}: no step after the {WARMUP_STEPS} warm-up steps that throughput is timed after "
+                   f"(as jury bench): the figures are the warm-up's (give steps >= "
+                   f"{WARMUP_STEPS + STEADY_WINDOWS * window})")
+    elif cfg.steps - WARMUP_STEPS < STEADY_WINDOWS * window:
         out.append(f"{cfg.steps - WARMUP_STEPS} timed steps for an admission window of {window} batches: the figures "
                    f"may still be the first window's, generated together, not the steady state (give steps >= "
                    f"{WARMUP_STEPS + STEADY_WINDOWS * window})")
@@ -696,6 +701,27 @@ def calibrated(bench_dir: str, base: Costs | None = None, sharing_from: str = ""
 
 
 ASYNC_RUNS = "async"  # --sharing-from async: every asynchronous run of the bench
+AUTO_SHARING = "auto"  # the command's default: async where the bench has such runs, else the calibration run
+
+
+def _sharing_from(calibration: str, given: str) -> str:
+    """The command's --sharing-from as calibrated() takes it ("" for the calibration run alone). By
+    default every asynchronous run of the bench, where it has some: a synchronous run hardly overlaps
+    the roles, and factors fitted to it predicted the kept toy bench's asynchronous runs 1.15-1.37x
+    their measured throughput (docs/results.md), the median over its asynchronous runs 0.94-1.11x."""
+    import sys
+
+    if given == "sync":
+        return ""
+    if given != AUTO_SHARING:
+        return given
+    runs = asynchronous_runs(calibration)
+    if not runs:
+        print(f"calibration: {calibration} has no asynchronous run: the sharing factors are fitted to its synchronous "
+              "run, whose roles hardly overlap (on a machine where they share cores, an asynchronous run of the same "
+              "bench measures how much they slow each other)", file=sys.stderr)
+        return ""
+    return ASYNC_RUNS
 
 
 def sharing_names(bench_dir: str, sharing_from: str, exclude: tuple[str, ...] = ()) -> list[str]:
@@ -880,22 +906,23 @@ def add_command(sub):
                                         "step-time breakdown, from stage costs (a YAML file or a jury bench folder)")
     p.add_argument("--config", help="the run's YAML config (as jury train takes it)")
     p.add_argument("--costs", default="", help="stage costs YAML (default: configs/simulate/costs.yaml's values)")
-    p.add_argument("--calibration", default="", metavar="BENCH_DIR",
-                   help="fit the costs to a jury bench output folder (bench.json and its runs) instead")
-    p.add_argument("--sharing-from", default="", metavar="RUN[;RUN...]|async",
-                   help="with --calibration: fit the sharing factors to this run of the bench (max_staleness=1, as "
-                        "jury bench names it) instead of the calibration run; on a machine where generation and "
-                        "training share cores, an asynchronous run is the one that shows how much they slow each "
-                        "other. Several runs (separated by ';'), or 'async' for every asynchronous run of the bench: "
-                        "the median of their factors (with an even count, the mean of the middle two), which one "
-                        "run far from the others moves no further than the runs beside it")
+    p.add_argument("--calibration", default="", metavar="BENCH_OR_RUN_DIR",
+                   help="fit the costs to a jury bench output folder (bench.json and its runs; best: each role "
+                        "is also measured alone) or to a finished jury train run folder (its own costs, as it ran)")
+    p.add_argument("--sharing-from", default=AUTO_SHARING, metavar="RUN[;RUN...]|async|sync",
+                   help="with --calibration: the runs of the bench to fit the sharing factors to (how much "
+                        "generation and training slow each other where they share cores). Default: 'async' where "
+                        "the bench has asynchronous runs (the median of each one's factors: one run far from the "
+                        "others moves it no further than the runs beside it), else the calibration run. A run "
+                        "(max_staleness=1, as jury bench names it), several separated by ';', or 'sync' for the "
+                        "synchronous calibration run alone (its roles hardly overlap: it says little of contention)")
     p.add_argument("--cores-model", action="store_true",
                    help="with --calibration: slow the learner by its threads' share of the cores the busy "
                         "engines leave (one CPU machine; prices other learner.threads and num_generators) instead "
                         "of by one factor")
     p.add_argument("--compare", action="store_true",
                    help="with --calibration: simulate each end-to-end run of that bench folder from its own config "
-                        "and print predicted against measured (--config and key=value are then not used)")
+                        "and print predicted against measured (it takes no --config or key=value: each run's own)")
     p.add_argument("--hardware", default="", metavar="NAME",
                    help="GPU costs from configs/simulate/hardware.yaml and the model's shape (experiments/sim_gpu.py): "
                         "one card for both roles, or generator=NAME,learner=NAME")
@@ -934,17 +961,23 @@ def _main(args) -> int:
             raise ValueError(f"{given[0]} is read only with --sweep")
         if args.sweep and not args.hardware:  # a split of GPUs priced with one CPU machine's costs means nothing
             raise ValueError("--sweep splits GPUs between the roles: give --hardware NAME (the GPU costs)")
-        cfg = load_config(args.config, run_overrides)
-        costs = load_costs(args.costs or None)
-        if args.calibration:
-            costs = calibrated(args.calibration, costs, args.sharing_from, cores=args.cores_model)
-        costs = with_overrides(costs, cost_overrides)
-        if args.sharing_from and not args.calibration:
+        if args.sharing_from != AUTO_SHARING and not args.calibration:
             raise ValueError("--sharing-from needs --calibration BENCH_DIR")
         if args.cores_model and not args.calibration:
             raise ValueError("--cores-model needs --calibration BENCH_DIR (it is fitted to a bench's run)")
         if args.compare and not args.calibration:
             raise ValueError("--compare needs --calibration BENCH_DIR")
+        if args.compare and (args.config or run_overrides or hw_overrides or args.hardware or args.sweep):
+            unused = ["--config"] * bool(args.config) + run_overrides + hw_overrides + \
+                ["--hardware"] * bool(args.hardware) + ["--sweep"] * args.sweep
+            raise ValueError(f"--compare simulates each bench run from its own config.yaml: it takes no "
+                             f"{unused[0]} (costs.KEY=VALUE it does take)")
+        cfg = load_config(args.config, run_overrides)
+        costs = load_costs(args.costs or None)
+        if args.calibration:
+            sharing_from = _sharing_from(args.calibration, args.sharing_from)
+            costs = calibrated(args.calibration, costs, sharing_from, cores=args.cores_model)
+        costs = with_overrides(costs, cost_overrides)
         if args.compare:
             print(f"fitted sharing factors: learner {costs.sharing.learner:.3g}, generator "
                   f"{costs.sharing.generator:.3g} (each at 1/(1+factor) of its alone rate while the other works)")
@@ -962,10 +995,13 @@ def _main(args) -> int:
         if out.exists() and not out.is_dir():
             raise ValueError(f"--out {out}: a file, not a folder")
         report = sim.run()
-    except (ConfigError, OSError, ValueError, KeyError) as e:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"--out {out}: cannot make the folder ({e.strerror or e})") from None
+    except (ConfigError, OSError, ValueError, KeyError, RuntimeError) as e:  # RuntimeError: a stuck simulation
         print(f"jury simulate: {e}", file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
     # per step: its end (simulated seconds), the learner's wait/train/sync and the queue depths then
     # queues: (simulated seconds, tasks waiting for an engine, groups at the verifiers, scored groups
     # waiting for the learner) at each change

@@ -208,6 +208,10 @@ def test_the_kv_cache_bounds_an_engines_sequences(qwen):
     assert kv_limited_seqs(cfg, qwen, l40s, base) == (0.9 * 48e9 - 2 * QWEN3_1_7B) // (2000 * KV_PER_TOKEN) == 173
     with pytest.raises(ConfigError, match="tensor_parallel_size"):
         kv_limited_seqs(cfg, load_model("Qwen2.5-32B"), l40s, base)  # 65.5 GB of weights on a 48 GB card
+    # the share of the GPU the run gives vLLM, not a fixed 0.9: at 0.3, 0.3 x 48 GB less the weights
+    third = load_config(None, [*PLAIN, "generator.max_new_tokens=4096", "max_model_len=4352",
+                               "generator.gpu_memory_utilization=0.3"])
+    assert kv_limited_seqs(third, qwen, l40s, base) == (0.3 * 48e9 - 2 * QWEN3_1_7B) // (2000 * KV_PER_TOKEN) == 47
 
 
 def test_the_hardware_table_parses_and_refuses_what_it_does_not_know():
