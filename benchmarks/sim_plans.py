@@ -38,8 +38,7 @@ PAPER = [  # (label, overrides); the steps: `steps_for`
      [*COLD, "num_verifiers=1024", "max_staleness=8", "generator.sync_mode=inflight"]),
 ]
 BIG = ["model=/mnt/models/Qwen2.5-32B", "generator.tensor_parallel_size=2", "num_generators=16",
-       "learner.num_ranks=32", "learner.zero_stage=3", "generator.resources={}", "learner.resources={}",
-       ]
+       "learner.num_ranks=32", "learner.zero_stage=3", "generator.resources={}", "learner.resources={}"]
 PLAN_32B = [
     ("sync, micro-batch 4", []),
     ("sync, `learner.micro_batch=16`", ["learner.micro_batch=16"]),
@@ -93,7 +92,8 @@ def main() -> int:
                  "wait / training / sync s |", "|---|---|---|---|---|---|---|"]
         for i, (label, overrides) in enumerate(PAPER):
             r = simulate(PAPER_HW, overrides, out / f"paper-{i}")["report"]
-            lines.append(f"| {label} | {steps_for(overrides)} | {r['step_s']:,.1f} | {r['tokens_per_s']:,.0f} | {r['staleness_mean']:.2f} | "
+            lines.append(f"| {label} | {steps_for(overrides)} | {r['step_s']:,.1f} | {r['tokens_per_s']:,.0f} | "
+                         f"{r['staleness_mean']:.2f} | "
                          f"{r['idle/generator']:.2f} / {r['idle/learner']:.2f} / {r['idle/verifier']:.2f} | "
                          f"{r['learner_wait_s']:.1f} / {r['learner_train_s']:.1f} / {r['sync_total_s']:.1f} |")
         tables.append(("JURY-RL at paper scale", lines))
@@ -102,7 +102,8 @@ def main() -> int:
                  "learner: training / of which per-step ZeRO-3 traffic |", "|---|---|---|---|---|---|---|"]
         for i, (label, overrides) in enumerate(PLAN_32B):
             r = simulate("h100-sxm", [*BIG, *overrides], out / f"32b-{i}")["report"]
-            lines.append(f"| {label} | {steps_for([*BIG, *overrides])} | {r['step_s']:.1f} | {r['tokens_per_s']:,.0f} | {r['staleness_mean']:.2f} | "
+            lines.append(f"| {label} | {steps_for([*BIG, *overrides])} | {r['step_s']:.1f} | {r['tokens_per_s']:,.0f} | "
+                         f"{r['staleness_mean']:.2f} | "
                          f"{r['idle/generator']:.2f} / {r['idle/learner']:.2f} | "
                          f"{r['learner_train_s']:.1f} s / {per_step_traffic_s(overrides):.1f} s |")
         tables.append(("A 32B learner over 4 nodes", lines))

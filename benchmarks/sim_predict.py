@@ -61,7 +61,12 @@ BENCHES = {
     "chain": ["--config", "configs/chain.yaml", "--steps", "20", *STALENESS],
     "toy-learner2threads": ["--steps", "30", *STALENESS, "learner.threads=2"],
     "toy-epochs2": ["--steps", "30", *STALENESS, "learner.epochs=2"],
+    # the other sync modes at max_staleness 1 and 2 (a bench runs the modes at its largest
+    # bound only): predicted from the toy bench's calibration, nothing of these read but their configs
+    "toy-modes1": ["--steps", "30", "--staleness", "1", "--sync-modes", "drain,interrupt,inflight"],
+    "toy-modes2": ["--steps", "30", "--staleness", "2", "--sync-modes", "drain,interrupt,inflight"],
 }
+PREDICTED = ("toy-epochs2", "toy-modes1", "toy-modes2")  # after --run: each predicted from toy's calibration
 THROUGHPUT_BOUND = 0.15  # predicted completions/s within 15% of the measured
 STALENESS_BOUND = 0.3    # mean staleness within 0.3 versions
 # the run the sharing factors are fitted to: asynchronous, so generation and training overlap in it
@@ -372,8 +377,9 @@ def main(argv: list[str] | None = None) -> int:
                                                f"{', '.join([*BENCHES, *FORCED])})")
     ap.add_argument("--cross", default="", metavar="BASE,OTHER",
                     help="predict OTHER from BASE's calibration and OTHER's learner alone")
-    ap.add_argument("--predict", default="", metavar="BASE,OTHER",
-                    help="predict OTHER from BASE's calibration alone (a change the model prices: learner.epochs)")
+    ap.add_argument("--predict", default="", metavar="BASE,OTHER[;BASE,OTHER...]",
+                    help="predict OTHER from BASE's calibration alone (a change the model prices: learner.epochs, "
+                         "the sync mode, max_staleness)")
     ap.add_argument("--repeat", type=int, default=1, help="run each bench this many times (NAME, NAME.r2, ...)")
     ap.add_argument("--forced", default="", metavar="RUN[,RUN]",
                     help="forced-staleness run folders: each group's staleness predicted against the ledger's")
@@ -394,8 +400,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--repeat {args.repeat}: each bench runs at least once (--repeat >= 1)")
     for name in ("cross", "predict"):
         value = getattr(args, name)
-        if value and (len(value.split(",")) != 2 or not all(value.split(","))):
-            ap.error(f"--{name} {value}: two bench folders, BASE,OTHER")
+        pairs = value.split(";") if name == "predict" else [value]  # --predict: pairs separated by ';'
+        if value and any(len(pair.split(",")) != 2 or not all(pair.split(",")) for pair in pairs):
+            ap.error(f"--{name} {value}: two bench folders, BASE,OTHER" + ("[;BASE,OTHER...]" * (name == "predict")))
     if args.run:
         only = [n for n in args.only.split(",") if n]
         unknown = [n for n in only if n not in BENCHES and n not in FORCED]
@@ -423,14 +430,18 @@ def main(argv: list[str] | None = None) -> int:
                 args.forced = ",".join(filter(None, [args.forced, str(run)]))
         if {"toy", "toy-learner2threads"} <= {f.name for f in folders} and not args.cross:
             args.cross = f"{args.out / 'toy'},{args.out / 'toy-learner2threads'}"
-        if {"toy", "toy-epochs2"} <= {f.name for f in folders} and not args.predict:
-            args.predict = f"{args.out / 'toy'},{args.out / 'toy-epochs2'}"
+        if not args.predict:
+            args.predict = ";".join(f"{args.out / 'toy'},{args.out / name}" for name in PREDICTED
+                                    if {"toy", name} <= {f.name for f in folders})
+        # a bench predicted from another's calibration is not calibrated on itself (it may have no
+        # synchronous run to calibrate on)
+        folders = [f for f in folders if f.name not in PREDICTED[1:]]
     else:
         folders = args.dirs
     if not folders and not args.cross and not args.predict and not args.forced:
         ap.error("no bench folder to report (give DIRs, --cross, --predict, --forced or --run)")
     for flag, named in (("DIR", [str(f) for f in folders]), ("--cross", args.cross.split(",") if args.cross else []),
-                        ("--predict", args.predict.split(",") if args.predict else [])):
+                        ("--predict", args.predict.replace(";", ",").split(",") if args.predict else [])):
         for folder in named:
             if not (Path(folder) / "bench.json").is_file():
                 ap.error(f"{flag} {folder}: no bench.json there (a `jury bench` folder, or a bench name after --run)")
@@ -442,8 +453,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cross:
         base, other = (Path(x) for x in args.cross.split(","))
         print(cross(base, other, args.sharing_from, args.cores))
-    if args.predict:
-        base, other = (Path(x) for x in args.predict.split(","))
+    for pair in filter(None, args.predict.split(";")):
+        base, other = (Path(x) for x in pair.split(","))
         print(predict(base, other, args.sharing_from, args.cores))
     inexact = 0
     for run in filter(None, args.forced.split(",")):

@@ -492,8 +492,8 @@ def run_report(run_dir: Path) -> dict:
 
 
 def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
-    """Fit the costs to a `jury bench` folder (or a run folder: run_report): each role alone, and how much the roles slow each
-    other where they share cores, from the calibration run (the bench's first max_staleness, its
+    """Fit the costs to a `jury bench` folder (or a run folder: run_report): each role alone, and how
+    much the roles slow each other where they share cores, from the calibration run (the bench's first max_staleness, its
     default settings) and the alone arms.
 
     Decode, from a synchronous calibration run (max_staleness 0) with its record: the learner
@@ -544,6 +544,14 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
     token_s = 1 / (alone * epochs) if alone else train_token_s
     learner_ratio = max(1.0, train_token_s / token_s)
     cal = _run_config(calibration_dir)
+    if not cal.max_staleness and learner_ratio > 1:
+        # a synchronous run trains while the engines wait: what slows its learner against learner_only
+        # is the pipeline's other processes (the driver, Ray, the verifiers, the engines' idle loops),
+        # there in every run whatever the overlap, not decoding beside it. It is the learner's cost in
+        # the pipeline, and the sharing factors price only the overlap on top (with two learner
+        # threads on two cores the run trained 1.30x its alone time: an OpenMP team stalls for any
+        # thread that loses its core; one thread: 0.98x)
+        token_s, learner_ratio = train_token_s, 1.0
     verifier_only = report.get("verifier_only", {})
     # per sample in one check process: the arm ran the worker's whole pool
     check_s = cal.verifier.pool_workers / verifier_only["samples_per_s"] if verifier_only.get("samples_per_s") \

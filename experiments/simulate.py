@@ -707,7 +707,7 @@ AUTO_SHARING = "auto"  # the command's default: async where the bench has such r
 def _sharing_from(calibration: str, given: str) -> str:
     """The command's --sharing-from as calibrated() takes it ("" for the calibration run alone). By
     default every asynchronous run of the bench, where it has some: a synchronous run hardly overlaps
-    the roles, and factors fitted to it predicted the kept toy bench's asynchronous runs 1.15-1.37x
+    the roles, and factors fitted to it predicted the kept toy bench's asynchronous runs 1.12-1.34x
     their measured throughput (docs/results.md), the median over its asynchronous runs 0.94-1.11x."""
     import sys
 
