@@ -1165,9 +1165,10 @@ def test_the_timeline_shows_queues_verifiers_staleness_and_the_step(tmp_path, ca
     assert matplotlib.image.imread(out / "timeline.png").shape[0] > 800  # four rows, not the old two
 
 
-def test_the_whole_command_loads_no_engine_trainer_or_cluster(tmp_path):
+def test_the_whole_command_loads_no_engine_trainer_or_cluster(tmp_path, toy_bench):
     """Issue 28: the simulator plans runs where none is installed. Each of its paths is run in a fresh
-    process (a calibration, --hardware, --sweep), and none of these is imported at the end."""
+    process (a calibration on a bench and on a run folder, --hardware, --sweep), and none of these is
+    imported at the end."""
     import subprocess
     import sys
 
@@ -1176,6 +1177,8 @@ def test_the_whole_command_loads_no_engine_trainer_or_cluster(tmp_path):
         "import sys; from jury.experiments.cli import main\n"
         f"assert main(['simulate', '--calibration', {str(folder)!r}, '--out', {str(tmp_path / 'a')!r}, 'steps=3']) == 0\n"
         f"assert main(['simulate', '--calibration', {str(folder)!r}, '--compare']) == 0\n"
+        f"assert main(['simulate', '--calibration', {str(toy_bench / 'staleness-1')!r}, '--out', "
+        f"{str(tmp_path / 'r')!r}, 'steps=3']) == 0\n"
         f"assert main(['simulate', '--hardware', 'h100-sxm', '--out', {str(tmp_path / 'b')!r}, 'steps=3']) == 0\n"
         f"assert main(['simulate', '--hardware', 'h100-sxm', '--sweep', '--gpus', '4', '--staleness', '0,1', "
         f"'--out', {str(tmp_path / 'c')!r}, 'steps=3']) == 0\n"
