@@ -286,10 +286,12 @@ def cross(base: Path, other: Path, sharing_from: str = "", cores: bool = False) 
     from jury.experiments.simulate import against_bench, calibrated
 
     costs = calibrated(str(base), sharing_from=sharing_from, cores=cores)
-    alone = json.loads((other / "bench.json").read_text())["learner_only"]["tokens_per_s"]
-    # per trained token and epoch (learner_only's tokens/s covers every epoch of a step)
-    epochs = run_epochs(calibration_run(str(other)))
-    costs = replace(costs, learner=replace(costs.learner, token_s=1 / (alone * epochs)))
+    # OTHER's learner alone against BASE's, per trained token and epoch (learner_only's tokens/s covers
+    # every epoch of a step): BASE's token_s scaled by it, so that what BASE's calibration put on top
+    # of learner_only (its synchronous run's learner in the pipeline) carries to OTHER as a ratio
+    speed = {b: json.loads((b / "bench.json").read_text())["learner_only"]["tokens_per_s"]
+             * run_epochs(calibration_run(str(b))) for b in (base, other)}
+    costs = replace(costs, learner=replace(costs.learner, token_s=costs.learner.token_s * speed[base] / speed[other]))
     beside = sorted(f for f in other.parent.glob(f"{other.name}.r*") if (f / "bench.json").is_file())
     spread, each = spreads([other, *repeats_of([other, *beside])[other][1:]])
     rows = verdicts(against_bench(str(other), costs), spread)
@@ -435,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
                                     if {"toy", name} <= {f.name for f in folders})
         # a bench predicted from another's calibration is not calibrated on itself (it may have no
         # synchronous run to calibrate on)
-        folders = [f for f in folders if f.name not in PREDICTED[1:]]
+        folders = [f for f in folders if f.name.partition(".r")[0] not in PREDICTED[1:]]
     else:
         folders = args.dirs
     if not folders and not args.cross and not args.predict and not args.forced:

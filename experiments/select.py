@@ -48,14 +48,23 @@ def select_all(client, items: list[dict], method: str, cfg: JudgeConfig, seed: i
             "judge_config": asdict(cfg), "selections": rows}
 
 
+def _judge_model(name: str) -> str:
+    """A local model built or reused, a folder checked for its config.json now (not by the engine,
+    minutes later), or a hub name ("org/model") passed on for vLLM to fetch where it can."""
+    from pathlib import Path
+
+    from jury.models.registry import is_local, resolve_model
+
+    folder = Path(name).exists() or name.startswith(("/", ".", "~")) or name.count("/") > 1
+    return resolve_model(name) if is_local(name) or folder else name
+
+
 def _run(args) -> int:
     try:
         items = read_items(args.input)
         cfg = JudgeConfig(n_judgements=args.judgements, n_survivors=args.survivors,
                           max_tokens=args.max_tokens, temperature=args.temperature)
-        from jury.models.registry import resolve_model
-
-        model = resolve_model(args.model)  # a folder without config.json is named now, not by the engine
+        model = _judge_model(args.model)
     except (OSError, ValueError) as e:
         print(f"jury select: {e}", file=sys.stderr)
         return 2

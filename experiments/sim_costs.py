@@ -314,11 +314,10 @@ def costs_from_dict(d: dict) -> Costs:
                 shape = "a list of numbers" if k == "values" else "a list of lists"
                 raise ConfigError(f"costs: {where}{k} must be {shape}, got {v!r}")
             default = names[k].default
-            if isinstance(v, str) and isinstance(default, (int, float)) and not isinstance(default, bool):
-                try:  # YAML 1.1 reads 3e9 (no dot) as a string
-                    v = float(v)
-                except ValueError:
-                    pass
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                v = _as_number(v)  # YAML 1.1 reads 3e9 (no dot) as a string
+            if k in ("values", "groups"):  # YAML 1.1 reads 3e2 as a string inside a list too
+                v = [_as_number(x) for x in v] if k == "values" else [[_as_number(x) for x in g] for g in v]
             kwargs[k] = build(sub, v or {}, f"{where}{k}.") if sub else \
                 tuple(v) if k == "values" else tuple(tuple(g) for g in v) if k == "groups" else \
                 tuple(tuple(kv) for kv in v) if k == "calibrated_at" else v
@@ -327,6 +326,16 @@ def costs_from_dict(d: dict) -> Costs:
     costs = build(Costs, d, "")
     _check(costs)
     return costs
+
+
+def _as_number(x):
+    """A string YAML 1.1 left unread ("3e2") as its number; anything else as it is (checked after)."""
+    if isinstance(x, str):
+        try:
+            return float(x)
+        except ValueError:
+            pass
+    return x
 
 
 def _check(costs: Costs):
@@ -408,6 +417,8 @@ def run_folder(bench_dir: Path, recorded: str) -> Path:
     runs there), else the path as written. Beside first: a copied or moved bench must not read the
     runs of the folder it was copied from, which may still exist (outside audit)."""
     p = Path(recorded)
+    if p.exists() and p.resolve() == Path(bench_dir).resolve():  # a run folder read as its own bench
+        return p
     beside = Path(bench_dir) / p.name
     return beside if beside.exists() else p
 
@@ -466,11 +477,14 @@ _RUN_REPORTS: dict[tuple[str, float], dict] = {}
 
 def run_report(run_dir: Path) -> dict:
     """A `jury train` run folder read as a bench of one run: its timed steps summarised as `jury bench`
-    summarises an end-to-end run (bench.run_summary), named as bench names it ("max_staleness=1"), with
-    no alone arm. calibrate then takes each role's cost as it ran in this run (the sharing factors 0:
-    with nothing measured alone, the run's contention is in its costs, right for runs laid out like
-    it), the decode line from its waits where it is synchronous with a record (record_groups=true)
-    and else from its occupancy, its lengths from its record or ledger, and the check's cost as stated."""
+    summarises an end-to-end run (bench.run_summary), named "max_staleness=K" (",MODE" added under a
+    sync mode other than drain, the default), with no alone arm. calibrate then takes each role's
+    cost as it ran in this run (the sharing factors 0: with nothing measured alone, the run's
+    contention is in its costs, right for runs laid out like it), the decode line from its waits
+    where it is synchronous with a record (record_groups=true) and else from its occupancy, its
+    lengths from its record or ledger, and the check's cost from its verifiers' own counters (busy
+    seconds over samples checked, as a worker's pool ran them). A run that evaluated or saved
+    checkpoints between steps is refused: that time would be read as the driver's own."""
     key = (str(run_dir.resolve()), (run_dir / "metrics.jsonl").stat().st_mtime)
     if key not in _RUN_REPORTS:
         from jury.experiments.bench import WARMUP_STEPS, run_summary
@@ -479,6 +493,12 @@ def run_report(run_dir: Path) -> dict:
         if not (run_dir / "occupancy.json").is_file():
             raise ConfigError(f"--calibration {run_dir}: no occupancy.json (a run writes it when it ends): "
                               "give a finished run")
+        extra = [f"{k}={v}" for k, v in (("eval.every", cfg.eval.every), ("checkpoint_every", cfg.checkpoint_every))
+                 if v]
+        if extra:
+            raise ConfigError(f"--calibration {run_dir}: the run evaluated or saved checkpoints between steps "
+                              f"({', '.join(extra)}), whose time calibration would read as the pipeline's: "
+                              "calibrate on a run without them (eval.every=0 checkpoint_every=0)")
         try:
             row = run_summary(cfg, run_dir)
         except (KeyError, ValueError, ZeroDivisionError) as e:
@@ -487,7 +507,14 @@ def run_report(run_dir: Path) -> dict:
         name = f"max_staleness={cfg.max_staleness}"
         if cfg.generator.sync_mode != "drain" and cfg.max_staleness:
             name += f",{cfg.generator.sync_mode}"
-        _RUN_REPORTS[key] = {"config": {"staleness": [cfg.max_staleness], "arms": []}, f"end_to_end/{name}": row}
+        report = {"config": {"staleness": [cfg.max_staleness], "arms": [], "run_folder": True},
+                  f"end_to_end/{name}": row}
+        last = _last_metrics(run_dir)
+        busy = sum(v for k, v in last.items() if k.startswith("verifier") and k.endswith("/verify_s") and k[8:9].isdigit())
+        samples = sum(v for k, v in last.items() if k.startswith("verifier") and k.endswith("/samples") and k[8:9].isdigit())
+        if busy > 0 and samples > 0:  # a worker's pool checked `samples` in `busy` seconds, over the run
+            report["verifier_only"] = {"samples_per_s": samples / busy, "measured_in": "the run's verifiers"}
+        _RUN_REPORTS[key] = report
     return _RUN_REPORTS[key]
 
 
@@ -560,7 +587,7 @@ def calibrate(bench_dir: str, base: Costs | None = None) -> Costs:
         import sys
 
         where = f"{folder / 'bench.json'} has no verifier_only arm ({verifier_only.get('skipped', 'not run')})" \
-            if (folder / "bench.json").is_file() else f"{folder} is a run, with no verifier_only arm"
+            if (folder / "bench.json").is_file() else f"{folder} is a run whose verifiers counted no check"
         print(f"calibration: {where}: the check costs {check_s:g} s a sample as stated, not measured",
               file=sys.stderr)
     sync_s = min(r["sync_total_s"] for r in runs.values())
@@ -714,7 +741,8 @@ def sharing_run(bench_dir: str, name: str, costs: Costs) -> tuple[Path, float, f
     runs = _fitted_runs(folder, report)
     key = f"end_to_end/{name}"
     if key not in runs:
-        raise ValueError(f"{folder / 'bench.json'}: no end-to-end run {name!r} to fit the sharing to "
+        where = folder / "bench.json" if (folder / "bench.json").is_file() else folder
+        raise ValueError(f"{where}: no end-to-end run {name!r} to fit the sharing to "
                          f"(it has {', '.join(k.removeprefix('end_to_end/') for k in runs)})")
     run = runs[key]
     run_dir = run_folder(folder, run["run_dir"])

@@ -540,7 +540,7 @@ class Simulation:
         try:
             self.env.run(until=done)
         except RuntimeError as e:  # no event left and the run not over: the model itself is stuck
-            raise RuntimeError(f"simulation stuck at t={self.env.now:.3f}s, step {len(self.steps)}: {e}") from None
+            raise SimulationStuck(f"simulation stuck at t={self.env.now:.3f}s, step {len(self.steps)}: {e}") from None
         return self.report()
 
     def timeouts(self) -> list[str]:
@@ -611,6 +611,10 @@ class Simulation:
             "outside_calibration": self.outside_calibration,
             "assumptions": self.assumptions + self.timeouts(),
         }
+
+
+class SimulationStuck(RuntimeError):
+    """No event left and the run not over: a defect of the model (or of costs that stop every stage)."""
 
 
 QUEUES = ("feeder", "verifier", "learner")  # the order of queue_trace's counts
@@ -715,11 +719,19 @@ def _sharing_from(calibration: str, given: str) -> str:
         return ""
     if given != AUTO_SHARING:
         return given
+    report = _bench_report(Path(calibration))
+    if report["config"].get("run_folder"):  # one run: its costs are its own, contention included
+        return ""
     runs = asynchronous_runs(calibration)
     if not runs:
         print(f"calibration: {calibration} has no asynchronous run: the sharing factors are fitted to its synchronous "
               "run, whose roles hardly overlap (on a machine where they share cores, an asynchronous run of the same "
               "bench measures how much they slow each other)", file=sys.stderr)
+        return ""
+    old = [n for n in runs if "loop_start_s" not in report.get(f"end_to_end/{n}", {})]
+    if old:  # a bench from before the timed loop's start was reported: no occupancy window to fit to
+        print(f"calibration: {calibration} predates the runs' loop_start_s ({old[0]} lacks it): the sharing factors "
+              "are fitted to its synchronous run", file=sys.stderr)
         return ""
     return ASYNC_RUNS
 
@@ -734,8 +746,9 @@ def sharing_names(bench_dir: str, sharing_from: str, exclude: tuple[str, ...] = 
         [n.strip() for n in sharing_from.split(";") if n.strip()]
     names = [n for n in names if n not in exclude]
     if not names:
-        raise ValueError(f"--sharing-from {sharing_from}: no run of {bench_dir} to fit the sharing to"
-                         + (f" but {', '.join(exclude)}" if exclude else ""))
+        why = " but " + ", ".join(exclude) if exclude else " (it has no asynchronous run)" \
+            if sharing_from == ASYNC_RUNS else ""
+        raise ValueError(f"--sharing-from {sharing_from}: no run of {bench_dir} to fit the sharing to{why}")
     return names
 
 
@@ -962,11 +975,15 @@ def _main(args) -> int:
         if args.sweep and not args.hardware:  # a split of GPUs priced with one CPU machine's costs means nothing
             raise ValueError("--sweep splits GPUs between the roles: give --hardware NAME (the GPU costs)")
         if args.sharing_from != AUTO_SHARING and not args.calibration:
-            raise ValueError("--sharing-from needs --calibration BENCH_DIR")
+            raise ValueError("--sharing-from needs --calibration BENCH_OR_RUN_DIR")
         if args.cores_model and not args.calibration:
             raise ValueError("--cores-model needs --calibration BENCH_DIR (it is fitted to a bench's run)")
+        if args.cores_model and (Path(args.calibration) / "config.yaml").is_file() \
+                and not (Path(args.calibration) / "bench.json").is_file():
+            raise ValueError("--cores-model needs a bench folder: it is fitted to a run against the learner alone "
+                             "(learner_only), which a run folder does not have")
         if args.compare and not args.calibration:
-            raise ValueError("--compare needs --calibration BENCH_DIR")
+            raise ValueError("--compare needs --calibration BENCH_OR_RUN_DIR")
         if args.compare and (args.config or run_overrides or hw_overrides or args.hardware or args.sweep):
             unused = ["--config"] * bool(args.config) + run_overrides + hw_overrides + \
                 ["--hardware"] * bool(args.hardware) + ["--sweep"] * args.sweep
@@ -999,7 +1016,7 @@ def _main(args) -> int:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ValueError(f"--out {out}: cannot make the folder ({e.strerror or e})") from None
-    except (ConfigError, OSError, ValueError, KeyError, RuntimeError) as e:  # RuntimeError: a stuck simulation
+    except (ConfigError, OSError, ValueError, KeyError, SimulationStuck) as e:
         print(f"jury simulate: {e}", file=sys.stderr)
         return 2
     # per step: its end (simulated seconds), the learner's wait/train/sync and the queue depths then

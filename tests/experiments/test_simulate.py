@@ -1127,6 +1127,9 @@ def test_a_cost_in_exponent_form_is_a_number():
     from jury.experiments.sim_costs import load_costs
     assert load_costs(None, ["sync.weight_bytes=3e9", "learner.token_s=2e-4"]).sync.weight_bytes == 3e9
     assert load_costs(None, ["learner.token_s=2e-4"]).learner.token_s == pytest.approx(2e-4)
+    lengths = load_costs(None, ["generation.lengths.kind=empirical", "generation.lengths.values=[3e2, 400]",
+                                "generation.lengths.groups=[[1e1, 20]]"]).generation.lengths
+    assert lengths.values == (300.0, 400) and lengths.groups == ((10.0, 20),)
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -1255,8 +1258,8 @@ def test_a_finished_run_folder_calibrates_to_its_own_costs(toy_bench, tmp_path, 
     """The issue: calibration fits 'a jury bench output or a run folder'. A `jury train` run (here a
     bench's run folder: config.yaml, metrics.jsonl, ledger, occupancy.json) is read as a bench of one
     run with no alone arm: each role costs what it cost in that run (sharing 0), so that run, simulated
-    from its own config, comes back at its measured throughput, and the command says the check's cost
-    is stated."""
+    from its own config, comes back at its measured throughput, and the command says where the lengths
+    come from (no record/ here)."""
     from jury.experiments.cli import main
     from jury.experiments.sim_costs import run_report
 
@@ -1273,12 +1276,44 @@ def test_a_finished_run_folder_calibrates_to_its_own_costs(toy_bench, tmp_path, 
     assert abs(p / m - 1) <= 0.15 and abs(sp - sm) <= 0.3, (p, m)
     assert main(["simulate", "--calibration", str(run), "--out", str(tmp_path / "o"), "steps=12"]) == 0
     err = capsys.readouterr().err
-    assert "is a run, with no verifier_only arm" in err and "no record/" in err
+    assert "no record/" in err and "verifier_only" not in err  # the check's cost: the run's own counters
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "config.yaml").write_text((run / "config.yaml").read_text())
     (tmp_path / "half" / "metrics.jsonl").write_text((run / "metrics.jsonl").read_text())
     assert main(["simulate", "--calibration", str(tmp_path / "half"), "--out", str(tmp_path / "o2")]) == 2
     assert "no occupancy.json" in capsys.readouterr().err
+
+
+def test_a_synchronous_run_folder_prices_its_checks_from_its_own_verifiers(toy_bench, tmp_path, capsys):
+    """A plain `jury train` run is synchronous: its learner's wait holds the generation and the checks,
+    and the decode line is fitted to it. The check's cost must then be the run's own (its verifiers'
+    busy seconds over the samples they checked), not a stated one added on top (an outside review:
+    0.001 s a sample stated put the run at 151 completions/s against its measured 175)."""
+    import shutil
+
+    from jury.experiments.cli import main
+
+    run = toy_bench / "staleness-0"
+    c = calibrated(str(run))
+    last = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()][-1]
+    assert c.verifier.check_s == pytest.approx(last["verifier0/verify_s"] / last["verifier0/samples"])
+    (p, m) = against_bench(str(run), c)["max_staleness=0"]["completions_per_s"]
+    assert abs(p / m - 1) <= 0.05, (p, m)
+    assert "verifier_only" not in capsys.readouterr().err
+    # a run folder named like one of its own subfolders (record/) reads itself
+    named = tmp_path / "record"
+    shutil.copytree(run, named)
+    assert calibrated(str(named)).learner.token_s == pytest.approx(c.learner.token_s)
+    # a run that evaluated or saved checkpoints between steps: their time is not the pipeline's
+    evaluated = tmp_path / "evaluated"
+    shutil.copytree(run, evaluated)
+    (evaluated / "config.yaml").write_text((run / "config.yaml").read_text().replace("checkpoint_every: 0",
+                                                                                      "checkpoint_every: 10"))
+    assert main(["simulate", "--calibration", str(evaluated), "--out", str(tmp_path / "o")]) == 2
+    assert "(checkpoint_every=10)" in capsys.readouterr().err
+    # the command fits no sharing to a run folder (its costs hold its contention), nor a cores model
+    assert main(["simulate", "--calibration", str(run), "--cores-model", "--compare"]) == 2
+    assert "--cores-model needs a bench folder" in capsys.readouterr().err
 
 
 def test_the_command_fits_the_sharing_to_the_benchs_asynchronous_runs_by_default(toy_bench, capsys):
@@ -1303,6 +1338,27 @@ def test_a_calibration_flags_another_tensor_parallel_size_or_bucket(toy_bench):
     c = calibrated(str(toy_bench))
     outside = simulate(config(steps=8, bucket_mb=1, **{"monitor.enabled": "true"}), c)["outside_calibration"]
     assert any(line.startswith("bucket_mb=1, calibrated at") for line in outside)
+    tp = replace(config(steps=8, **{"monitor.enabled": "true"}), generator=replace(
+        config().generator, tensor_parallel_size=2))  # (a CPU config refuses it; the check reads the field)
+    assert any(line.startswith("generator.tensor_parallel_size=2, calibrated at 1")
+               for line in simulate(tp, c)["outside_calibration"])
+
+
+def test_the_default_sharing_falls_back_to_the_synchronous_run_for_a_bench_that_predates_loop_start(
+        toy_bench, tmp_path, capsys):
+    import shutil
+
+    from jury.experiments.cli import main
+
+    old = tmp_path / "old"
+    shutil.copytree(toy_bench, old)
+    report = json.loads((old / "bench.json").read_text())
+    for row in report.values():
+        if isinstance(row, dict):
+            row.pop("loop_start_s", None)
+    (old / "bench.json").write_text(json.dumps(report))
+    assert main(["simulate", "--calibration", str(old), "--out", str(tmp_path / "o"), "steps=12"]) == 0
+    assert "predates the runs' loop_start_s" in capsys.readouterr().err
 
 
 def test_a_copied_bench_reads_its_own_runs_not_those_it_was_copied_from(tmp_path):
