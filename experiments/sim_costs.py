@@ -477,7 +477,7 @@ _RUN_REPORTS: dict[tuple[str, float], dict] = {}
 
 def run_report(run_dir: Path) -> dict:
     """A `jury train` run folder read as a bench of one run: its timed steps summarised as `jury bench`
-    summarises an end-to-end run (bench.run_summary), named "max_staleness=K" (",MODE" added under a
+    summarises an end-to-end run (bench_rows.run_summary), named "max_staleness=K" (",MODE" added under a
     sync mode other than drain, the default), with no alone arm. calibrate then takes each role's
     cost as it ran in this run (the sharing factors 0: with nothing measured alone, the run's
     contention is in its costs, right for runs laid out like it), the decode line from its waits
@@ -487,7 +487,7 @@ def run_report(run_dir: Path) -> dict:
     checkpoints between steps is refused: that time would be read as the driver's own."""
     key = (str(run_dir.resolve()), (run_dir / "metrics.jsonl").stat().st_mtime)
     if key not in _RUN_REPORTS:
-        from jury.experiments.bench import WARMUP_STEPS, run_summary
+        from jury.experiments.bench_rows import WARMUP_STEPS, run_summary
 
         cfg = _run_config(run_dir)
         if not (run_dir / "occupancy.json").is_file():
